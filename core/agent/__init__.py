@@ -1,0 +1,1 @@
+"""The turn loop (``CommonAgent.run_turn``) and what it needs per turn."""

@@ -1,0 +1,1 @@
+"""Persistence: the ``Store`` port and its SQLite implementation."""

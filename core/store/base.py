@@ -1,0 +1,202 @@
+"""The store port.
+
+Callers depend on the ``Store`` Protocol only, so a PostgreSQL backend can be added
+without touching them. Contract for every implementation:
+
+* one writer: writes are serialised; each method that writes commits before returning;
+* a turn is never seen half-written: ``finish_turn`` and the messages of a turn become
+  visible atomically with respect to readers of ``load_active_messages``
+  (messages of a turn are written as they happen, but only turns that are finished or
+  running are ever loaded — nothing is rolled back behind a reader's back);
+* ``resolve_approval`` is compare-and-set: it succeeds once, for the first resolver;
+* ``enqueue_inbound`` is idempotent per ``(platform, update_id)``.
+
+Times are UNIX seconds (float). Ids are strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from core.types import ApprovalState, ChatMessage, ExitReason, TurnStatus
+
+InboundState = Literal["pending", "processing", "done", "failed"]
+
+
+class StoreError(Exception):
+    """The store cannot be opened or used (not SQLite, newer schema, corrupt)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    id: str
+    key: str
+    profile: str
+    created_at: float
+    last_active_at: float
+    frozen_context: str | None = None
+    system_prompt: str | None = None
+    """The cached stable+context prompt, reused byte-identical across turns."""
+    prompt_fingerprint: str | None = None
+    """Hash of the runtime (model, toolset, SOUL.md) the cached prompt was built for."""
+    ended_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    id: int
+    session_id: str
+    turn_id: str | None
+    message: ChatMessage
+    created_at: float
+    active: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    id: str
+    session_id: str
+    started_at: float
+    status: TurnStatus = "running"
+    finished_at: float | None = None
+    exit_reason: ExitReason | None = None
+    iterations: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    call_id: str
+    turn_id: str
+    session_id: str
+    name: str
+    arguments: str
+    result: str
+    is_error: bool
+    started_at: float
+    finished_at: float
+    approval_id: str | None = None
+    approval_outcome: ApprovalState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRecord:
+    id: str
+    session_id: str
+    session_key: str
+    turn_id: str
+    tool: str
+    arguments: str
+    prompt: str
+    requested_at: float
+    state: ApprovalState = "pending"
+    requested_by: str | None = None
+    resolved_by: str | None = None
+    resolved_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InboundRecord:
+    platform: str
+    update_id: str
+    session_key: str
+    payload: str
+    received_at: float
+    state: InboundState = "pending"
+
+
+class Store(Protocol):
+    """Everything the engine and gateway persist."""
+
+    async def close(self) -> None: ...
+
+    # sessions ---------------------------------------------------------------
+    async def get_active_session(self, key: str) -> SessionRecord | None:
+        """The open (not ended) session for ``key``, if any."""
+        ...
+
+    async def create_session(self, key: str, profile: str) -> SessionRecord: ...
+
+    async def end_session(self, session_id: str) -> None:
+        """Close a session (``/new``); the next message to its key starts a new one."""
+        ...
+
+    async def touch_session(self, session_id: str) -> None: ...
+
+    async def save_session_prompt(
+        self, session_id: str, *, frozen_context: str, system_prompt: str, fingerprint: str
+    ) -> None: ...
+
+    # messages ---------------------------------------------------------------
+    async def load_active_messages(self, session_id: str) -> list[StoredMessage]:
+        """Active messages of the session, oldest first."""
+        ...
+
+    async def append_message(
+        self, session_id: str, turn_id: str | None, message: ChatMessage
+    ) -> int:
+        """Store one message; returns its id (monotonic within the store)."""
+        ...
+
+    async def update_message_content(self, message_id: int, content: str) -> None: ...
+
+    async def deactivate_messages(self, message_ids: Sequence[int]) -> None:
+        """Mark messages inactive (compaction); they stay stored."""
+        ...
+
+    # turns ------------------------------------------------------------------
+    async def start_turn(self, session_id: str, turn_id: str) -> TurnRecord: ...
+
+    async def finish_turn(
+        self,
+        turn_id: str,
+        *,
+        status: TurnStatus,
+        exit_reason: ExitReason,
+        iterations: int,
+        error: str | None = None,
+    ) -> None: ...
+
+    async def get_turn(self, turn_id: str) -> TurnRecord | None: ...
+
+    async def list_turns(self, session_id: str) -> list[TurnRecord]: ...
+
+    async def fail_running_turns(self, reason: str) -> int:
+        """On start-up: mark turns left ``running`` by a crash as failed; returns count."""
+        ...
+
+    # tool calls and approvals -----------------------------------------------
+    async def record_tool_call(self, record: ToolCallRecord) -> None: ...
+
+    async def list_tool_calls(self, turn_id: str) -> list[ToolCallRecord]: ...
+
+    async def create_approval(self, record: ApprovalRecord) -> None: ...
+
+    async def resolve_approval(
+        self, approval_id: str, state: ApprovalState, resolved_by: str | None
+    ) -> bool:
+        """Compare-and-set from ``pending``; True only for the first resolver."""
+        ...
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
+
+    async def pending_approvals(self, session_key: str | None = None) -> list[ApprovalRecord]:
+        """Pending approvals, oldest first (optionally of one session key)."""
+        ...
+
+    # inbound queue ----------------------------------------------------------
+    async def enqueue_inbound(self, record: InboundRecord) -> bool:
+        """Insert if new; False when ``(platform, update_id)`` is already known."""
+        ...
+
+    async def set_inbound_state(
+        self, platform: str, update_id: str, state: InboundState
+    ) -> None: ...
+
+    async def unfinished_inbound(self, platform: str) -> list[InboundRecord]:
+        """Inbound items not yet ``done`` (pending or processing), oldest first."""
+        ...
+
+    async def get_inbound(self, platform: str, update_id: str) -> InboundRecord | None: ...

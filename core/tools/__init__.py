@@ -1,0 +1,1 @@
+"""Tools: specs plus async handlers, each declaring ``risk`` and ``interactive``."""

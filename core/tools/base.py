@@ -1,0 +1,89 @@
+"""The tool contract.
+
+A tool is a :class:`core.types.ToolSpec` (what the model sees, plus ``risk`` and
+``interactive``) and an async handler ``handler(args, ctx) -> ToolResult``. Handlers must
+honour ``ctx.token`` for long work (``await ctx.token.guard(...)``). A raised exception is
+turned into an error result by the loop; handlers never crash a turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.cancellation import CancellationToken
+from core.types import ToolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    text: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A question for the user with fixed choices (the ``clarify`` tool)."""
+
+    question: str
+    choices: tuple[str, ...]
+
+
+AskChoice = Callable[[Choice], Awaitable[str | None]]
+"""Present a question, return the chosen option (``None`` on timeout/cancel)."""
+
+RunChild = Callable[[str, CancellationToken], Awaitable[str]]
+"""Run a child agent on a task with a child token; returns its final reply."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    session_key: str
+    session_id: str
+    turn_id: str
+    call_id: str
+    token: CancellationToken
+    workspace: Path
+    ask_choice: AskChoice | None = None
+    run_child: RunChild | None = None
+
+
+ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    spec: ToolSpec
+    handler: ToolHandler
+
+
+class UnknownToolError(LookupError):
+    pass
+
+
+class ToolRegistry:
+    def __init__(self, tools: Sequence[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        if tool.spec.name in self._tools:
+            raise ValueError(f"tool {tool.spec.name!r} registered twice")
+        self._tools[tool.spec.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def specs(self, names: Sequence[str] | None = None) -> list[ToolSpec]:
+        """Specs in stable (sorted) order, optionally restricted to ``names``."""
+        chosen = self.names() if names is None else [n for n in self.names() if n in names]
+        return [self._tools[n].spec for n in chosen]
+
+    def subset(self, names: Sequence[str]) -> ToolRegistry:
+        return ToolRegistry([self._tools[n] for n in self.names() if n in names])

@@ -1,0 +1,1 @@
+"""Test support and test suites for CommonOS gateway."""

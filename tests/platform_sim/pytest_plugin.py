@@ -1,0 +1,1 @@
+"""Fixtures for the platform simulators (filled in by the simulator work)."""
