@@ -1,0 +1,188 @@
+"""The adapter port: what every chat platform adapter is, and the values it trades in.
+
+An adapter turns platform updates into :class:`InboundEvent` values (each with a
+:class:`SessionKey`) and renders outbound text, edits and buttons back. Platform
+differences are data (:class:`Capabilities`), never optional methods that raise.
+
+Errors: adapters translate their SDK's exceptions into this tree at the edge::
+
+    AdapterError
+      RateLimited(retry_after)   flood control; retry after the given seconds
+      MessageGone                the message to edit/delete no longer exists
+      NotModified                an edit with identical content (not a failure)
+      TooLong                    text over the platform limit
+      Forbidden                  bot blocked / not in chat / no permission
+      BadMarkup                  the platform could not parse our markup
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+ChatType = Literal["dm", "group", "channel", "thread"]
+EventKind = Literal["text", "command", "button"]
+LengthUnit = Literal["utf16", "codepoints", "bytes"]
+Markup = Literal["telegram_html", "discord_markdown", "slack_mrkdwn", "plain"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionKey:
+    """Which conversation a message belongs to; ``str()`` is the canonical stored form.
+
+    ``telegram:dm:<chat>``, ``telegram:group:<chat>:<user>``,
+    ``telegram:thread:<chat>:<topic>``, ``discord:thread:<thread>``,
+    ``slack:channel:<channel>:<thread_ts>``. Whether a group key carries the user is
+    the configured strategy (per user by default, or shared).
+    """
+
+    platform: str
+    chat_type: ChatType
+    chat_id: str
+    thread_id: str | None = None
+    user_id: str | None = None
+
+    def __str__(self) -> str:
+        parts = [self.platform, self.chat_type, self.chat_id]
+        if self.thread_id is not None:
+            parts.append(self.thread_id)
+        if self.user_id is not None:
+            parts.append(self.user_id)
+        return ":".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRef:
+    """Where to send: a chat, and a thread/topic inside it when there is one."""
+
+    platform: str
+    chat_id: str
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sender:
+    id: str
+    name: str
+    is_bot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Button:
+    label: str
+    data: str
+    """Opaque payload returned on press; must fit ``Capabilities.button_payload_limit``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SentMessage:
+    chat: ChatRef
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class InboundEvent:
+    """One normalised platform update.
+
+    ``kind == "command"``: ``command`` is the lower-cased name without ``/`` or
+    ``@botname``, ``args`` the rest. ``kind == "button"``: ``button_data`` is the pressed
+    button's payload and ``message`` the message carrying it; ``press_id`` is what the
+    adapter needs to answer the press (callback query id, interaction id, ...).
+    """
+
+    kind: EventKind
+    platform: str
+    update_id: str
+    chat: ChatRef
+    chat_type: ChatType
+    sender: Sender
+    session_key: SessionKey
+    text: str = ""
+    command: str | None = None
+    args: str = ""
+    button_data: str | None = None
+    message: SentMessage | None = None
+    press_id: str | None = None
+    mentioned: bool = False
+    reply_to_bot: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    max_text_length: int
+    length_unit: LengthUnit
+    supports_edit: bool
+    button_payload_limit: int
+    """Bytes of payload a button can carry (Telegram 64, Discord 100, Slack 2000)."""
+    edit_interval: float
+    """Minimum seconds between edits of one message that the platform tolerates."""
+    markup: Markup
+
+
+EventSink = Callable[[InboundEvent], Awaitable[None]]
+
+
+class AdapterError(Exception):
+    """A platform call failed; subclasses say how."""
+
+
+class RateLimited(AdapterError):
+    def __init__(self, retry_after: float, message: str = "rate limited") -> None:
+        super().__init__(f"{message} (retry after {retry_after}s)")
+        self.retry_after = retry_after
+
+
+class MessageGone(AdapterError):
+    pass
+
+
+class NotModified(AdapterError):
+    pass
+
+
+class TooLong(AdapterError):
+    pass
+
+
+class Forbidden(AdapterError):
+    pass
+
+
+class BadMarkup(AdapterError):
+    pass
+
+
+ButtonRows = Sequence[Sequence[Button]]
+
+
+class Adapter(Protocol):
+    """A chat platform. ``text`` given to send/edit is already in ``capabilities.markup``
+    unless ``markup=False`` (plain text, used as the fallback when markup is rejected)."""
+
+    platform: str
+    capabilities: Capabilities
+
+    async def start(self, sink: EventSink) -> None:
+        """Connect and begin delivering events to ``sink``; returns once receiving."""
+        ...
+
+    async def stop(self) -> None: ...
+
+    async def send(
+        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> SentMessage: ...
+
+    async def edit(
+        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> None: ...
+
+    async def delete(self, message: SentMessage) -> None: ...
+
+    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+        """Acknowledge a button press (always called), optionally with a short notice."""
+        ...
+
+    async def typing(self, chat: ChatRef) -> None:
+        """Show a typing indicator once (the caller refreshes it)."""
+        ...
