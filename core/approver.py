@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from core.cancellation import CancellationToken
 from core.types import ApprovalState
 
 RequestKind = Literal["approval", "choice"]
@@ -57,3 +58,27 @@ class Approver(Protocol):
     async def settle(self, request: ApprovalRequest, decision: Decision) -> None:
         """The request ended: show the outcome and who decided; remove the buttons."""
         ...
+
+
+class ApprovalGate(Protocol):
+    """What the turn loop calls to ask a person (implemented by ``core.approvals.Approvals``).
+
+    Returns once the request is decided, timed out, or ``token`` is cancelled (then the
+    outcome is ``cancelled`` and the presenter's card is settled at once).
+    """
+
+    async def ask(
+        self,
+        *,
+        kind: RequestKind,
+        session_key: str,
+        session_id: str,
+        turn_id: str,
+        call_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        prompt: str,
+        requested_by: str | None,
+        token: CancellationToken,
+        choices: tuple[str, ...] = (),
+    ) -> Decision: ...

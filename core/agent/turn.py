@@ -1,0 +1,33 @@
+"""Values that go into and come out of ``CommonAgent.run_turn``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from core.types import ExitReason, TurnStatus
+
+
+@dataclass(frozen=True, slots=True)
+class UserMessage:
+    text: str
+    sender_id: str | None = None
+    sender_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    turn_id: str
+    session_id: str
+    status: TurnStatus
+    exit_reason: ExitReason
+    reply: str | None
+    iterations: int
+    error: str | None = None
+
+
+StepCallback = Callable[[int, list[dict[str, Any]]], Any]
+"""``step_callback(iteration, prev_tools)``; ``prev_tools`` is a list of
+``{"name", "result", "arguments"}`` of the latest assistant tool-call message. May be sync
+or async; an exception is logged at debug level and never affects the turn."""
