@@ -1,1 +1,34 @@
-"""Fixtures for the platform simulators (filled in by the simulator work)."""
+"""Fixtures for the platform simulators: ``telegram_sim``, ``discord_sim``, ``slack_sim``.
+
+Each fixture starts its simulator on 127.0.0.1 in the test's event loop, clears the proxy
+environment variables (httpx and slack_sdk would otherwise route loopback through a proxy),
+and stops the simulator afterwards. ``discord_sim`` also points discord.py's two process-wide
+settings (``discord.http.Route.BASE``, ``DiscordWebSocket.DEFAULT_GATEWAY``) at the simulator
+and restores them on teardown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.platform_sim.telegram_sim import TelegramSim
+
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def clear_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in PROXY_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+async def telegram_sim(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[TelegramSim]:
+    clear_proxies(monkeypatch)
+    sim = TelegramSim()
+    await sim.start()
+    try:
+        yield sim
+    finally:
+        await sim.stop()

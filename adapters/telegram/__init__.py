@@ -1,0 +1,16 @@
+"""Telegram adapter (python-telegram-bot): long polling or webhook, durable inbox."""
+
+from adapters.telegram.adapter import CommandMenu, TelegramAdapter, TelegramSettings
+from adapters.telegram.normalize import SessionKeyRule, default_session_key
+from adapters.telegram.polling import PollSettings
+from adapters.telegram.webhook import WebhookSettings
+
+__all__ = [
+    "CommandMenu",
+    "PollSettings",
+    "SessionKeyRule",
+    "TelegramAdapter",
+    "TelegramSettings",
+    "WebhookSettings",
+    "default_session_key",
+]

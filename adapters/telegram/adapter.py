@@ -1,0 +1,239 @@
+"""The Telegram adapter: python-telegram-bot driven by hand inside our event loop.
+
+Lifecycle: ``start`` initialises the bot (``getMe``), publishes the command menu
+(``setMyCommands``), replays updates a previous run left unfinished, then receives by long
+polling (default) or webhook. ``stop`` cancels receiving and deliveries in flight and shuts
+the bot down. ``run_polling()`` and PTB's ``Updater`` are never used: see ``polling.py``.
+
+Outbound calls go through PTB's ``AIORateLimiter`` (flood limits, and it honours
+``retry_after`` by waiting and retrying); what still fails is raised as the adapter error
+tree (``errors.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from telegram import BotCommand, InlineKeyboardButton, InlineKeyboardMarkup
+from telegram.constants import ChatAction, ParseMode
+from telegram.ext import AIORateLimiter, ExtBot
+from telegram.request import HTTPXRequest
+
+from adapters.base import (
+    ButtonRows,
+    Capabilities,
+    ChatRef,
+    EventSink,
+    InboundEvent,
+    SentMessage,
+)
+from adapters.telegram.errors import platform_errors
+from adapters.telegram.inbox import Inbox
+from adapters.telegram.normalize import (
+    PLATFORM,
+    BotIdentity,
+    Normalizer,
+    SessionKeyRule,
+    default_session_key,
+)
+from adapters.telegram.polling import LongPoller, PollSettings
+from adapters.telegram.webhook import WebhookServer, WebhookSettings
+from core.store.base import Store
+
+_log = logging.getLogger(__name__)
+
+MAX_TEXT_UTF16 = 4096
+BUTTON_PAYLOAD_LIMIT = 64
+DEFAULT_API_URL = "https://api.telegram.org/bot"
+DEFAULT_FILE_URL = "https://api.telegram.org/file/bot"
+
+CommandMenu = Sequence[tuple[str, str]]
+"""``(name, description)`` pairs for Telegram's command menu, in display order."""
+
+
+@dataclass(frozen=True, slots=True)
+class TelegramSettings:
+    """Everything configurable about the adapter besides the token and the store."""
+
+    base_url: str = DEFAULT_API_URL
+    base_file_url: str = DEFAULT_FILE_URL
+    commands: CommandMenu = ()
+    edit_interval: float = 1.0
+    poll: PollSettings = field(default_factory=PollSettings)
+    webhook: WebhookSettings | None = None
+    max_retries: int = 3
+    """Retries after a 429 (each waits the ``retry_after`` Telegram asked for)."""
+    group_rate_per_minute: float = 20
+    """Messages per minute per group chat (Telegram's documented limit; 0 = unpaced)."""
+
+
+def inline_keyboard(buttons: ButtonRows) -> InlineKeyboardMarkup | None:
+    """Buttons as an inline keyboard; ``None`` for no buttons (an edit then removes them)."""
+    if not any(buttons):
+        return None
+    for row in buttons:
+        for button in row:
+            if len(button.data.encode()) > BUTTON_PAYLOAD_LIMIT:
+                raise ValueError(
+                    f"button {button.label!r}: payload is {len(button.data.encode())} bytes, "
+                    f"Telegram allows {BUTTON_PAYLOAD_LIMIT}"
+                )
+    return InlineKeyboardMarkup(
+        [[InlineKeyboardButton(b.label, callback_data=b.data) for b in row] for row in buttons]
+    )
+
+
+def _thread(chat: ChatRef) -> int | None:
+    return int(chat.thread_id) if chat.thread_id is not None else None
+
+
+class TelegramAdapter:
+    """The :class:`adapters.base.Adapter` for Telegram."""
+
+    platform = PLATFORM
+
+    def __init__(
+        self,
+        token: str,
+        store: Store,
+        settings: TelegramSettings | None = None,
+        key_rule: SessionKeyRule = default_session_key,
+    ) -> None:
+        self.settings = settings or TelegramSettings()
+        self.store = store
+        self.key_rule = key_rule
+        self.capabilities = Capabilities(
+            max_text_length=MAX_TEXT_UTF16,
+            length_unit="utf16",
+            supports_edit=True,
+            button_payload_limit=BUTTON_PAYLOAD_LIMIT,
+            edit_interval=self.settings.edit_interval,
+            markup="telegram_html",
+        )
+        self.bot = self._build_bot(token)
+        self.identity: BotIdentity | None = None
+        self._inbox: Inbox | None = None
+        self._poller: LongPoller | None = None
+        self._poll_task: asyncio.Task[None] | None = None
+        self._webhook: WebhookServer | None = None
+
+    def _build_bot(self, token: str) -> ExtBot[int]:
+        poll_read = float(self.settings.poll.timeout) + 5.0
+        limiter = AIORateLimiter(
+            group_max_rate=self.settings.group_rate_per_minute,
+            max_retries=self.settings.max_retries,
+        )
+        return ExtBot(
+            token,
+            base_url=self.settings.base_url,
+            base_file_url=self.settings.base_file_url,
+            request=HTTPXRequest(connection_pool_size=64),
+            get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=poll_read),
+            rate_limiter=limiter,
+        )
+
+    # lifecycle -----------------------------------------------------------------------------
+    async def start(self, sink: EventSink) -> None:
+        """Connect, replay unfinished updates, and begin receiving; returns once receiving."""
+        with platform_errors():
+            await self.bot.initialize()
+        self.identity = BotIdentity(self.bot.id, self.bot.username)
+        normalizer = Normalizer(self.identity, self.key_rule)
+        self._inbox = Inbox(self.store, self.bot, normalizer, sink)
+        await self.set_commands(self.settings.commands)
+        await self._inbox.replay()
+        if self.settings.webhook is not None:
+            await self._start_webhook(self._inbox, self.settings.webhook)
+        else:
+            await self._start_polling(self._inbox)
+        _log.info("telegram: receiving as @%s", self.identity.username)
+
+    async def _start_polling(self, inbox: Inbox) -> None:
+        with platform_errors():
+            await self.bot.delete_webhook()
+        self._poller = LongPoller(self.bot, inbox, self.settings.poll)
+        self._poll_task = asyncio.get_running_loop().create_task(
+            self._poller.run(), name="telegram-poll"
+        )
+        self._poll_task.add_done_callback(_log_poll_end)
+
+    async def _start_webhook(self, inbox: Inbox, settings: WebhookSettings) -> None:
+        self._webhook = WebhookServer(self.bot, inbox, settings)
+        await self._webhook.start()
+        with platform_errors():
+            await self.bot.set_webhook(
+                self._webhook.url,
+                secret_token=settings.secret_token,
+                allowed_updates=list(self.settings.poll.allowed_updates),
+            )
+
+    async def stop(self) -> None:
+        """Stop receiving, cancel deliveries in flight (they replay next run), shut down."""
+        if self._poll_task is not None:
+            self._poll_task.cancel()
+            await asyncio.gather(self._poll_task, return_exceptions=True)
+            self._poll_task = None
+        if self._webhook is not None:
+            await self._webhook.stop()
+            self._webhook = None
+        if self._inbox is not None:
+            await self._inbox.close()
+        await self.bot.shutdown()
+
+    async def set_commands(self, commands: CommandMenu) -> None:
+        """Publish the command menu (``setMyCommands``); an empty menu is not sent."""
+        if not commands:
+            return
+        menu = [BotCommand(name, description) for name, description in commands]
+        with platform_errors():
+            await self.bot.set_my_commands(menu)
+
+    # outbound ------------------------------------------------------------------------------
+    async def send(
+        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> SentMessage:
+        with platform_errors():
+            message = await self.bot.send_message(
+                chat_id=chat.chat_id,
+                text=text,
+                parse_mode=ParseMode.HTML if markup else None,
+                reply_markup=inline_keyboard(buttons),
+                message_thread_id=_thread(chat),
+            )
+        return SentMessage(chat, str(message.message_id))
+
+    async def edit(
+        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> None:
+        with platform_errors():
+            await self.bot.edit_message_text(
+                text=text,
+                chat_id=message.chat.chat_id,
+                message_id=int(message.message_id),
+                parse_mode=ParseMode.HTML if markup else None,
+                reply_markup=inline_keyboard(buttons),
+            )
+
+    async def delete(self, message: SentMessage) -> None:
+        with platform_errors():
+            await self.bot.delete_message(message.chat.chat_id, int(message.message_id))
+
+    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+        if event.press_id is None:
+            return
+        with platform_errors():
+            await self.bot.answer_callback_query(event.press_id, text=text)
+
+    async def typing(self, chat: ChatRef) -> None:
+        with platform_errors():
+            await self.bot.send_chat_action(
+                chat.chat_id, ChatAction.TYPING, message_thread_id=_thread(chat)
+            )
+
+
+def _log_poll_end(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        _log.error("telegram polling loop ended", exc_info=task.exception())

@@ -1,0 +1,206 @@
+"""PTB ``Update`` → :class:`InboundEvent`.
+
+Chat types: ``private`` is a DM; a message in a forum topic (``is_topic_message``) is a
+thread whose key is shared by its members; other ``group``/``supergroup`` messages are
+group messages; ``channel`` is a channel. The session key comes from a
+:class:`SessionKeyRule` passed in by the composition root (adapters never import gateway/);
+:func:`default_session_key` is the documented default: per chat in DMs, per user in groups,
+shared in topics.
+
+Commands are ``/name[@bot] args``; a command addressed to another bot is not ours and is
+dropped (``None``), as are updates that carry nothing we handle (stickers, joins, ...).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from telegram import CallbackQuery, Chat, Message, MessageEntity, Update, User
+
+from adapters.base import ChatRef, ChatType, InboundEvent, Sender, SentMessage, SessionKey
+
+PLATFORM = "telegram"
+_COMMAND = re.compile(r"^/([A-Za-z0-9_]{1,64})(?:@([A-Za-z0-9_]+))?(?:\s+(.*))?$", re.DOTALL)
+
+
+class SessionKeyRule(Protocol):
+    """Build the session key of one message from where it was said and by whom.
+
+    Same shape as ``gateway.session_keys.session_key``, which the gateway passes in.
+    """
+
+    def __call__(
+        self,
+        platform: str,
+        chat_type: ChatType,
+        chat_id: str,
+        *,
+        user_id: str | None,
+        thread_id: str | None = None,
+    ) -> SessionKey: ...
+
+
+def default_session_key(
+    platform: str,
+    chat_type: ChatType,
+    chat_id: str,
+    *,
+    user_id: str | None,
+    thread_id: str | None = None,
+) -> SessionKey:
+    """DM and channel: per chat; group: per user in the chat; thread/topic: shared."""
+    if chat_type == "thread":
+        return SessionKey(platform, "thread", chat_id, thread_id=thread_id)
+    if chat_type == "group" and user_id is not None:
+        return SessionKey(platform, "group", chat_id, user_id=user_id)
+    return SessionKey(platform, chat_type, chat_id)
+
+
+@dataclass(frozen=True, slots=True)
+class BotIdentity:
+    """Who we are on Telegram: needed for mentions, replies and ``/cmd@bot``."""
+
+    id: int
+    username: str
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedCommand:
+    name: str
+    target: str | None
+    args: str
+
+
+def parse_command(text: str) -> ParsedCommand | None:
+    """``/Name@bot  rest`` → name lower-cased, the addressed bot, the rest stripped."""
+    match = _COMMAND.match(text.strip())
+    if match is None:
+        return None
+    name, target, args = match.groups()
+    return ParsedCommand(name.lower(), target, (args or "").strip())
+
+
+def chat_type_of(chat: Chat, message: Message | None) -> ChatType:
+    if chat.type == Chat.PRIVATE:
+        return "dm"
+    if chat.type == Chat.CHANNEL:
+        return "channel"
+    if message is not None and message.is_topic_message and message.message_thread_id:
+        return "thread"
+    return "group"
+
+
+def chat_ref_of(chat: Chat, message: Message | None) -> ChatRef:
+    thread = None
+    if chat_type_of(chat, message) == "thread" and message is not None:
+        thread = str(message.message_thread_id)
+    return ChatRef(PLATFORM, str(chat.id), thread)
+
+
+def sender_of(user: User | None, message: Message | None) -> Sender:
+    if user is not None:
+        return Sender(str(user.id), user.full_name or user.username or str(user.id), user.is_bot)
+    chat = message.sender_chat if message is not None else None
+    if chat is not None:
+        return Sender(str(chat.id), chat.title or chat.username or str(chat.id))
+    return Sender("unknown", "unknown")
+
+
+def is_mentioned(message: Message, bot: BotIdentity) -> bool:
+    """An ``@bot`` mention entity, or a text mention of the bot's user."""
+    handle = f"@{bot.username}".lower()
+    for entity, text in message.parse_entities().items():
+        if entity.type == MessageEntity.MENTION and text.lower() == handle:
+            return True
+        if entity.type == MessageEntity.TEXT_MENTION and entity.user and entity.user.id == bot.id:
+            return True
+    return False
+
+
+def is_reply_to_bot(message: Message, bot: BotIdentity) -> bool:
+    """A reply to one of our messages (the implicit reply to a topic's header is not)."""
+    replied = message.reply_to_message
+    if replied is None or replied.forum_topic_created is not None:
+        return False
+    return replied.from_user is not None and replied.from_user.id == bot.id
+
+
+class Normalizer:
+    """Turns updates into events for one bot identity and key strategy."""
+
+    def __init__(self, bot: BotIdentity, key_rule: SessionKeyRule = default_session_key) -> None:
+        self.bot = bot
+        self.key_rule = key_rule
+
+    def event(self, update: Update) -> InboundEvent | None:
+        """The event for ``update``, or ``None`` when it is nothing for us."""
+        if update.callback_query is not None:
+            return self._button(update.update_id, update.callback_query)
+        if update.message is not None:
+            return self._message(update.update_id, update.message)
+        return None
+
+    def session_key(self, update: Update) -> str:
+        """The canonical session key string of ``update`` (``""`` when it has none)."""
+        event = self.event(update)
+        return str(event.session_key) if event is not None else ""
+
+    def _key(self, chat_type: ChatType, chat: ChatRef, sender: Sender) -> SessionKey:
+        return self.key_rule(
+            PLATFORM, chat_type, chat.chat_id, user_id=sender.id, thread_id=chat.thread_id
+        )
+
+    def _message(self, update_id: int, message: Message) -> InboundEvent | None:
+        text = message.text or message.caption or ""
+        if not text:
+            return None
+        chat_type = chat_type_of(message.chat, message)
+        chat = chat_ref_of(message.chat, message)
+        sender = sender_of(message.from_user, message)
+        base = InboundEvent(
+            kind="text",
+            platform=PLATFORM,
+            update_id=str(update_id),
+            chat=chat,
+            chat_type=chat_type,
+            sender=sender,
+            session_key=self._key(chat_type, chat, sender),
+            text=text,
+            mentioned=is_mentioned(message, self.bot),
+            reply_to_bot=is_reply_to_bot(message, self.bot),
+        )
+        return self._as_command(base)
+
+    def _as_command(self, event: InboundEvent) -> InboundEvent | None:
+        command = parse_command(event.text)
+        if command is None:
+            return event
+        if command.target is not None and command.target.lower() != self.bot.username.lower():
+            return None
+        mentioned = event.mentioned or command.target is not None
+        return replace(
+            event, kind="command", command=command.name, args=command.args, mentioned=mentioned
+        )
+
+    def _button(self, update_id: int, query: CallbackQuery) -> InboundEvent | None:
+        message = query.message
+        if message is None or query.data is None:
+            return None
+        inner = message if isinstance(message, Message) else None
+        chat_type = chat_type_of(message.chat, inner)
+        chat = chat_ref_of(message.chat, inner)
+        sender = sender_of(query.from_user, None)
+        return InboundEvent(
+            kind="button",
+            platform=PLATFORM,
+            update_id=str(update_id),
+            chat=chat,
+            chat_type=chat_type,
+            sender=sender,
+            session_key=self._key(chat_type, chat, sender),
+            button_data=query.data,
+            message=SentMessage(chat, str(message.message_id)),
+            press_id=query.id,
+        )

@@ -1,0 +1,250 @@
+"""``CommonAgent.run_turn``: one user message in, one reply (or a stop) out — seed 000.
+
+1. **Session lock** — an ``asyncio.Lock`` per session key (:mod:`core.agent.session_lock`,
+   evicted when idle): two turns of one key never overlap, Dispatcher or not.
+2. **History** — the open session (created if none), its active messages oldest first;
+   the turn is started and the user message stored before the first model call.
+3. **System prompt** — stable + context (restored or rebuilt, :mod:`core.agent.prompt`)
+   + volatile (the clock's current time).
+4. **Session hooks** — ``on_session_start`` for a new session; ``pre_llm_call`` once per
+   turn, its context sent in front of the user message and never stored.
+5. **Loop** — :class:`core.agent.turn_run.TurnRun` (or the external runtime,
+   :mod:`core.agent.external`, when the profile names one).
+6. **Finish** — ``agent_loop_stopped`` (with the reason) when the loop stopped early, the
+   final status stored (``Store.finish_turn``), then ``on_session_end`` — every turn.
+
+``run_turn`` never raises for a failed turn: a broken store, hook or bug ends the turn as
+``failed``/``crashed`` with a readable reply. Only ``asyncio.CancelledError`` (the task
+itself cancelled) propagates, after the turn was recorded as interrupted.
+
+Child agents (the ``delegate`` tool): ``ToolContext.run_child(task, token)`` runs a child
+turn of this agent in the session ``"<parent key>/child:<call id>"`` with a child of
+``token`` (so stopping the parent stops the child) and the parent's ``IterationBudget``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from core.agent.budget import IterationBudget, LoopGate
+from core.agent.control import TurnControl
+from core.agent.external import ExternalRuntime
+from core.agent.model_call import ModelCaller
+from core.agent.profile import AgentProfile
+from core.agent.prompt import Runtime, restore_or_build_prefix, system_prompt
+from core.agent.scope import TurnScope
+from core.agent.session_lock import SessionLocks
+from core.agent.tool_runner import ToolEnvironment, ToolRunner
+from core.agent.transcript import Transcript
+from core.agent.turn import StepCallback, TurnResult, UserMessage
+from core.agent.turn_run import TurnEnd, TurnParts, TurnRun
+from core.approver import ApprovalGate
+from core.cancellation import CancellationToken
+from core.hooks.registry import HookRegistry
+from core.model.base import ModelClient
+from core.model.retry import RetryPolicy
+from core.store.base import SessionRecord, Store
+from core.tools.base import RunChild, ToolRegistry
+from core.types import ChatMessage
+
+logger = logging.getLogger(__name__)
+
+CRASH_REPLY = "Something went wrong on our side while handling this message. Please try again."
+CLEANUP_SECONDS = 5.0
+"""Time box for recording a turn whose task was cancelled."""
+
+
+@dataclass(slots=True)
+class _OpenTurn:
+    """A turn after steps 1–4: stored, prompted, hooks fired."""
+
+    scope: TurnScope
+    transcript: Transcript
+    control: TurnControl
+    budget: IterationBudget
+    gate: LoopGate | None = None
+
+
+class CommonAgent:
+    def __init__(
+        self,
+        store: Store,
+        model: ModelClient,
+        tools: ToolRegistry,
+        hooks: HookRegistry,
+        approvals: ApprovalGate,
+        profile: AgentProfile,
+        *,
+        clock: Callable[[], float] = time.time,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.store = store
+        self.model = model
+        self.tools = tools.subset(profile.tools) if profile.tools is not None else tools
+        self.hooks = hooks
+        self.approvals = approvals
+        self.profile = profile
+        self.clock = clock
+        self.retry = retry or RetryPolicy()
+        self.locks = SessionLocks()
+
+    async def run_turn(
+        self,
+        session_key: str,
+        message: UserMessage,
+        control: TurnControl,
+        *,
+        step_callback: StepCallback | None = None,
+        budget: IterationBudget | None = None,
+    ) -> TurnResult:
+        """Run one turn of ``session_key`` (see the module docstring for every step)."""
+        budget = budget or IterationBudget(self.profile.max_iterations)
+        async with self.locks.hold(session_key):
+            try:
+                turn = await self._open(session_key, message, control, budget)
+            except Exception as error:
+                logger.exception("turn of %s could not start", session_key)
+                return TurnResult("", "", "failed", "crashed", CRASH_REPLY, 0, str(error))
+            return await self._drive(turn, step_callback)
+
+    # steps 2–4 ------------------------------------------------------------------------
+    async def _open(
+        self, key: str, message: UserMessage, control: TurnControl, budget: IterationBudget
+    ) -> _OpenTurn:
+        session, is_new = await self._session(key)
+        history = await self.store.load_active_messages(session.id)
+        scope = TurnScope(key, session.id, uuid.uuid4().hex, message.sender_id)
+        await self.store.start_turn(session.id, scope.turn_id)
+        user = ChatMessage(role="user", content=message.text)
+        user_id = await self.store.append_message(session.id, scope.turn_id, user)
+        transcript = Transcript(await self._system_prompt(session), [*history])
+        transcript.add(user, user_id)
+        turn = _OpenTurn(scope, transcript, control, budget)
+        await self._session_hooks(turn, is_new or not history, message.text)
+        return turn
+
+    async def _session(self, key: str) -> tuple[SessionRecord, bool]:
+        session = await self.store.get_active_session(key)
+        if session is not None:
+            return session, False
+        return await self.store.create_session(key, self.profile.name), True
+
+    async def _system_prompt(self, session: SessionRecord) -> str:
+        runtime = Runtime(self.model.model, tuple(self.tools.names()), self.profile.soul)
+        prefix = await restore_or_build_prefix(self.store, session, self.profile, runtime)
+        return system_prompt(prefix, self.clock())
+
+    async def _session_hooks(self, turn: _OpenTurn, is_new: bool, text: str) -> None:
+        scope = turn.scope.hook_args()
+        if is_new:
+            await self.hooks.notify("on_session_start", **scope)
+        found = await self.hooks.collect("pre_llm_call", **scope, user_message=text)
+        turn.transcript.model_context = "\n\n".join(str(c) for c in found if str(c))
+
+    # steps 5–6 ------------------------------------------------------------------------
+    async def _drive(self, turn: _OpenTurn, step_callback: StepCallback | None) -> TurnResult:
+        try:
+            end = await self._loop(turn, step_callback)
+        except asyncio.CancelledError:
+            cancelled = TurnEnd("interrupted", "cancelled", stopped_early=True)
+            await _time_boxed(self._finish(turn, cancelled))
+            raise
+        except Exception as error:
+            logger.exception("turn %s crashed", turn.scope.turn_id)
+            end = TurnEnd("failed", "crashed", CRASH_REPLY, f"{type(error).__name__}: {error}")
+        return await self._finish(turn, end)
+
+    async def _loop(self, turn: _OpenTurn, step_callback: StepCallback | None) -> TurnEnd:
+        if self.profile.external_runtime:
+            external = ExternalRuntime(
+                self.profile.external_runtime, self.store, self.hooks, self.profile, self.clock
+            )
+            return await external.run(turn.scope, turn.transcript, turn.control, step_callback)
+        turn.gate = LoopGate(self.profile.max_iterations, turn.budget)
+        run = TurnRun(
+            self._parts(turn), turn.scope, turn.transcript, turn.control, turn.gate, step_callback
+        )
+        return await run.loop()
+
+    def _parts(self, turn: _OpenTurn) -> TurnParts:
+        scope = turn.scope
+        env = ToolEnvironment(
+            tools=self.tools,
+            hooks=self.hooks,
+            approvals=self.approvals,
+            store=self.store,
+            scope=scope,
+            token=turn.control.token,
+            workspace=self.profile.workspace,
+            clock=self.clock,
+            child_runner=lambda call_id: self._child_runner(scope.session_key, call_id, turn),
+        )
+        caller = ModelCaller(self.model, self.hooks, self.retry, scope)
+        parts = (self.store, self.hooks, self.profile, self.clock, self.tools.specs())
+        return TurnParts(*parts, caller, ToolRunner(env))
+
+    def _child_runner(self, parent_key: str, call_id: str, turn: _OpenTurn) -> RunChild:
+        async def run_child(task: str, token: CancellationToken) -> str:
+            child = TurnControl(token=token.child())
+            result = await self.run_turn(
+                f"{parent_key}/child:{call_id}", UserMessage(task), child, budget=turn.budget
+            )
+            return describe_child(result)
+
+        return run_child
+
+    async def _finish(self, turn: _OpenTurn, end: TurnEnd) -> TurnResult:
+        scope = turn.scope.hook_args()
+        iterations = turn.gate.calls if turn.gate is not None else end.iterations
+        if end.stopped_early:
+            await self.hooks.notify("agent_loop_stopped", **scope, reason=end.exit_reason)
+        try:
+            await self.store.finish_turn(
+                turn.scope.turn_id,
+                status=end.status,
+                exit_reason=end.exit_reason,
+                iterations=iterations,
+                error=end.error,
+            )
+            await self.store.touch_session(turn.scope.session_id)
+        except Exception:
+            logger.exception("turn %s: final status not stored", turn.scope.turn_id)
+        await self.hooks.notify(
+            "on_session_end", **scope, status=end.status, exit_reason=end.exit_reason
+        )
+        return TurnResult(
+            turn.scope.turn_id,
+            turn.scope.session_id,
+            end.status,
+            end.exit_reason,
+            end.reply,
+            iterations,
+            end.error,
+        )
+
+
+def describe_child(result: TurnResult) -> str:
+    """What the parent's ``delegate`` tool gets back from a child turn."""
+    if result.status == "completed":
+        return result.reply or ""
+    detail = result.error or result.reply or ""
+    return f"[child agent {result.status}: {result.exit_reason}] {detail}".rstrip()
+
+
+async def _time_boxed(work: Coroutine[Any, Any, object]) -> None:
+    """Run cleanup after the task was cancelled: in its own task, for a bounded time."""
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.wait({task}, timeout=CLEANUP_SECONDS)
+    finally:
+        if not task.done():
+            task.cancel()
+            logger.warning("turn cleanup did not finish within %ss", CLEANUP_SECONDS)
+        elif not task.cancelled() and task.exception() is not None:
+            logger.error("turn cleanup failed", exc_info=task.exception())

@@ -1,0 +1,90 @@
+"""The system prompt in three tiers, and the restore-or-build check (seed 001 §3.2).
+
+* **stable** — the profile's SOUL.md text;
+* **context** — built once per session and frozen: the session key, profile, workspace,
+  tool names and the session's start date. Stored with the session;
+* **volatile** — the current time, rebuilt every turn and sent *after* the cached prefix.
+
+The stable+context *prefix* is stored on the session (``Store.save_session_prompt``) with a
+fingerprint of the runtime it was built for: the model name, the enabled tool names and a
+hash of SOUL.md. On every turn :func:`restore_or_build_prefix` reuses the stored prefix
+byte-for-byte when the fingerprint still matches (so the provider's prompt cache keeps
+hitting), and rebuilds and re-stores it when the runtime changed (model switched, toolset
+changed, SOUL.md edited) — a stale prompt would describe tools the agent no longer has.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from core.agent.profile import AgentProfile
+from core.store.base import SessionRecord, Store
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """What the cached prefix depends on."""
+
+    model: str
+    tool_names: tuple[str, ...]
+    soul: str
+
+    def fingerprint(self) -> str:
+        soul_hash = hashlib.sha256(self.soul.encode()).hexdigest()
+        payload = {"model": self.model, "tools": sorted(self.tool_names), "soul": soul_hash}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def stored_prompt_matches_runtime(session: SessionRecord, runtime: Runtime) -> bool:
+    return session.system_prompt is not None and session.prompt_fingerprint == (
+        runtime.fingerprint()
+    )
+
+
+def build_context_tier(session: SessionRecord, profile: AgentProfile, tools: Sequence[str]) -> str:
+    started = _utc(session.created_at).strftime("%Y-%m-%d")
+    return "\n".join(
+        [
+            "## Session",
+            f"Session: {session.key}",
+            f"Profile: {profile.name}",
+            f"Workspace: {profile.workspace}",
+            f"Tools: {', '.join(sorted(tools)) or '(none)'}",
+            f"Session started: {started}",
+        ]
+    )
+
+
+def join_prefix(stable: str, context: str) -> str:
+    return f"{stable.rstrip()}\n\n{context}"
+
+
+def volatile_tier(now: float) -> str:
+    return f"Current time: {_utc(now).strftime('%A %Y-%m-%d %H:%M UTC')}"
+
+
+def system_prompt(prefix: str, now: float) -> str:
+    """The full system message: the cached prefix, then the volatile tier."""
+    return f"{prefix}\n\n{volatile_tier(now)}"
+
+
+async def restore_or_build_prefix(
+    store: Store, session: SessionRecord, profile: AgentProfile, runtime: Runtime
+) -> str:
+    """The stable+context prefix: restored byte-identical, or rebuilt when the runtime changed."""
+    if stored_prompt_matches_runtime(session, runtime) and session.system_prompt is not None:
+        return session.system_prompt
+    context = build_context_tier(session, profile, runtime.tool_names)
+    prefix = join_prefix(runtime.soul, context)
+    await store.save_session_prompt(
+        session.id, frozen_context=context, system_prompt=prefix, fingerprint=runtime.fingerprint()
+    )
+    return prefix
+
+
+def _utc(timestamp: float) -> datetime:
+    return datetime.fromtimestamp(timestamp, tz=UTC)

@@ -1,0 +1,272 @@
+"""Running the tool calls of one model response (seed 000, "Each tool call").
+
+A batch runs in parallel, unless one of its tools is interactive (it asks the user
+something); then the calls run one at a time. Outcomes come back in the order the model
+asked for them. For each call:
+
+1. look the tool up — an unknown name, or arguments that are not a JSON object, become an
+   error result (the model can correct itself), never a crash;
+2. fire ``pre_tool_call`` (tool_name, arguments, risk, call_id, session_key, session_id,
+   turn_id) — the first non-``None`` result decides;
+3. act on it: ``Block(reason)`` → ``Blocked: <reason>``; ``AskUser(prompt)`` → ask the
+   approval gate, anything but ``approved`` → ``Not approved (<outcome>)``, and
+   ``cancelled`` stops the turn; ``Modify(args)`` → merged into the arguments. A decision
+   hook that raises blocks the call (a broken policy must not allow a dangerous call);
+4. run the handler under the turn's token; an exception becomes an error result;
+5. fire ``post_tool_call`` — for blocked, failed and cancelled calls too;
+6. ``transform_tool_result`` may replace the text;
+7. store the call (``Store.record_tool_call``) with its approval id and outcome.
+
+A call stopped by cancellation yields ``cancelled=True`` with :data:`CANCELLED_RESULT` as its
+text, so the stored history stays valid (every tool call has a result) and the loop ends
+the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.agent.scope import TurnScope
+from core.approver import ApprovalGate, Decision
+from core.cancellation import CancellationToken, Cancelled
+from core.hooks.registry import HookRegistry
+from core.hooks.results import AskUser, Block, Modify
+from core.store.base import Store, ToolCallRecord
+from core.tools.base import AskChoice, Choice, RunChild, Tool, ToolContext, ToolRegistry
+from core.types import ApprovalState, ToolCall
+
+CANCELLED_RESULT = "Cancelled: the turn was stopped before this tool finished."
+
+ChildRunnerFactory = Callable[[str], RunChild]
+"""Given a call id, the ``run_child`` for that call's ``ToolContext``."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    call: ToolCall
+    text: str
+    is_error: bool
+    cancelled: bool = False
+
+
+@dataclass(slots=True)
+class _Attempt:
+    text: str
+    is_error: bool
+    arguments: dict[str, Any] | None = None
+    blocked: bool = False
+    cancelled: bool = False
+    approval_id: str | None = None
+    approval: ApprovalState | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEnvironment:
+    """What every call of a turn shares."""
+
+    tools: ToolRegistry
+    hooks: HookRegistry
+    approvals: ApprovalGate
+    store: Store
+    scope: TurnScope
+    token: CancellationToken
+    workspace: Path
+    clock: Callable[[], float]
+    child_runner: ChildRunnerFactory | None = None
+
+
+class ToolRunner:
+    def __init__(self, env: ToolEnvironment) -> None:
+        self._env = env
+
+    async def run_batch(self, calls: tuple[ToolCall, ...]) -> list[CallOutcome]:
+        if any(self._interactive(c) for c in calls):
+            return [await self.run_one(c) for c in calls]
+        return list(await asyncio.gather(*(self.run_one(c) for c in calls)))
+
+    def _interactive(self, call: ToolCall) -> bool:
+        tool = self._env.tools.get(call.name)
+        return tool is not None and tool.spec.interactive
+
+    async def run_one(self, call: ToolCall) -> CallOutcome:
+        started = self._env.clock()
+        try:
+            attempt = await self._attempt(call)
+        except Cancelled:
+            attempt = _Attempt(CANCELLED_RESULT, is_error=True, cancelled=True)
+        await self._post(call, attempt)
+        text = await self._env.hooks.transform(
+            "transform_tool_result",
+            attempt.text,
+            **self._env.scope.hook_args(),
+            tool_name=call.name,
+            call_id=call.id,
+            is_error=attempt.is_error,
+        )
+        await self._record(call, attempt, text, started)
+        return CallOutcome(call, text, attempt.is_error, attempt.cancelled)
+
+    async def _attempt(self, call: ToolCall) -> _Attempt:
+        self._env.token.raise_if_cancelled()
+        tool = self._env.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(self._env.tools.names()) or "none"
+            return _Attempt(f"Unknown tool: {call.name!r} (available: {known})", is_error=True)
+        arguments, problem = parse_arguments(call.arguments)
+        if arguments is None:
+            return _Attempt(f"Invalid arguments for {call.name}: {problem}", is_error=True)
+        return await self._decide_and_run(tool, call, arguments)
+
+    async def _decide_and_run(
+        self, tool: Tool, call: ToolCall, arguments: dict[str, Any]
+    ) -> _Attempt:
+        try:
+            decision = await self._env.hooks.first_result(
+                "pre_tool_call",
+                **self._env.scope.hook_args(),
+                tool_name=call.name,
+                arguments=dict(arguments),
+                risk=tool.spec.risk,
+                call_id=call.id,
+            )
+        except Exception as error:
+            text = f"Blocked: pre_tool_call policy failed ({type(error).__name__}: {error})"
+            return _Attempt(text, is_error=True, arguments=arguments, blocked=True)
+        if isinstance(decision, Block):
+            text = f"Blocked: {decision.reason}"
+            return _Attempt(text, is_error=True, arguments=arguments, blocked=True)
+        if isinstance(decision, AskUser):
+            return await self._ask_then_run(tool, call, arguments, decision.prompt)
+        if isinstance(decision, Modify):
+            arguments = {**arguments, **decision.args}
+        return await self._invoke(tool, call, arguments)
+
+    async def _ask_then_run(
+        self, tool: Tool, call: ToolCall, arguments: dict[str, Any], prompt: str
+    ) -> _Attempt:
+        decision = await self._ask(call, arguments, prompt)
+        if decision.outcome == "approved":
+            attempt = await self._invoke(tool, call, arguments)
+        elif decision.outcome == "cancelled":
+            attempt = _Attempt(CANCELLED_RESULT, is_error=True, blocked=True, cancelled=True)
+        else:
+            note = f": {decision.note}" if decision.note else ""
+            text = f"Not approved ({decision.outcome}){note}"
+            attempt = _Attempt(text, is_error=True, blocked=True)
+        attempt.arguments = arguments
+        attempt.approval_id, attempt.approval = _request_id(decision), decision.outcome
+        return attempt
+
+    async def _ask(self, call: ToolCall, arguments: dict[str, Any], prompt: str) -> Decision:
+        scope = self._env.scope
+        return await self._env.approvals.ask(
+            kind="approval",
+            session_key=scope.session_key,
+            session_id=scope.session_id,
+            turn_id=scope.turn_id,
+            call_id=call.id,
+            tool=call.name,
+            arguments=arguments,
+            prompt=prompt,
+            requested_by=scope.requested_by,
+            token=self._env.token,
+        )
+
+    async def _invoke(self, tool: Tool, call: ToolCall, arguments: dict[str, Any]) -> _Attempt:
+        context = self._context(call, arguments)
+        try:
+            result = await self._env.token.guard(tool.handler(arguments, context))
+        except Cancelled:
+            raise
+        except Exception as error:
+            text = f"Tool {call.name} failed: {type(error).__name__}: {error}"
+            return _Attempt(text, is_error=True, arguments=arguments)
+        return _Attempt(result.text, is_error=result.is_error, arguments=arguments)
+
+    def _context(self, call: ToolCall, arguments: dict[str, Any]) -> ToolContext:
+        scope, env = self._env.scope, self._env
+        child = env.child_runner(call.id) if env.child_runner is not None else None
+        return ToolContext(
+            session_key=scope.session_key,
+            session_id=scope.session_id,
+            turn_id=scope.turn_id,
+            call_id=call.id,
+            token=env.token,
+            workspace=env.workspace,
+            ask_choice=self._choice_asker(call, arguments),
+            run_child=child,
+        )
+
+    def _choice_asker(self, call: ToolCall, arguments: dict[str, Any]) -> AskChoice:
+        async def ask_choice(choice: Choice) -> str | None:
+            scope = self._env.scope
+            decision = await self._env.approvals.ask(
+                kind="choice",
+                session_key=scope.session_key,
+                session_id=scope.session_id,
+                turn_id=scope.turn_id,
+                call_id=call.id,
+                tool=call.name,
+                arguments=arguments,
+                prompt=choice.question,
+                requested_by=scope.requested_by,
+                token=self._env.token,
+                choices=choice.choices,
+            )
+            return decision.choice if decision.outcome == "approved" else None
+
+        return ask_choice
+
+    async def _post(self, call: ToolCall, attempt: _Attempt) -> None:
+        await self._env.hooks.notify(
+            "post_tool_call",
+            **self._env.scope.hook_args(),
+            tool_name=call.name,
+            arguments=attempt.arguments,
+            call_id=call.id,
+            result=attempt.text,
+            is_error=attempt.is_error,
+            blocked=attempt.blocked,
+            cancelled=attempt.cancelled,
+        )
+
+    async def _record(self, call: ToolCall, attempt: _Attempt, text: str, started: float) -> None:
+        scope = self._env.scope
+        arguments = json.dumps(attempt.arguments) if attempt.arguments is not None else None
+        await self._env.store.record_tool_call(
+            ToolCallRecord(
+                call_id=call.id,
+                turn_id=scope.turn_id,
+                session_id=scope.session_id,
+                name=call.name,
+                arguments=arguments if arguments is not None else call.arguments,
+                result=text,
+                is_error=attempt.is_error,
+                started_at=started,
+                finished_at=self._env.clock(),
+                approval_id=attempt.approval_id,
+                approval_outcome=attempt.approval,
+            )
+        )
+
+
+def parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str]:
+    """The arguments as a dict, or ``None`` and what is wrong with them."""
+    try:
+        value = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as error:
+        return None, f"not valid JSON ({error.msg} at position {error.pos})"
+    if not isinstance(value, dict):
+        return None, f"expected a JSON object, got {type(value).__name__}"
+    return value, ""
+
+
+def _request_id(decision: Decision) -> str | None:
+    """The approval request id, when the gate reports it on the decision."""
+    found = getattr(decision, "request_id", None)
+    return found if isinstance(found, str) else None

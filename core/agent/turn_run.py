@@ -1,0 +1,194 @@
+"""The loop of one turn (seed 000 step 5, seed 001 §3.1–§3.8).
+
+Each iteration, in this order::
+
+    interrupt check        token cancelled → interrupted (interrupted_by_user | cancelled)
+    review input budget    aggregate prompt tokens ≥ budget → review_input_budget_exhausted
+    loop gate              (calls < max_iterations and budget.remaining > 0) or grace_call
+    wrap-up reminder       80 % of run_budget_seconds → one-shot note via the steer channel
+    steer channel          redirect, /steer and notes land on the latest tool result
+    step_callback          before every model call after the first
+    model call             pre_api_request → call → post_api_request (retries, hooks)
+    store the reply        the assistant message, as the model sent it
+    no tool calls          transform_llm_output, post_llm_call → finish
+    tool calls             run the batch, store the results in the model's order, loop
+
+Every way out is a :class:`TurnEnd`; nothing raises out of :meth:`TurnRun.loop` except
+``asyncio.CancelledError`` (the task itself was cancelled).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from core.agent.budget import CallKind, LoopGate, WrapUpReminder
+from core.agent.control import TurnControl
+from core.agent.model_call import ModelCaller, readable_failure
+from core.agent.profile import AgentProfile
+from core.agent.scope import TurnScope
+from core.agent.steer import SteerChannel
+from core.agent.step import notify_step, prev_tools
+from core.agent.tool_runner import CallOutcome, ToolRunner
+from core.agent.transcript import Transcript
+from core.agent.turn import StepCallback
+from core.cancellation import Cancelled
+from core.hooks.registry import HookRegistry
+from core.model.base import ModelRequest
+from core.model.errors import ModelError
+from core.store.base import Store
+from core.types import ChatMessage, ExitReason, ModelReply, ToolSpec, TurnStatus
+
+GRACE_NOTE = (
+    "[Iteration budget exhausted] No more tool calls are possible in this turn. "
+    "Answer the user now with what you already have."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    status: TurnStatus
+    exit_reason: ExitReason
+    reply: str | None = None
+    error: str | None = None
+    stopped_early: bool = False
+    """The loop stopped before a normal reply: ``agent_loop_stopped`` fires."""
+    iterations: int = 0
+    """Steps taken, when no ``LoopGate`` counted them (the external runtime)."""
+
+
+def stop_end(reason: str | None) -> TurnEnd:
+    """A cancelled turn; the Dispatcher's ``interrupt`` policy cancels with its own reason."""
+    exit_reason: ExitReason = (
+        "interrupted_by_user" if reason == "interrupted_by_user" else "cancelled"
+    )
+    return TurnEnd("interrupted", exit_reason, stopped_early=True)
+
+
+def budget_end(calls: int) -> TurnEnd:
+    reply = f"I ran out of my iteration budget ({calls} model calls) before finishing."
+    return TurnEnd("budget_exhausted", "budget_exhausted", reply, stopped_early=True)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnParts:
+    store: Store
+    hooks: HookRegistry
+    profile: AgentProfile
+    clock: Callable[[], float]
+    specs: Sequence[ToolSpec]
+    caller: ModelCaller
+    runner: ToolRunner
+
+
+class TurnRun:
+    def __init__(
+        self,
+        parts: TurnParts,
+        scope: TurnScope,
+        transcript: Transcript,
+        control: TurnControl,
+        gate: LoopGate,
+        step_callback: StepCallback | None,
+    ) -> None:
+        self._parts = parts
+        self._scope = scope
+        self._transcript = transcript
+        self._control = control
+        self.gate = gate
+        self._step_callback = step_callback
+        self._steer = SteerChannel(control, transcript, parts.store)
+        self._wrap_up = WrapUpReminder(parts.clock, parts.profile.run_budget_seconds)
+        self.input_tokens = 0
+
+    async def loop(self) -> TurnEnd:
+        while True:
+            end = self._between_iterations()
+            if end is not None:
+                return end
+            kind = self.gate.next_call()
+            if kind is None:
+                return budget_end(self.gate.calls)
+            end = await self._iteration(kind)
+            if end is not None:
+                return end
+
+    def _between_iterations(self) -> TurnEnd | None:
+        token = self._control.token
+        if token.cancelled:
+            return stop_end(token.reason)
+        budget = self._parts.profile.review_input_budget
+        if budget is not None and self.input_tokens >= budget:
+            return TurnEnd("budget_exhausted", "review_input_budget_exhausted", stopped_early=True)
+        return None
+
+    async def _iteration(self, kind: CallKind) -> TurnEnd | None:
+        await self._prepare_call()
+        try:
+            reply = await self._call_model(kind)
+        except Cancelled as stopped:
+            return stop_end(stopped.reason)
+        except ModelError as error:
+            text = readable_failure(error)
+            return TurnEnd("failed", "model_error", text, str(error), stopped_early=True)
+        self.input_tokens += reply.usage.prompt_tokens
+        if kind == "grace":
+            reply = replace(reply, tool_calls=())
+        stored_id = await self._store_message(reply.to_message())
+        if not reply.tool_calls:
+            return await self._final(reply, kind, stored_id)
+        return await self._run_tools(reply)
+
+    async def _prepare_call(self) -> None:
+        if self._wrap_up.due():
+            self._steer.add_note(self._wrap_up.text())
+        await self._steer.deliver()
+        if self.gate.calls > 1:
+            tools = prev_tools(self._transcript.turn_messages())
+            await notify_step(self._step_callback, self.gate.calls, tools)
+
+    async def _call_model(self, kind: CallKind) -> ModelReply:
+        extra: dict[str, object] = {"tool_choice": "none"} if kind == "grace" else {}
+        request = ModelRequest(
+            messages=self._transcript.for_model(),
+            tools=self._parts.specs,
+            stream=self._parts.profile.stream,
+            extra=extra,
+        )
+        return await self._parts.caller.call(request, self.gate.calls, self._control.token)
+
+    async def _store_message(self, message: ChatMessage) -> int:
+        stored_id = await self._parts.store.append_message(
+            self._scope.session_id, self._scope.turn_id, message
+        )
+        self._transcript.add(message, stored_id)
+        return stored_id
+
+    async def _final(self, reply: ModelReply, kind: CallKind, stored_id: int) -> TurnEnd:
+        raw = reply.content or ""
+        hooks, scope = self._parts.hooks, self._scope.hook_args()
+        text = await hooks.transform("transform_llm_output", raw, **scope)
+        if text != raw:
+            self._transcript.entries[-1].message.content = text
+            await self._parts.store.update_message_content(stored_id, text)
+        await hooks.notify("post_llm_call", **scope, reply=text)
+        if kind == "grace":
+            exhausted = budget_end(self.gate.calls)
+            return replace(exhausted, reply=text) if text else exhausted
+        return TurnEnd("completed", "text_response", text)
+
+    async def _run_tools(self, reply: ModelReply) -> TurnEnd | None:
+        outcomes = await self._parts.runner.run_batch(reply.tool_calls)
+        for outcome in outcomes:
+            await self._store_message(_tool_message(outcome))
+        if any(o.cancelled for o in outcomes):
+            return stop_end(self._control.token.reason)
+        if self.gate.grant_grace_if_closed():
+            self._steer.add_note(GRACE_NOTE)
+        return None
+
+
+def _tool_message(outcome: CallOutcome) -> ChatMessage:
+    return ChatMessage(
+        role="tool", content=outcome.text, tool_call_id=outcome.call.id, name=outcome.call.name
+    )

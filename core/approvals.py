@@ -1,0 +1,353 @@
+"""The approval registry: ask a person, wait for one answer, remember it.
+
+:class:`Approvals` implements :class:`core.approver.ApprovalGate`. One ``ask`` is one
+:class:`~core.approver.ApprovalRequest` with its own unguessable id (``secrets``; 16 URL-safe
+characters, so ``"ap:<id>:a"`` fits a 64-byte Telegram callback payload). Its life::
+
+    ask ─► persisted (pending) ─► approver.present ─┬─ resolve(id) by requester/approver
+                                                    ├─ timeout          → timed_out
+                                                    ├─ token cancelled  → cancelled (at once)
+                                                    └─ present() failed → denied (logged)
+        ─► outcome persisted (compare-and-set) ─► approver.settle(request, decision)
+                                                  (in a tracked task; the turn goes on)
+
+Rules:
+
+* only the requester (``request.requested_by``) or a configured approver of the session
+  may resolve; when a request has no requester, only configured approvers may;
+* exactly once: the first valid press wins (the claim is synchronous); later presses get
+  ``already_decided`` — also for ids of requests that ended before (read from the store);
+* a request whose ``present`` fails is denied: nobody saw it, so nobody approved it;
+* "always for this session": an approval with ``always=True`` remembers the pair
+  (tool, normalised arguments) for the session key; a later identical request is approved
+  without asking (it is still persisted, resolved by ``"always"``). Normalised means the
+  ``command`` argument with whitespace collapsed when there is one, else the arguments as
+  canonical JSON — an exact match, never a prefix: approving ``rm -rf build`` does not
+  approve ``rm -rf /``. :meth:`Approvals.forget` drops a session's memory (``/new``); the
+  memory is bounded (LRU over sessions, capped per session).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from core.approver import ApprovalRequest, Approver, Decision, RequestKind
+from core.cancellation import CancellationToken
+from core.store.base import ApprovalRecord, Store
+
+logger = logging.getLogger(__name__)
+
+ResolveResult = Literal["resolved", "already_decided", "unknown", "forbidden", "invalid"]
+"""``invalid``: a choice that is not one of the request's options."""
+
+ResolveOutcome = Literal["approved", "denied"]
+
+ID_BYTES = 12
+ALWAYS_BY = "always"
+MAX_REMEMBERED_SESSIONS = 1000
+MAX_REMEMBERED_PER_SESSION = 100
+SETTLE_SECONDS = 5.0
+"""Time box for storing the outcome after the asking task was cancelled, and for
+presenters still settling their cards at ``aclose``."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    request: ApprovalRequest
+    future: asyncio.Future[Decision] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    concluding: bool = False
+
+
+class Approvals:
+    def __init__(
+        self,
+        store: Store,
+        approver: Approver | None,
+        *,
+        timeout: float | Callable[[str], float] = 300.0,
+        approvers: Callable[[str], frozenset[str]] | frozenset[str] = frozenset(),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._approver = approver
+        self._timeout = timeout
+        self._approvers = approvers
+        self._clock = clock
+        self._pending: dict[str, _Pending] = {}
+        self._always: OrderedDict[str, set[tuple[str, str]]] = OrderedDict()
+        self._settling: set[asyncio.Task[None]] = set()
+
+    def set_approver(self, approver: Approver | None) -> None:
+        """Attach the presenter late (the gateway builds it after the engine)."""
+        self._approver = approver
+
+    # asking ------------------------------------------------------------------------
+    async def ask(
+        self,
+        *,
+        kind: RequestKind,
+        session_key: str,
+        session_id: str,
+        turn_id: str,
+        call_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        prompt: str,
+        requested_by: str | None,
+        token: CancellationToken,
+        choices: tuple[str, ...] = (),
+    ) -> Decision:
+        """Ask and wait; see the module docstring for every way this ends."""
+        request = ApprovalRequest(
+            id=secrets.token_urlsafe(ID_BYTES),
+            kind=kind,
+            session_key=session_key,
+            session_id=session_id,
+            turn_id=turn_id,
+            call_id=call_id,
+            tool=tool,
+            arguments=arguments,
+            prompt=prompt,
+            requested_by=requested_by,
+            created_at=self._clock(),
+            timeout=self._timeout_for(session_key),
+            choices=choices,
+        )
+        if token.cancelled:
+            return Decision("cancelled")
+        if kind == "approval" and self._remembered(request):
+            return await self._auto_approve(request)
+        return await self._run(request, token)
+
+    def _timeout_for(self, session_key: str) -> float:
+        if callable(self._timeout):
+            return self._timeout(session_key)
+        return self._timeout
+
+    async def _run(self, request: ApprovalRequest, token: CancellationToken) -> Decision:
+        if not await self._create(request):
+            return Decision("denied", note="the request could not be recorded")
+        pending = _Pending(request)
+        self._pending[request.id] = pending
+        try:
+            decision = await self._present_and_wait(pending, token)
+            pending.concluding = True
+            await self._conclude(request, decision)
+        except asyncio.CancelledError:
+            # The asking task itself was cancelled: end the request as cancelled, time-boxed.
+            decision = _claim(pending, Decision("cancelled"))
+            if not pending.concluding:
+                await _time_boxed(self._conclude(request, decision))
+            raise
+        finally:
+            # Removed only after the outcome is stored: a press meanwhile is already_decided.
+            del self._pending[request.id]
+        return decision
+
+    async def _create(self, request: ApprovalRequest) -> bool:
+        try:
+            await self._store.create_approval(_record(request))
+        except Exception:
+            logger.exception("approval %s could not be stored; denied", request.id)
+            return False
+        return True
+
+    async def _present_and_wait(self, pending: _Pending, token: CancellationToken) -> Decision:
+        if not await self._present(pending.request):
+            denied = Decision("denied", note="the request could not be shown to anyone")
+            return _claim(pending, denied)
+        return await _wait(pending, token)
+
+    async def _present(self, request: ApprovalRequest) -> bool:
+        if self._approver is None:
+            logger.error("approval %s: no approver is attached; denied", request.id)
+            return False
+        try:
+            await self._approver.present(request)
+        except Exception:
+            logger.exception("approval %s could not be presented; denied", request.id)
+            return False
+        return True
+
+    async def _conclude(self, request: ApprovalRequest, decision: Decision) -> None:
+        await self._persist(request, decision)
+        if decision.always and decision.outcome == "approved":
+            self._remember(request)
+        self._settle(request, decision)
+
+    async def _persist(self, request: ApprovalRequest, decision: Decision) -> None:
+        try:
+            won = await self._store.resolve_approval(request.id, decision.outcome, decision.by)
+        except Exception:
+            logger.exception("approval %s: outcome %s not stored", request.id, decision.outcome)
+            return
+        if not won:
+            logger.warning("approval %s was already resolved in the store", request.id)
+
+    def _settle(self, request: ApprovalRequest, decision: Decision) -> None:
+        """Let the presenter update its card in a tracked task: the turn does not wait."""
+        if self._approver is None:
+            return
+        task = asyncio.create_task(
+            self._approver.settle(request, decision), name=f"approval-settle:{request.id}"
+        )
+        self._settling.add(task)
+        task.add_done_callback(self._settled)
+
+    def _settled(self, task: asyncio.Task[None]) -> None:
+        self._settling.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("%s failed", task.get_name(), exc_info=task.exception())
+
+    async def aclose(self) -> None:
+        """Wait (time-boxed) for presenters to finish settling their cards."""
+        if self._settling:
+            _, late = await asyncio.wait(set(self._settling), timeout=SETTLE_SECONDS)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
+
+    # resolving ---------------------------------------------------------------------
+    async def resolve(
+        self,
+        approval_id: str,
+        outcome: ResolveOutcome,
+        by: str,
+        *,
+        choice: str | None = None,
+        always: bool = False,
+        note: str | None = None,
+    ) -> ResolveResult:
+        """Answer a pending request by id; the first valid answer wins."""
+        pending = self._pending.get(approval_id)
+        if pending is None:
+            return await self._resolve_missing(approval_id)
+        request = pending.request
+        if not self._may_resolve(request, by):
+            return "forbidden"
+        if pending.future.done():
+            return "already_decided"
+        if outcome == "approved" and request.kind == "choice" and choice not in request.choices:
+            return "invalid"
+        _claim(pending, Decision(outcome, by=by, choice=choice, always=always, note=note))
+        return "resolved"
+
+    async def _resolve_missing(self, approval_id: str) -> ResolveResult:
+        try:
+            record = await self._store.get_approval(approval_id)
+        except Exception:
+            logger.exception("approval %s could not be looked up", approval_id)
+            return "unknown"
+        if record is not None and record.state != "pending":
+            return "already_decided"
+        return "unknown"
+
+    def _may_resolve(self, request: ApprovalRequest, by: str) -> bool:
+        if request.requested_by is not None and by == request.requested_by:
+            return True
+        return by in self.approvers_of(request.session_key)
+
+    def approvers_of(self, session_key: str) -> frozenset[str]:
+        if callable(self._approvers):
+            return self._approvers(session_key)
+        return self._approvers
+
+    # queries -----------------------------------------------------------------------
+    def pending(self, session_key: str | None = None) -> list[ApprovalRequest]:
+        """Requests still waiting, oldest first (optionally of one session key)."""
+        requests = [p.request for p in self._pending.values() if not p.future.done()]
+        if session_key is not None:
+            requests = [r for r in requests if r.session_key == session_key]
+        return sorted(requests, key=lambda r: r.created_at)
+
+    def get(self, approval_id: str) -> ApprovalRequest | None:
+        pending = self._pending.get(approval_id)
+        return None if pending is None else pending.request
+
+    # "always for this session" -----------------------------------------------------
+    def forget(self, session_key: str) -> None:
+        """Drop the session's "always" approvals (e.g. on ``/new``)."""
+        self._always.pop(session_key, None)
+
+    def _remembered(self, request: ApprovalRequest) -> bool:
+        remembered = self._always.get(request.session_key)
+        if remembered is None:
+            return False
+        self._always.move_to_end(request.session_key)
+        return _fingerprint(request) in remembered
+
+    def _remember(self, request: ApprovalRequest) -> None:
+        remembered = self._always.setdefault(request.session_key, set())
+        self._always.move_to_end(request.session_key)
+        if len(remembered) < MAX_REMEMBERED_PER_SESSION:
+            remembered.add(_fingerprint(request))
+        while len(self._always) > MAX_REMEMBERED_SESSIONS:
+            self._always.popitem(last=False)
+
+    async def _auto_approve(self, request: ApprovalRequest) -> Decision:
+        decision = Decision("approved", by=ALWAYS_BY, always=True)
+        if await self._create(request):
+            await self._persist(request, decision)
+        return decision
+
+
+def _claim(pending: _Pending, decision: Decision) -> Decision:
+    """Set the outcome unless someone already did; return the outcome that stands."""
+    if not pending.future.done():
+        pending.future.set_result(decision)
+    return pending.future.result()
+
+
+async def _wait(pending: _Pending, token: CancellationToken) -> Decision:
+    stop = asyncio.ensure_future(token.wait())
+    waiting: set[asyncio.Future[Any]] = {pending.future, stop}
+    try:
+        await asyncio.wait(
+            waiting,
+            timeout=pending.request.timeout,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+    finally:
+        stop.cancel()
+    if pending.future.done():
+        return pending.future.result()
+    return _claim(pending, Decision("cancelled" if token.cancelled else "timed_out"))
+
+
+async def _time_boxed(work: Coroutine[Any, Any, None]) -> None:
+    try:
+        await asyncio.wait_for(work, timeout=SETTLE_SECONDS)
+    except Exception:
+        logger.exception("ending a cancelled approval failed")
+
+
+def _fingerprint(request: ApprovalRequest) -> tuple[str, str]:
+    command = request.arguments.get("command")
+    if isinstance(command, str):
+        return request.tool, " ".join(command.split())
+    return request.tool, json.dumps(request.arguments, sort_keys=True, default=str)
+
+
+def _record(request: ApprovalRequest) -> ApprovalRecord:
+    return ApprovalRecord(
+        id=request.id,
+        session_id=request.session_id,
+        session_key=request.session_key,
+        turn_id=request.turn_id,
+        tool=request.tool,
+        arguments=json.dumps(request.arguments, default=str),
+        prompt=request.prompt,
+        requested_at=request.created_at,
+        requested_by=request.requested_by,
+    )

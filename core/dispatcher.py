@@ -1,0 +1,297 @@
+"""The Dispatcher: one running turn per session key, and a control plane that never waits.
+
+``submit(key, message)`` returns at once with a :class:`SubmitOutcome`; the turn runs in a
+per-key worker task. While a key is busy, a new message is handled by that key's
+:data:`~core.agent.profile.BusyPolicy`:
+
+* ``queue`` — FIFO, capped at ``queue_limit``; each message becomes its own turn;
+* ``interrupt`` — the running turn is stopped with reason ``interrupted_by_user`` and the
+  message is queued to run next (several interrupters run in arrival order);
+* ``steer`` — the text is folded into the running turn (``TurnControl.steer``). When no
+  turn is in flight (the worker is between turns, delivering a reply) it is queued.
+
+``stop``/``steer``/``redirect``/``status`` act on the running turn immediately, from any
+task. ``stop(key)`` cancels the running turn with reason ``cancelled`` and, unless the
+Dispatcher was built with ``stop_clears_queue=False``, also drops that key's queued
+messages: a user who types ``/stop`` wants the agent to be quiet, not to start on the next
+backlog item.
+
+Per key, the state machine is::
+
+    (absent) --submit--> running --turn ends, queue empty--> (absent: evicted)
+                          ^   |
+                          +---+ turn ends, queue not empty: next message
+
+A worker delivers each result through ``on_result(key, message, result)`` before taking
+the next message, so replies go out in order. A turn that raises is logged and reported as
+a ``failed``/``crashed`` :class:`TurnResult` (empty ``turn_id``); the key is released and
+the next queued message runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from core.agent.control import TurnControl
+from core.agent.profile import BusyPolicy
+from core.agent.turn import TurnResult, UserMessage
+
+logger = logging.getLogger(__name__)
+
+RunTurn = Callable[[str, UserMessage, TurnControl], Awaitable[TurnResult]]
+"""The port to the turn loop: ``run_turn(session_key, message, control)``."""
+
+ResultObserver = Callable[[str, UserMessage, TurnResult], Awaitable[None]]
+"""Receives every finished turn (the gateway sends the reply from here)."""
+
+SubmitKind = Literal[
+    "started",
+    "queued",
+    "steered",
+    "interrupted_and_queued",
+    "rejected_queue_full",
+    "rejected_shutting_down",
+]
+
+SHUTDOWN_GRACE_SECONDS = 5.0
+"""How long ``aclose`` lets stopped turns finish before cancelling their workers."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitOutcome:
+    kind: SubmitKind
+    position: int = 0
+    """1-based place in the queue for ``queued`` / ``interrupted_and_queued``; else 0."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStatus:
+    running: bool
+    since: float | None = None
+    """When the running turn started (the Dispatcher's clock); None when idle."""
+    queue_length: int = 0
+    turn_id: str | None = None
+    """Known once the loop has noted it (``Dispatcher.note_turn_id``)."""
+
+
+@dataclass(slots=True)
+class _Lane:
+    """Everything the Dispatcher holds for one busy key; dropped when the key goes idle."""
+
+    queue: deque[UserMessage] = field(default_factory=deque)
+    control: TurnControl | None = None
+    since: float | None = None
+    turn_id: str | None = None
+    worker: asyncio.Task[None] | None = None
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        run_turn: RunTurn,
+        *,
+        policy_for: Callable[[str], BusyPolicy] | BusyPolicy = "queue",
+        queue_limit: Callable[[str], int] | int = 20,
+        on_result: ResultObserver | None = None,
+        stop_clears_queue: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._run_turn = run_turn
+        self._policy_for = policy_for
+        self._queue_limit = queue_limit
+        self._on_result = on_result
+        self._stop_clears_queue = stop_clears_queue
+        self._clock = clock
+        self._lanes: dict[str, _Lane] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+
+    # submitting ----------------------------------------------------------------
+    async def submit(self, session_key: str, message: UserMessage) -> SubmitOutcome:
+        """Start, queue or fold in ``message``; never waits for a turn."""
+        if self._closing:
+            return SubmitOutcome("rejected_shutting_down")
+        lane = self._lanes.get(session_key)
+        if lane is None:
+            self._start(session_key, message)
+            return SubmitOutcome("started")
+        policy = self._policy(session_key)
+        if policy == "steer" and lane.control is not None:
+            lane.control.steer(message.text)
+            return SubmitOutcome("steered")
+        if len(lane.queue) >= self._limit(session_key):
+            return SubmitOutcome("rejected_queue_full")
+        lane.queue.append(message)
+        if policy == "interrupt" and lane.control is not None:
+            lane.control.stop("interrupted_by_user")
+            return SubmitOutcome("interrupted_and_queued", len(lane.queue))
+        return SubmitOutcome("queued", len(lane.queue))
+
+    def _policy(self, session_key: str) -> BusyPolicy:
+        if callable(self._policy_for):
+            return self._policy_for(session_key)
+        return self._policy_for
+
+    def _limit(self, session_key: str) -> int:
+        if callable(self._queue_limit):
+            return self._queue_limit(session_key)
+        return self._queue_limit
+
+    def _start(self, session_key: str, message: UserMessage) -> None:
+        lane = _Lane()
+        self._lanes[session_key] = lane
+        task = asyncio.create_task(
+            self._work(session_key, lane, message), name=f"dispatcher:{session_key}"
+        )
+        lane.worker = task
+        self._tasks.add(task)
+        task.add_done_callback(self._forget_task)
+
+    def _forget_task(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("dispatcher worker %s failed", task.get_name(), exc_info=task.exception())
+
+    # the worker ------------------------------------------------------------------
+    async def _work(self, session_key: str, lane: _Lane, first: UserMessage) -> None:
+        message: UserMessage | None = first
+        try:
+            while message is not None:
+                result = await self._run_one(session_key, lane, message)
+                await self._deliver(session_key, message, result)
+                message = self._next(lane)
+        finally:
+            # No await between the empty-queue check and eviction: a concurrent submit
+            # either landed in the queue (and was taken) or finds the key absent.
+            if self._lanes.get(session_key) is lane:
+                del self._lanes[session_key]
+
+    def _next(self, lane: _Lane) -> UserMessage | None:
+        if self._closing or not lane.queue:
+            return None
+        return lane.queue.popleft()
+
+    async def _run_one(self, session_key: str, lane: _Lane, message: UserMessage) -> TurnResult:
+        lane.control = TurnControl()
+        lane.since = self._clock()
+        try:
+            return await self._run_turn(session_key, message, lane.control)
+        except Exception as exc:
+            logger.exception("turn for %s raised; session released", session_key)
+            return _crashed(exc)
+        finally:
+            lane.control, lane.since, lane.turn_id = None, None, None
+
+    async def _deliver(self, session_key: str, message: UserMessage, result: TurnResult) -> None:
+        if self._on_result is None:
+            return
+        try:
+            await self._on_result(session_key, message, result)
+        except Exception:
+            logger.exception("on_result for %s failed; reply not delivered", session_key)
+
+    # control plane (never queued) ------------------------------------------------
+    def stop(self, session_key: str) -> bool:
+        """Cancel the running turn (reason ``cancelled``); drop the queue if configured.
+
+        True when a running turn was cancelled or queued messages were dropped.
+        """
+        lane = self._lanes.get(session_key)
+        if lane is None:
+            return False
+        dropped = bool(lane.queue) and self._stop_clears_queue
+        if self._stop_clears_queue:
+            lane.queue.clear()
+        if lane.control is not None:
+            lane.control.stop("cancelled")
+            return True
+        return dropped
+
+    def steer(self, session_key: str, text: str) -> bool:
+        """Fold ``text`` into the running turn; False when no turn is running."""
+        control = self._control(session_key)
+        if control is None:
+            return False
+        control.steer(text)
+        return True
+
+    def redirect(self, session_key: str, text: str) -> bool:
+        """Correct the running turn (stored with its user message); False when idle."""
+        control = self._control(session_key)
+        if control is None:
+            return False
+        control.redirect(text)
+        return True
+
+    def note_turn_id(self, session_key: str, turn_id: str) -> None:
+        """Record the running turn's id for :meth:`status` (called by the turn's owner)."""
+        lane = self._lanes.get(session_key)
+        if lane is not None and lane.control is not None:
+            lane.turn_id = turn_id
+
+    def status(self, session_key: str) -> SessionStatus:
+        lane = self._lanes.get(session_key)
+        if lane is None:
+            return SessionStatus(running=False)
+        return SessionStatus(
+            running=lane.control is not None,
+            since=lane.since,
+            queue_length=len(lane.queue),
+            turn_id=lane.turn_id,
+        )
+
+    def _control(self, session_key: str) -> TurnControl | None:
+        lane = self._lanes.get(session_key)
+        return None if lane is None else lane.control
+
+    @property
+    def busy_keys(self) -> frozenset[str]:
+        """Keys with a running turn or a worker still delivering/queued work."""
+        return frozenset(self._lanes)
+
+    @property
+    def worker_count(self) -> int:
+        return len(self._tasks)
+
+    # waiting and shutdown --------------------------------------------------------
+    async def wait_idle(self, session_key: str) -> None:
+        """Wait until ``session_key`` has no running turn and an empty queue."""
+        while (lane := self._lanes.get(session_key)) is not None and lane.worker is not None:
+            await asyncio.wait({lane.worker})
+
+    async def aclose(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
+        """Stop every running turn (reason ``shutdown``), drop queues, wait for workers.
+
+        Workers still running after ``grace`` seconds are cancelled.
+        """
+        self._closing = True
+        for lane in self._lanes.values():
+            lane.queue.clear()
+            if lane.control is not None:
+                lane.control.stop("shutdown")
+        tasks = set(self._tasks)
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=grace)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
+
+
+def _crashed(exc: Exception) -> TurnResult:
+    return TurnResult(
+        turn_id="",
+        session_id="",
+        status="failed",
+        exit_reason="crashed",
+        reply=None,
+        iterations=0,
+        error=f"{type(exc).__name__}: {exc}",
+    )

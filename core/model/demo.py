@@ -1,0 +1,147 @@
+"""The offline ``demo`` provider: a scripted stand-in for a real model, with no network.
+
+It lets a newcomer watch tools, progress and approvals without an API key. Its replies are
+deterministic functions of the conversation and always say they come from the demo:
+
+- last user message ``run: <cmd>``            -> a ``terminal`` tool call ``{"command": cmd}``
+- ``ask: <question>? a|b|c``                  -> a ``clarify`` tool call
+  ``{"question": "<question>?", "choices": ["a", "b", "c"]}``
+- after tool results                          -> a short summary of what each tool returned
+- anything else                               -> a friendly reply naming the demo provider
+
+A tool call is only emitted when that tool is offered in the request; otherwise the reply
+says the tool is not enabled. With ``request.stream`` and ``on_delta``, the text is
+streamed word by word (``chunk_delay`` seconds apart, 0 by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+
+from core.model.base import ModelRequest
+from core.types import ChatMessage, ModelReply, ToolCall, Usage
+
+DEMO_LABEL = "[demo model]"
+_SUMMARY_LIMIT = 300
+_HINT = "Try `run: ls` to see a tool call, or `ask: Which colour? red|green|blue`."
+
+
+class DemoModel:
+    """A :class:`ModelClient` that answers from rules, never from the network."""
+
+    def __init__(self, model: str = "demo", *, chunk_delay: float = 0.0) -> None:
+        self._model = model
+        self._chunk_delay = chunk_delay
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        offered = {tool.name for tool in request.tools}
+        reply = demo_reply(request.messages, offered)
+        if request.stream and request.on_delta is not None and reply.content:
+            for piece in _pieces(reply.content):
+                await request.on_delta(piece)
+                await asyncio.sleep(self._chunk_delay)
+        return reply
+
+    async def aclose(self) -> None:
+        return None
+
+
+def demo_reply(messages: Sequence[ChatMessage], offered: set[str]) -> ModelReply:
+    """The demo's answer to ``messages`` when the tools in ``offered`` are available."""
+    if messages and messages[-1].role == "tool":
+        return _text(summarise_tool_results(messages), messages)
+    text = _last_user_text(messages).strip()
+    command, _, rest = text.partition(":")
+    verb = command.strip().lower() if rest else ""
+    if verb == "run":
+        return _run(rest.strip(), messages, offered)
+    if verb == "ask":
+        return _ask(rest.strip(), messages, offered)
+    return _text(_greeting(text), messages)
+
+
+def summarise_tool_results(messages: Sequence[ChatMessage]) -> str:
+    """One line per tool result since the last assistant message."""
+    results: list[ChatMessage] = []
+    for message in reversed(messages):
+        if message.role != "tool":
+            break
+        results.insert(0, message)
+    names = _call_names(messages[-len(results) - 1] if len(messages) > len(results) else None)
+    lines = [f"{DEMO_LABEL} Here is what the tools returned:"]
+    for result in results:
+        name = result.name or names.get(result.tool_call_id or "", "tool")
+        lines.append(f"- `{name}`: {_excerpt(result.text())}")
+    return "\n".join(lines)
+
+
+def _run(command: str, messages: Sequence[ChatMessage], offered: set[str]) -> ModelReply:
+    if not command:
+        return _text(f"{DEMO_LABEL} Write a command after `run:`, e.g. `run: ls`.", messages)
+    return _tool_call("terminal", {"command": command}, messages, offered)
+
+
+def _ask(text: str, messages: Sequence[ChatMessage], offered: set[str]) -> ModelReply:
+    question, mark, tail = text.rpartition("?")
+    if not mark:
+        question, tail = text, ""
+    choices = [choice.strip() for choice in tail.split("|") if choice.strip()]
+    arguments: dict[str, object] = {"question": question.strip() + mark, "choices": choices}
+    return _tool_call("clarify", arguments, messages, offered)
+
+
+def _tool_call(
+    name: str, arguments: dict[str, object], messages: Sequence[ChatMessage], offered: set[str]
+) -> ModelReply:
+    if name not in offered:
+        note = f"{DEMO_LABEL} I would call the `{name}` tool, but it is not enabled here."
+        return _text(note, messages)
+    call = ToolCall(f"demo_call_{len(messages)}", name, json.dumps(arguments))
+    return ModelReply(None, (call,), "tool_calls", _usage(messages, call.arguments))
+
+
+def _text(content: str, messages: Sequence[ChatMessage]) -> ModelReply:
+    return ModelReply(content, (), "stop", _usage(messages, content))
+
+
+def _greeting(text: str) -> str:
+    heard = f"You said: “{_excerpt(text)}”. " if text else ""
+    return (
+        f"{DEMO_LABEL} Hello! {heard}I am the offline demo provider: my replies are canned, "
+        f"not thought. {_HINT} Configure a real model in config.toml for real answers."
+    )
+
+
+def _last_user_text(messages: Sequence[ChatMessage]) -> str:
+    for message in reversed(messages):
+        if message.role == "user":
+            return message.text()
+    return ""
+
+
+def _call_names(assistant: ChatMessage | None) -> dict[str, str]:
+    if assistant is None:
+        return {}
+    return {call.id: call.name for call in assistant.tool_calls}
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split()) or "(no output)"
+    return flat if len(flat) <= _SUMMARY_LIMIT else flat[:_SUMMARY_LIMIT] + "…"
+
+
+def _pieces(text: str) -> list[str]:
+    words = text.split(" ")
+    pieces = [word + " " for word in words[:-1]] + [words[-1]]
+    return [piece for piece in pieces if piece]
+
+
+def _usage(messages: Sequence[ChatMessage], output: str) -> Usage:
+    prompt = sum(len(message.text().split()) for message in messages)
+    return Usage(prompt_tokens=prompt, completion_tokens=len(output.split()))

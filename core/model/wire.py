@@ -1,0 +1,124 @@
+"""The Chat Completions wire format: the request body we send and the reply we read.
+
+Parsing is strict about what we need (``choices[0].message``) and lenient about the rest
+(missing ``usage``, tool-call ``arguments`` given as an object instead of JSON text). A
+reply we cannot use raises :class:`ModelError` of kind ``bad_response`` naming what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from core.model.base import ModelRequest
+from core.model.classify import bad_response, classify_error_object, quote
+from core.model.errors import ModelError
+from core.types import ModelReply, ToolCall, Usage
+
+Json = dict[str, Any]
+
+
+def request_body(model: str, request: ModelRequest, *, stream_usage: bool) -> Json:
+    """The JSON body for ``POST {base_url}/chat/completions``."""
+    body: Json = {
+        "model": model,
+        "messages": [message.to_wire() for message in request.messages],
+    }
+    if request.tools:
+        body["tools"] = [tool.to_wire() for tool in request.tools]
+    if request.stream:
+        body["stream"] = True
+        if stream_usage:
+            body["stream_options"] = {"include_usage": True}
+    body.update(request.extra)
+    return body
+
+
+def parse_json(text: str, what: str, status: int | None = None) -> Any:
+    """Decode JSON or raise ``bad_response`` quoting the start of the text."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        shown = quote(text) if text.strip() else "(empty body)"
+        raise ModelError(bad_response(f"{what} is not JSON: {shown}", status=status)) from None
+
+
+def parse_reply(payload: Any, status: int | None = None) -> ModelReply:
+    """A non-streamed completion (already decoded) into a :class:`ModelReply`."""
+    if not isinstance(payload, dict):
+        raise ModelError(bad_response("model reply is not a JSON object", status=status))
+    if "error" in payload and "choices" not in payload:
+        raise ModelError(classify_error_object(payload["error"], status=status))
+    choice = first_choice(payload, status)
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise ModelError(bad_response("model reply choice has no 'message' object", status=status))
+    return ModelReply(
+        content=_content(message.get("content")),
+        tool_calls=tuple(_tool_call(raw, n) for n, raw in enumerate(_list(message, "tool_calls"))),
+        finish_reason=_optional_str(choice.get("finish_reason")),
+        usage=parse_usage(payload.get("usage")),
+    )
+
+
+def first_choice(payload: Json, status: int | None = None) -> Json:
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        shown = quote(json.dumps(payload))
+        raise ModelError(bad_response(f"model reply has no 'choices': {shown}", status=status))
+    choice: Json = choices[0]
+    return choice
+
+
+def parse_usage(raw: object) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+    return Usage(
+        prompt_tokens=_int(raw.get("prompt_tokens")),
+        completion_tokens=_int(raw.get("completion_tokens")),
+    )
+
+
+def arguments_text(raw: object) -> str:
+    """Tool-call arguments as JSON text (some servers send an object, not a string)."""
+    if isinstance(raw, str):
+        return raw
+    if raw is None:
+        return ""
+    return json.dumps(raw)
+
+
+def _tool_call(raw: object, position: int) -> ToolCall:
+    if not isinstance(raw, dict) or not isinstance(raw.get("function"), dict):
+        raise ModelError(bad_response(f"tool call #{position} has no 'function' object"))
+    function = raw["function"]
+    name = function.get("name")
+    if not isinstance(name, str) or not name:
+        raise ModelError(bad_response(f"tool call #{position} has no function name"))
+    call_id = raw.get("id")
+    return ToolCall(
+        id=call_id if isinstance(call_id, str) and call_id else f"call_{position}",
+        name=name,
+        arguments=arguments_text(function.get("arguments")),
+    )
+
+
+def _content(raw: object) -> str | None:
+    if raw is None or isinstance(raw, str):
+        return raw
+    if isinstance(raw, list):  # content parts: keep the text ones
+        return "".join(str(p.get("text", "")) for p in raw if isinstance(p, dict))
+    raise ModelError(bad_response(f"model reply content is a {type(raw).__name__}, not text"))
+
+
+def _list(obj: Json, key: str) -> list[Any]:
+    value = obj.get(key)
+    return value if isinstance(value, list) else []
+
+
+def _optional_str(raw: object) -> str | None:
+    return raw if isinstance(raw, str) else None
+
+
+def _int(raw: object) -> int:
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) else 0

@@ -1,0 +1,186 @@
+"""Ordered, versioned schema migrations for the SQLite store.
+
+The ``schema_version`` table holds one row per applied migration; the schema's version is
+the highest of them. On open the store reads that version *before* changing anything, so
+a file written by newer code is refused untouched. Each pending migration then runs in its
+own transaction together with its ``schema_version`` row: a crash mid-migration leaves the
+file at the previous version, never in between.
+
+To change the schema, append a ``Migration`` with the next version. Never edit one that has
+shipped: files in the field have already applied it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiosqlite
+
+from core.store.base import StoreError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+INITIAL_SCHEMA = Migration(
+    version=1,
+    name="initial schema",
+    statements=(
+        """CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            key TEXT NOT NULL,
+            profile TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            last_active_at REAL NOT NULL,
+            frozen_context TEXT,
+            system_prompt TEXT,
+            prompt_fingerprint TEXT,
+            ended_at REAL
+        )""",
+        # At most one open session per key; ended sessions stay for history.
+        "CREATE UNIQUE INDEX sessions_open_by_key ON sessions (key) WHERE ended_at IS NULL",
+        """CREATE TABLE turns (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions (id),
+            started_at REAL NOT NULL,
+            finished_at REAL,
+            status TEXT NOT NULL DEFAULT 'running',
+            exit_reason TEXT,
+            iterations INTEGER NOT NULL DEFAULT 0,
+            error TEXT
+        )""",
+        "CREATE INDEX turns_by_session ON turns (session_id, started_at)",
+        "CREATE INDEX turns_running ON turns (status) WHERE status = 'running'",
+        # ``id`` orders the conversation; AUTOINCREMENT never reuses an id.
+        # ``content_is_list`` tells JSON-encoded list content from a str that looks like JSON.
+        """CREATE TABLE messages (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions (id),
+            turn_id TEXT REFERENCES turns (id),
+            role TEXT NOT NULL,
+            content TEXT,
+            content_is_list INTEGER NOT NULL DEFAULT 0,
+            tool_calls TEXT,
+            tool_call_id TEXT,
+            name TEXT,
+            created_at REAL NOT NULL,
+            active INTEGER NOT NULL DEFAULT 1
+        )""",
+        "CREATE INDEX messages_by_session ON messages (session_id, active, id)",
+        # The model's call ids are not guaranteed unique, so rows get their own ``seq``.
+        """CREATE TABLE tool_calls (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            call_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL REFERENCES turns (id),
+            session_id TEXT NOT NULL REFERENCES sessions (id),
+            name TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            result TEXT NOT NULL,
+            is_error INTEGER NOT NULL,
+            started_at REAL NOT NULL,
+            finished_at REAL NOT NULL,
+            approval_id TEXT,
+            approval_outcome TEXT
+        )""",
+        "CREATE INDEX tool_calls_by_turn ON tool_calls (turn_id, seq)",
+        """CREATE TABLE approvals (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions (id),
+            session_key TEXT NOT NULL,
+            turn_id TEXT NOT NULL REFERENCES turns (id),
+            tool TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            prompt TEXT NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending',
+            requested_by TEXT,
+            resolved_by TEXT,
+            requested_at REAL NOT NULL,
+            resolved_at REAL
+        )""",
+        "CREATE INDEX approvals_pending ON approvals (requested_at) WHERE state = 'pending'",
+        """CREATE INDEX approvals_pending_by_key ON approvals (session_key, requested_at)
+            WHERE state = 'pending'""",
+        """CREATE TABLE inbound (
+            platform TEXT NOT NULL,
+            update_id TEXT NOT NULL,
+            session_key TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            state TEXT NOT NULL DEFAULT 'pending',
+            received_at REAL NOT NULL,
+            PRIMARY KEY (platform, update_id)
+        )""",
+        """CREATE INDEX inbound_unfinished ON inbound (platform, received_at)
+            WHERE state IN ('pending', 'processing')""",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (INITIAL_SCHEMA,)
+LATEST_VERSION = MIGRATIONS[-1].version
+
+_CREATE_VERSION_TABLE = """CREATE TABLE IF NOT EXISTS schema_version (
+    version INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    applied_at REAL NOT NULL
+)"""
+
+
+async def read_version(conn: aiosqlite.Connection, path: Path) -> int:
+    """The file's schema version (0 for an empty file); reads only, changes nothing.
+
+    Raises ``StoreError`` for a SQLite file that holds tables but is not a store of ours.
+    """
+    names = {row[0] for row in await conn.execute_fetchall("SELECT name FROM sqlite_master")}
+    if "schema_version" in names:
+        rows = list(await conn.execute_fetchall("SELECT MAX(version) FROM schema_version"))
+        return int(rows[0][0] or 0)
+    if names:
+        raise StoreError(f"{path} is a SQLite database but not a CommonOS store")
+    return 0
+
+
+def refuse_newer(path: Path, version: int) -> None:
+    if version > LATEST_VERSION:
+        raise StoreError(
+            f"{path} has schema version {version}, newer than this code knows "
+            f"({LATEST_VERSION}); upgrade CommonOS or point it at another data dir"
+        )
+
+
+async def apply_migrations(
+    conn: aiosqlite.Connection, current: int, migrations: Sequence[Migration] = MIGRATIONS
+) -> None:
+    """Apply every migration above ``current``, in order, each in its own transaction.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``) so that the explicit
+    ``BEGIN``/``COMMIT`` here are the only transaction boundaries.
+    """
+    for migration in migrations:
+        if migration.version > current:
+            await _apply(conn, migration)
+            log.info("store schema migrated to version %d (%s)", migration.version, migration.name)
+
+
+async def _apply(conn: aiosqlite.Connection, migration: Migration) -> None:
+    await conn.execute("BEGIN IMMEDIATE")
+    try:
+        await conn.execute(_CREATE_VERSION_TABLE)
+        for statement in migration.statements:
+            await conn.execute(statement)
+        await conn.execute(
+            "INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)",
+            (migration.version, migration.name, time.time()),
+        )
+    except Exception:
+        await conn.rollback()
+        raise
+    await conn.execute("COMMIT")

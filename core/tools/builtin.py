@@ -1,0 +1,25 @@
+"""The built-in tools, in one list: ``terminal``, ``read_file``, ``write_file``,
+``clarify``, ``delegate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.tools.base import Tool
+from core.tools.clarify import clarify_tool
+from core.tools.delegate import delegate_tool
+from core.tools.files import read_file_tool, write_file_tool
+from core.tools.terminal import DEFAULT_TIMEOUT, terminal_tool
+
+
+def builtin_tools(
+    workspace: Path | None = None, *, terminal_timeout: float = DEFAULT_TIMEOUT
+) -> list[Tool]:
+    """All built-in tools; ``workspace`` overrides ``ToolContext.workspace`` when given."""
+    return [
+        terminal_tool(workspace=workspace, timeout=terminal_timeout),
+        read_file_tool(workspace=workspace),
+        write_file_tool(workspace=workspace),
+        clarify_tool(),
+        delegate_tool(),
+    ]

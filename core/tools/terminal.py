@@ -1,0 +1,149 @@
+"""The ``terminal`` tool: run one shell command in the profile's workspace.
+
+The command runs through ``/bin/sh`` in its own process group (``start_new_session``), with
+stdout and stderr merged. It ends in one of three ways:
+
+* it exits: the result is its output and ``[exit code N]`` (non-zero is an error result);
+* the timeout passes: the whole process group is killed; the result is an error with the
+  output so far;
+* the turn's token is cancelled: the process group is killed and
+  :class:`~core.cancellation.Cancelled` propagates, so the turn stops at once.
+
+Output is capped (``max_output`` bytes kept, the rest counted as ``[truncated N bytes]``).
+The child's environment drops variables whose names look like secrets (``*TOKEN*``,
+``*KEY*``, ``*SECRET*``, ``*PASSWORD*``): the model decides what runs here, and the gateway
+process holds the platform tokens. Risk is ``dangerous``; the built-in dangerous-command
+policy (``core.hooks.builtin``) asks before known-destructive commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.tools.base import Tool, ToolContext, ToolResult
+from core.types import ToolSpec
+
+DEFAULT_TIMEOUT = 60.0
+MAX_TIMEOUT = 600.0
+DEFAULT_MAX_OUTPUT = 16_000
+SECRET_NAME_PARTS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+KILL_WAIT_SECONDS = 2.0
+
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "description": "Shell command to run (/bin/sh)."},
+        "timeout": {
+            "type": "number",
+            "description": f"Seconds before the command is killed (max {MAX_TIMEOUT:g}).",
+        },
+    },
+    "required": ["command"],
+}
+
+
+@dataclass(slots=True)
+class _Output:
+    """Merged output, keeping the first ``limit`` bytes and counting the rest."""
+
+    limit: int
+    kept: bytearray = field(default_factory=bytearray)
+    dropped: int = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = max(self.limit - len(self.kept), 0)
+        self.kept += chunk[:room]
+        self.dropped += max(len(chunk) - room, 0)
+
+    def text(self) -> str:
+        text = self.kept.decode("utf-8", errors="replace")
+        if self.dropped:
+            text += f"\n[truncated {self.dropped} bytes]"
+        return text
+
+
+def terminal_tool(
+    *,
+    workspace: os.PathLike[str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_output: int = DEFAULT_MAX_OUTPUT,
+) -> Tool:
+    """The ``terminal`` tool; ``workspace`` overrides ``ToolContext.workspace`` when given."""
+
+    async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        command = args.get("command")
+        if not isinstance(command, str) or not command.strip():
+            return ToolResult("terminal needs a non-empty 'command' string", is_error=True)
+        limit = _timeout(args.get("timeout"), timeout)
+        cwd = os.fspath(workspace if workspace is not None else ctx.workspace)
+        return await run_command(command, cwd=cwd, timeout=limit, max_output=max_output, ctx=ctx)
+
+    spec = ToolSpec(
+        name="terminal",
+        description="Run a shell command in the workspace and return its output.",
+        parameters=PARAMETERS,
+        risk="dangerous",
+    )
+    return Tool(spec=spec, handler=handler)
+
+
+def _timeout(requested: object, default: float) -> float:
+    if isinstance(requested, int | float) and not isinstance(requested, bool) and requested > 0:
+        return min(float(requested), MAX_TIMEOUT)
+    return default
+
+
+async def run_command(
+    command: str, *, cwd: str, timeout: float, max_output: int, ctx: ToolContext
+) -> ToolResult:
+    """Run ``command``; see the module docstring for how it ends."""
+    ctx.token.raise_if_cancelled()
+    try:
+        proc = await asyncio.create_subprocess_shell(
+            command,
+            cwd=cwd,
+            env=_child_env(),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return ToolResult(f"cannot start the command in {cwd}: {exc}", is_error=True)
+    output = _Output(max_output)
+    try:
+        code = await asyncio.wait_for(ctx.token.guard(_collect(proc, output)), timeout)
+    except TimeoutError:
+        note = f"[timed out after {timeout:g} s; killed]"
+        return ToolResult(f"{output.text()}\n{note}", is_error=True)
+    finally:
+        await _kill_group(proc)
+    return ToolResult(f"{output.text()}\n[exit code {code}]", is_error=code != 0)
+
+
+async def _collect(proc: asyncio.subprocess.Process, output: _Output) -> int:
+    assert proc.stdout is not None
+    while chunk := await proc.stdout.read(65536):
+        output.add(chunk)
+    return await proc.wait()
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """Kill whatever the command left behind (its whole process group) and reap it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(proc.wait(), KILL_WAIT_SECONDS)
+
+
+def _child_env() -> dict[str, str]:
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if not any(part in name.upper() for part in SECRET_NAME_PARTS)
+    }

@@ -1,0 +1,81 @@
+"""Access control: who may talk to the agent, and which messages it answers.
+
+Default deny: a platform with no allowlist admits nobody. Each unknown user is logged
+once, with the line the operator needs to let them in. In groups the agent answers
+plain text only when it is mentioned or replied to (``require_mention``); commands and
+button presses are addressed to it by nature. Messages from bots — other bots and the
+agent's own — are ignored unless ``allow_bots`` is set.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from adapters.base import InboundEvent
+
+logger = logging.getLogger(__name__)
+
+Verdict = Literal["admit", "deny", "ignore"]
+"""``deny``: a person we do not know (no turn; buttons get a refusal).
+``ignore``: not meant for us (bot chatter, group text without a mention)."""
+
+EVERYONE = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class AccessPolicy:
+    """One platform's rules (``allowed_users``/``require_mention`` in its config section)."""
+
+    allowed_users: frozenset[str] = frozenset()
+    """User ids allowed to talk; ``"*"`` allows everyone."""
+    approvers: frozenset[str] = frozenset()
+    """Approvers are always allowed to talk."""
+    require_mention: bool = True
+    allow_bots: bool = False
+
+    def allows(self, user_id: str) -> bool:
+        allowed = self.allowed_users | self.approvers
+        return EVERYONE in allowed or user_id in allowed
+
+
+class AccessControl:
+    def __init__(self, policies: Mapping[str, AccessPolicy]) -> None:
+        self._policies = dict(policies)
+        self._reported: set[tuple[str, str]] = set()
+
+    def policy(self, platform: str) -> AccessPolicy:
+        return self._policies.get(platform, AccessPolicy())
+
+    def check(self, event: InboundEvent) -> Verdict:
+        policy = self.policy(event.platform)
+        if event.sender.is_bot and not policy.allow_bots:
+            return "ignore"
+        if not policy.allows(event.sender.id):
+            self._report_unknown(event)
+            return "deny"
+        if _needs_mention(event) and policy.require_mention:
+            return "ignore"
+        return "admit"
+
+    def _report_unknown(self, event: InboundEvent) -> None:
+        who = (event.platform, event.sender.id)
+        if who in self._reported:
+            return
+        self._reported.add(who)
+        logger.warning(
+            "%s user %s (%s) is not allowed; to allow them add %r to [%s] allowed_users",
+            event.platform,
+            event.sender.id,
+            event.sender.name,
+            event.sender.id,
+            event.platform,
+        )
+
+
+def _needs_mention(event: InboundEvent) -> bool:
+    if event.kind != "text" or event.chat_type not in ("group", "channel"):
+        return False
+    return not (event.mentioned or event.reply_to_bot)

@@ -1,0 +1,171 @@
+"""The running gateway: the composition root that ``commonos run`` starts.
+
+:class:`Gateway` owns the long-lived parts and their order::
+
+    start():  data dir → store (opened, migrated, crashed turns marked failed)
+              → model client → default profile (SOUL.md read) → adapters → ready
+    stop():   in reverse; each part is closed even when another fails to close
+
+At this stage no platform adapter is wired: ``start`` says so in the log. The dispatcher
+and adapters plug in between the model client and ``ready``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Awaitable
+from pathlib import Path
+
+from core.model.base import ModelClient
+from core.store.base import Store, StoreError
+from gateway.config_schema import Config, ModelSection
+
+log = logging.getLogger(__name__)
+
+CRASH_REASON = "the gateway stopped while the turn was running"
+
+
+class StartupError(Exception):
+    """The gateway cannot start; the message is one line naming the cause."""
+
+
+class Gateway:
+    """Store, model client and (later) dispatcher and adapters, with a start/stop life."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.ready = asyncio.Event()
+        """Set once everything has started; cleared again by :meth:`stop`."""
+        self._store: Store | None = None
+        self._model: ModelClient | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise RuntimeError("the gateway is not started")
+        return self._store
+
+    @property
+    def model(self) -> ModelClient:
+        if self._model is None:
+            raise RuntimeError("the gateway is not started")
+        return self._model
+
+    async def start(self) -> None:
+        """Start every part; raises :class:`StartupError` (after undoing what started)."""
+        started = False
+        try:
+            await self._start_parts()
+            started = True
+        finally:
+            if not started:
+                await self.stop()
+        self.ready.set()
+        log.info("ready: the gateway is running (stop with Ctrl-C or SIGTERM)")
+
+    async def _start_parts(self) -> None:
+        gateway = self.config.gateway
+        log.info("data dir: %s", gateway.data_dir)
+        log.info("database: %s", gateway.db_path)
+        self._store = await _open_store(gateway.db_path)
+        await _recover_turns(self._store)
+        self._model = _build_model(self.config.model)
+        _check_profile(self.config)
+        _log_adapters(self.config)
+
+    async def stop(self) -> None:
+        """Close whatever started, in reverse order; safe to call more than once."""
+        self.ready.clear()
+        model, self._model = self._model, None
+        store, self._store = self._store, None
+        if model is not None:
+            await _close("model client", model.aclose())
+        if store is not None:
+            await _close("store", store.close())
+            log.info("store closed")
+
+
+async def _close(what: str, closing: Awaitable[None]) -> None:
+    try:
+        await closing
+    except Exception:
+        log.exception("closing the %s failed", what)
+
+
+async def _open_store(path: Path) -> Store:
+    from core.store.sqlite import open_store  # the SQLite backend loads only when used
+
+    try:
+        return await open_store(path)
+    except StoreError as exc:
+        raise StartupError(f"cannot open the store: {exc}") from exc
+    except OSError as exc:
+        raise StartupError(f"cannot open the store {path}: {exc.strerror or exc}") from exc
+
+
+async def _recover_turns(store: Store) -> None:
+    count = await store.fail_running_turns(CRASH_REASON)
+    if count:
+        log.warning("marked %d turn(s) left running by a previous crash as failed", count)
+
+
+def _build_model(section: ModelSection) -> ModelClient:
+    from core.model.factory import build_model_client
+
+    if section.provider == "demo":
+        log.warning("model: using the offline demo provider — no API key configured")
+    else:
+        log.info("model: %s at %s", section.model, section.base_url)
+    try:
+        return build_model_client(
+            section.provider,
+            base_url=section.base_url,
+            api_key=section.api_key,
+            model=section.model,
+            headers=section.headers,
+            timeout=section.timeout,
+        )
+    except ValueError as exc:
+        raise StartupError(f"model: {exc}") from exc
+
+
+def _check_profile(config: Config) -> None:
+    profile = config.profile()
+    try:
+        agent = profile.to_agent_profile()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StartupError(f"profile {profile.name}: cannot read SOUL.md: {exc}") from exc
+    log.info(
+        "profile %s: model %s, max_iterations %d", agent.name, agent.model, agent.max_iterations
+    )
+
+
+def _log_adapters(config: Config) -> None:
+    platforms = config.enabled_platforms()
+    if not platforms:
+        log.info("no platform adapters configured")
+    for platform in platforms:
+        log.warning("[%s] is configured, but its adapter is not wired yet", platform)
+
+
+async def run_until_signalled(gateway: Gateway) -> None:
+    """Start ``gateway``, wait for SIGINT or SIGTERM, then stop it."""
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, _on_signal, signum, stopping)
+    try:
+        await gateway.start()
+        await stopping.wait()
+    finally:
+        await gateway.stop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    log.info("stopped")
+
+
+def _on_signal(signum: int, stopping: asyncio.Event) -> None:
+    log.info("%s received: stopping", signal.Signals(signum).name)
+    stopping.set()

@@ -1,0 +1,64 @@
+"""Where each session lives: the chat (and adapter) a session key's replies go to.
+
+The router records every admitted event here; the reply sender, the progress view and the
+approval cards look a session key up to know where to write. Entries are small and keyed
+by session key and user id, bounded by ``capacity`` (oldest forgotten first).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TypeVar
+
+from adapters.base import Adapter, ChatRef, InboundEvent
+
+DEFAULT_CAPACITY = 10_000
+V = TypeVar("V")
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    adapter: Adapter
+    chat: ChatRef
+
+
+class ChatDirectory:
+    def __init__(self, adapters: list[Adapter], *, capacity: int = DEFAULT_CAPACITY) -> None:
+        self._adapters = {adapter.platform: adapter for adapter in adapters}
+        self._places: OrderedDict[str, ChatRef] = OrderedDict()
+        self._names: OrderedDict[str, str] = OrderedDict()
+        self._capacity = capacity
+
+    def adapter(self, platform: str) -> Adapter | None:
+        return self._adapters.get(platform)
+
+    @property
+    def adapters(self) -> list[Adapter]:
+        return list(self._adapters.values())
+
+    def record(self, event: InboundEvent) -> None:
+        """Remember where ``event``'s session lives and what its sender is called."""
+        _remember(self._places, str(event.session_key), event.chat, self._capacity)
+        user = f"{event.platform}:{event.sender.id}"
+        _remember(self._names, user, event.sender.name, self._capacity)
+
+    def place(self, session_key: str) -> Place | None:
+        chat = self._places.get(session_key)
+        if chat is None:
+            return None
+        adapter = self._adapters.get(chat.platform)
+        return None if adapter is None else Place(adapter, chat)
+
+    def name_of(self, platform: str, user_id: str | None) -> str:
+        """The display name of a user seen on ``platform`` (the id when unknown)."""
+        if user_id is None:
+            return "someone"
+        return self._names.get(f"{platform}:{user_id}", user_id)
+
+
+def _remember(table: OrderedDict[str, V], key: str, value: V, capacity: int) -> None:
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > capacity:
+        table.popitem(last=False)

@@ -1,0 +1,108 @@
+"""The ``commonos`` command line: ``run``, ``check-config``, ``--version``.
+
+Exit codes: 0 success (``run``: stopped by SIGINT/SIGTERM), 1 a problem the user can fix
+(bad config, store unusable) reported as one line per cause on stderr, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+
+from core.store.base import StoreError
+from gateway.app import Gateway, StartupError, run_until_signalled
+from gateway.config import ConfigError, load_config
+from gateway.config_render import render_config
+
+log = logging.getLogger("gateway")
+
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+CHATTY_LIBRARIES = ("httpx", "httpcore", "aiosqlite", "telegram", "discord", "slack_bolt")
+
+
+def version() -> str:
+    try:
+        return metadata.version("commonos")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="commonos", description="Run a tool-using AI agent from chat platforms."
+    )
+    parser.add_argument("--version", action="version", version=f"commonos {version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = commands.add_parser("run", help="start the gateway (stop with Ctrl-C or SIGTERM)")
+    _config_option(run)
+    run.set_defaults(handler=run_command)
+    check = commands.add_parser("check-config", help="validate a config and show it, masked")
+    check.add_argument("path", nargs="?", type=Path, help="config file to check")
+    _config_option(check)
+    check.set_defaults(handler=check_config_command)
+    return parser
+
+
+def _config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="PATH",
+        help="config file (default: $COMMONOS_HOME/config.toml if it exists, else defaults)",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        code: int = args.handler(args)
+    except KeyboardInterrupt:  # Ctrl-C before the loop's own signal handler is installed
+        return 130
+    return code
+
+
+def fail(lines: Sequence[str]) -> int:
+    for line in lines:
+        print(f"commonos: {line}", file=sys.stderr)
+    return 1
+
+
+def check_config_command(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.path or args.config)
+    except ConfigError as exc:
+        return fail([*exc.errors, f"config is invalid ({len(exc.errors)} error(s))"])
+    sys.stdout.write(render_config(config))
+    return 0
+
+
+def run_command(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        return fail(exc.errors)
+    configure_logging(config.gateway.log_level)
+    try:
+        asyncio.run(run_until_signalled(Gateway(config)))
+    except (StartupError, StoreError) as exc:
+        return fail([str(exc)])
+    except Exception:
+        log.exception("the gateway failed")
+        return fail(["the gateway failed unexpectedly (traceback above)"])
+    return 0
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr, force=True)
+    if level != "DEBUG":
+        for name in CHATTY_LIBRARIES:
+            logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(level)))

@@ -1,0 +1,91 @@
+"""The chat commands the router understands, and the button payloads it decodes.
+
+``COMMANDS`` is the menu an adapter registers with its platform (Telegram
+``setMyCommands``, Discord slash commands): name without ``/``, short description.
+
+Button payloads carry the approval id — never the session — so a stale card can only ever
+answer its own request (the incumbent bound buttons to the session; a stale click answered
+a newer request)::
+
+    ap:<approval_id>:a    approve
+    ap:<approval_id>:d    deny
+    ap:<approval_id>:s    approve, and always for this session
+    ch:<approval_id>:<n>  the n-th choice of a ``clarify`` question
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from core.types import ApprovalState
+
+
+@dataclass(frozen=True, slots=True)
+class CommandInfo:
+    name: str
+    description: str
+
+
+COMMANDS: tuple[CommandInfo, ...] = (
+    CommandInfo("start", "Say hello"),
+    CommandInfo("help", "What I can do"),
+    CommandInfo("new", "Start a fresh session (alias /reset)"),
+    CommandInfo("stop", "Stop the current task"),
+    CommandInfo("steer", "Add a note the agent sees after the current tool"),
+    CommandInfo("redirect", "Correct the current task"),
+    CommandInfo("queue", "Run this after the current task"),
+    CommandInfo("status", "What I am doing"),
+    CommandInfo("approve", "Approve the pending request (optionally by id)"),
+    CommandInfo("deny", "Deny the pending request (optionally by id and reason)"),
+)
+
+ALIASES = {"reset": "new", "q": "queue"}
+
+ApproveAction = Literal["a", "d", "s"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalPress:
+    approval_id: str
+    outcome: ApprovalState
+    always: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ChoicePress:
+    approval_id: str
+    index: int
+
+
+Press = ApprovalPress | ChoicePress
+
+
+def approval_payload(approval_id: str, action: ApproveAction) -> str:
+    return f"ap:{approval_id}:{action}"
+
+
+def choice_payload(approval_id: str, index: int) -> str:
+    return f"ch:{approval_id}:{index}"
+
+
+def parse_press(data: str | None) -> Press | None:
+    """Decode a button payload; None when it is not one of ours."""
+    kind, _, rest = (data or "").partition(":")
+    approval_id, _, action = rest.rpartition(":")
+    if not approval_id:
+        return None
+    if kind == "ap" and action in ("a", "d", "s"):
+        return ApprovalPress(approval_id, "denied" if action == "d" else "approved", action == "s")
+    if kind == "ch" and action.isdigit():
+        return ChoicePress(approval_id, int(action))
+    return None
+
+
+def canonical(command: str) -> str:
+    return ALIASES.get(command, command)
+
+
+def help_text() -> str:
+    lines = [f"/{c.name} — {c.description}" for c in COMMANDS]
+    return "Send me a message and I'll get to work.\n\n" + "\n".join(lines)

@@ -1,0 +1,103 @@
+"""The effective configuration as TOML text, secrets masked (``commonos check-config``).
+
+A secret is never printed in full: long ones keep two characters at each end
+(``"12…ef"``), short ones become ``"***"``. Header values whose name suggests a
+credential (``Authorization``, ``api-key``, ...) are masked the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from gateway.config_schema import Config
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|session", re.IGNORECASE)
+_MIN_REVEALING_LENGTH = 16
+
+
+def mask(secret: str) -> str:
+    """A recognisable but useless rendering of a secret."""
+    if len(secret) >= _MIN_REVEALING_LENGTH:
+        return f"{secret[:2]}…{secret[-2:]}"
+    return "***"
+
+
+def render_config(config: Config) -> str:
+    """The whole effective configuration, one TOML table per section."""
+    lines = [_origin(config)]
+    for name, section in _sections(config):
+        lines += ["", f"[{name}]", *_entries(section)]
+        if name == "gateway":
+            lines.append(f"# database: {config.gateway.db_path}")
+    return "\n".join(lines) + "\n"
+
+
+def _origin(config: Config) -> str:
+    if config.source is None:
+        return "# effective configuration: built-in defaults (no config file found)"
+    return f"# effective configuration, loaded from {config.source}"
+
+
+def _sections(config: Config) -> Iterator[tuple[str, object]]:
+    yield "gateway", config.gateway
+    yield "model", config.model
+    for name, profile in config.profiles.items():
+        yield f"profiles.{_key(name)}", profile
+    yield "progress", config.progress
+    yield "approvals", config.approvals
+    yield "access", config.access
+    for name in ("telegram", "discord", "slack", "web"):
+        section = getattr(config, name)
+        if section is not None:
+            yield name, section
+
+
+def _entries(section: object) -> Iterator[str]:
+    if isinstance(section, Mapping):
+        for key, value in section.items():
+            yield f"{_key(key)} = {_value(value)}"
+        return
+    for field in dataclasses.fields(section):  # type: ignore[arg-type]
+        if field.name != "name":
+            yield _entry(field, getattr(section, field.name))
+
+
+def _entry(field: dataclasses.Field[Any], value: object) -> str:
+    if value is None or (field.metadata.get("secret") and value == ""):
+        return f"# {field.name} is not set"
+    if field.metadata.get("secret") and isinstance(value, str):
+        return f"{field.name} = {_value(mask(value))}"
+    if field.name == "headers" and isinstance(value, Mapping):
+        return f"{field.name} = {_value(_masked_headers(value))}"
+    return f"{field.name} = {_value(value)}"
+
+
+def _masked_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k: mask(v) if _SECRET_HEADER.search(k) else v for k, v in headers.items()}
+
+
+def _key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else json.dumps(key, ensure_ascii=False)
+
+
+def _value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str | Path):
+        return json.dumps(str(value), ensure_ascii=False)
+    if isinstance(value, frozenset):
+        return _value(tuple(sorted(value)))
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(_value(item) for item in value) + "]"
+    if isinstance(value, Mapping):
+        pairs = ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items())
+        return "{ " + pairs + " }" if pairs else "{}"
+    return json.dumps(str(value))

@@ -1,0 +1,137 @@
+"""Sending text to a chat: the final reply of a turn, and short notices.
+
+A reply is rendered for the adapter's markup dialect, chunked to its length limit
+(counted in its unit), and each chunk is sent with:
+
+* ``BadMarkup`` → that chunk is resent as plain text (the markup stripped), once;
+* ``RateLimited`` → wait ``retry_after`` and try again, at most ``attempts`` times;
+* anything else, or attempts used up → one error log line naming the chat; the remaining
+  chunks are still tried (a lost middle chunk is logged, never silent).
+
+``Typing`` keeps the platform's typing indicator alive while a turn runs: one tracked task
+per turn, refreshed every ``interval`` seconds, stopped (and awaited) when the turn ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+
+from adapters.base import Adapter, AdapterError, BadMarkup, ChatRef, RateLimited, SentMessage
+from gateway.render import renderer_for
+
+logger = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+DEFAULT_ATTEMPTS = 5
+MAX_RETRY_AFTER = 60.0
+TYPING_INTERVAL = 4.0
+
+
+class Delivery:
+    def __init__(self, *, sleep: Sleep = asyncio.sleep, attempts: int = DEFAULT_ATTEMPTS) -> None:
+        self._sleep = sleep
+        self._attempts = attempts
+
+    async def reply(self, adapter: Adapter, chat: ChatRef, markdown: str) -> list[SentMessage]:
+        """Render, chunk and send a Markdown reply; returns the messages that arrived."""
+        renderer = renderer_for(adapter.capabilities.markup)
+        caps = adapter.capabilities
+        chunks = renderer.chunk(renderer.render(markdown), caps.max_text_length, caps.length_unit)
+        sent: list[SentMessage] = []
+        for chunk in chunks:
+            message = await self._send_chunk(adapter, chat, chunk, renderer.plain)
+            if message is not None:
+                sent.append(message)
+        return sent
+
+    async def notice(self, adapter: Adapter, chat: ChatRef, text: str) -> SentMessage | None:
+        """Send a short plain-text notice ("⏹ Stopped.")."""
+        return await self.send(adapter, chat, text, markup=False)
+
+    async def send(
+        self, adapter: Adapter, chat: ChatRef, text: str, *, markup: bool
+    ) -> SentMessage | None:
+        """One message with rate-limit retries; None (and an error log) if it never went."""
+        try:
+            return await self._send_marked(adapter, chat, text, markup=markup)
+        except BadMarkup as exc:
+            return _lost(chat, text, exc)
+
+    async def _send_chunk(
+        self, adapter: Adapter, chat: ChatRef, chunk: str, plain: Callable[[str], str]
+    ) -> SentMessage | None:
+        plain_only = adapter.capabilities.markup == "plain"
+        try:
+            return await self._send_marked(adapter, chat, chunk, markup=not plain_only)
+        except BadMarkup as exc:
+            logger.warning("markup rejected in %s (%s); sending as plain text", chat, exc)
+            return await self.send(adapter, chat, plain(chunk), markup=False)
+
+    async def _send_marked(
+        self, adapter: Adapter, chat: ChatRef, text: str, *, markup: bool
+    ) -> SentMessage | None:
+        """Like :meth:`send`, but lets ``BadMarkup`` through for the plain fallback."""
+        for _ in range(self._attempts):
+            try:
+                return await adapter.send(chat, text, markup=markup)
+            except RateLimited as exc:
+                await self._sleep(min(exc.retry_after, MAX_RETRY_AFTER))
+            except BadMarkup:
+                raise
+            except AdapterError as exc:
+                return _lost(chat, text, exc)
+        return _lost(chat, text, f"still rate limited after {self._attempts} attempts")
+
+
+def _lost(chat: ChatRef, text: str, why: object) -> None:
+    logger.error("message to %s lost (%s): %.80r", chat, why, text)
+    return None
+
+
+class Typing:
+    """``async with Typing(adapter, chat): ...`` shows "typing…" until the block ends."""
+
+    def __init__(
+        self,
+        adapter: Adapter,
+        chat: ChatRef,
+        *,
+        interval: float = TYPING_INTERVAL,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._adapter, self._chat = adapter, chat
+        self._interval, self._sleep = interval, sleep
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Typing:
+        self._task = asyncio.create_task(self._keep_typing(), name=f"typing:{self._chat}")
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        await asyncio.wait({task})
+
+    async def _keep_typing(self) -> None:
+        while True:
+            try:
+                await self._adapter.typing(self._chat)
+                await self._sleep(self._interval)
+            except RateLimited as exc:
+                await self._sleep(min(exc.retry_after, MAX_RETRY_AFTER))
+            except Exception:
+                logger.debug("typing indicator in %s failed; stopped", self._chat, exc_info=True)
+                return

@@ -1,0 +1,119 @@
+"""One walk over markdown-it-py's syntax tree, emitting through a :class:`Dialect`.
+
+Block layout: blocks are separated by a blank line; list items by a newline (a blank line
+when the list is loose), each prefixed ``•`` or ``1.`` with continuation lines indented;
+headings become bold lines; tables become an aligned monospace block (platforms render
+neither tables nor headings); a horizontal rule becomes a line of dashes. Raw HTML in the
+Markdown is shown as text, never passed through.
+"""
+
+from __future__ import annotations
+
+from markdown_it import MarkdownIt
+from markdown_it.tree import SyntaxTreeNode
+
+from gateway.render.dialect import Dialect
+
+RULE = "———"
+_PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+
+
+def render_markdown(markdown: str, dialect: Dialect) -> str:
+    root = SyntaxTreeNode(_PARSER.parse(markdown))
+    return _Walk(dialect).blocks(root, "\n\n").strip()
+
+
+class _Walk:
+    def __init__(self, dialect: Dialect) -> None:
+        self.d = dialect
+        self.quote_depth = 0
+
+    def blocks(self, node: SyntaxTreeNode, separator: str) -> str:
+        rendered = (self.block(child) for child in node.children)
+        return separator.join(part for part in rendered if part)
+
+    def block(self, node: SyntaxTreeNode) -> str:
+        kind = node.type
+        if kind == "paragraph":
+            return self.inline_of(node)
+        if kind == "heading":
+            return self.d.bold(self.inline_of(node))
+        if kind in ("fence", "code_block"):
+            language = node.info.split()[0] if node.info.strip() else None
+            return self.d.pre(node.content.rstrip("\n"), language)
+        if kind in ("bullet_list", "ordered_list"):
+            return self.listing(node)
+        if kind == "blockquote":
+            return self.blockquote(node)
+        if kind == "table":
+            return self.d.pre(_table_text(node), None)
+        if kind == "hr":
+            return self.d.text(RULE)
+        return self.d.text(node.content.rstrip("\n"))
+
+    def listing(self, node: SyntaxTreeNode) -> str:
+        start = int(str(node.attrs.get("start", 1)))
+        loose = any(
+            p.type == "paragraph" and not p.hidden for item in node.children for p in item.children
+        )
+        items = []
+        for number, item in enumerate(node.children, start):
+            marker = f"{number}. " if node.type == "ordered_list" else "• "
+            body = self.blocks(item, "\n\n" if loose else "\n")
+            items.append(self.d.text(marker) + _indent(body, " " * len(marker)))
+        return ("\n\n" if loose else "\n").join(items)
+
+    def blockquote(self, node: SyntaxTreeNode) -> str:
+        self.quote_depth += 1
+        try:
+            inner = self.blocks(node, "\n\n")
+        finally:
+            self.quote_depth -= 1
+        return inner if self.quote_depth else self.d.quote(inner)
+
+    def inline_of(self, node: SyntaxTreeNode) -> str:
+        return "".join(self.inline(child) for child in node.children)
+
+    def inline(self, node: SyntaxTreeNode) -> str:
+        kind = node.type
+        if kind == "inline":
+            return self.inline_of(node)
+        if kind in ("softbreak", "hardbreak"):
+            return "\n"
+        if kind == "code_inline":
+            return self.d.code(node.content)
+        if kind in _WRAPPERS:
+            return getattr(self.d, _WRAPPERS[kind])(self.inline_of(node))
+        if kind in ("link", "image"):
+            href = str(node.attrs.get("href") or node.attrs.get("src") or "")
+            inner = self.inline_of(node) or self.d.text(str(node.attrs.get("alt", "")))
+            return self.d.link(href, inner)
+        return self.d.text(node.content)
+
+
+def _indent(body: str, pad: str) -> str:
+    first, *rest = body.split("\n")
+    return "\n".join([first, *(pad + line if line else line for line in rest)])
+
+
+_WRAPPERS = {"strong": "bold", "em": "italic", "s": "strike"}
+
+
+def _table_text(node: SyntaxTreeNode) -> str:
+    rows = [_row_cells(row) for section in node.children for row in section.children]
+    if not rows:
+        return ""
+    widths = [max(len(r[i]) if i < len(r) else 0 for r in rows) for i in range(len(rows[0]))]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) for r in rows]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _row_cells(row: SyntaxTreeNode) -> list[str]:
+    return [_plain_inline(cell) for cell in row.children]
+
+
+def _plain_inline(node: SyntaxTreeNode) -> str:
+    if node.type in ("text", "code_inline", "html_inline"):
+        return node.content
+    return "".join(_plain_inline(child) for child in node.children)

@@ -1,0 +1,13 @@
+"""Text length as each platform counts it (Telegram: UTF-16 code units)."""
+
+from __future__ import annotations
+
+from adapters.base import LengthUnit
+
+
+def measure(text: str, unit: LengthUnit) -> int:
+    if unit == "utf16":
+        return len(text.encode("utf-16-le")) // 2
+    if unit == "bytes":
+        return len(text.encode("utf-8"))
+    return len(text)

@@ -1,0 +1,166 @@
+"""The router: the sink every adapter delivers its :class:`InboundEvent` values to.
+
+Plain text becomes a turn (``Dispatcher.submit``); everything else is the *control
+plane* and acts at once, never queued behind a running turn: ``/stop``, ``/steer``,
+``/redirect``, ``/approve``, ``/deny``, ``/status``, ``/new`` and button presses.
+
+* Access first: a stranger gets no turn (one log line tells the operator how to allow
+  them); a button press from a stranger is refused politely. Bot chatter and group text
+  that does not mention the bot are ignored.
+* Every admitted event records where its session lives (:class:`ChatDirectory`), so the
+  reply, the progress view and approval cards find the chat.
+* A button press is answered (``adapter.answer_button``) exactly once, whatever happens.
+* A message queued behind a running turn is acknowledged ("⏳ Queued …"), at most once
+  per ``ack_interval`` seconds per session.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from adapters.base import Adapter, InboundEvent
+from core.agent.turn import UserMessage
+from core.approvals import Approvals
+from core.dispatcher import Dispatcher, SubmitOutcome
+from core.store.base import Store
+from gateway.access import AccessControl
+from gateway.chat_commands import ChatCommands, Reply
+from gateway.chats import ChatDirectory
+from gateway.commands import COMMANDS, ApprovalPress, ChoicePress, CommandInfo, parse_press
+from gateway.delivery import Delivery
+
+logger = logging.getLogger(__name__)
+
+ACK_INTERVAL = 30.0
+QUEUED = "⏳ Queued — I'll get to it after the current task."
+ACKS = {
+    "queued": QUEUED,
+    "interrupted_and_queued": "↪️ Interrupting the current task — your message is next.",
+    "rejected_queue_full": "🚫 Too many messages waiting — try again when I'm done.",
+    "rejected_shutting_down": "🚫 I'm shutting down — try again in a moment.",
+}
+PRESS_ANSWERS = {
+    "already_decided": "Already decided.",
+    "unknown": "This request is no longer pending.",
+    "forbidden": "Sorry — only the person who asked (or an approver) can answer this.",
+    "invalid": "That is not one of the options.",
+}
+STRANGER = "Sorry — you are not allowed to use this bot."
+
+
+class Router:
+    def __init__(
+        self,
+        *,
+        dispatcher: Dispatcher,
+        approvals: Approvals,
+        store: Store,
+        access: AccessControl,
+        directory: ChatDirectory,
+        delivery: Delivery | None = None,
+        ack_interval: float = ACK_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._dispatcher, self._approvals = dispatcher, approvals
+        self._access, self._directory = access, directory
+        self._delivery = delivery or Delivery()
+        self._commands = ChatCommands(dispatcher, approvals, store, self.submit_text)
+        self._ack_interval, self._clock = ack_interval, clock
+        self._last_ack: dict[str, float] = {}
+
+    @property
+    def commands(self) -> tuple[CommandInfo, ...]:
+        """The command menu (name without ``/``, description) for adapters to register."""
+        return COMMANDS
+
+    async def __call__(self, event: InboundEvent) -> None:
+        """The adapter's sink. Never raises: a failure is logged and the adapter goes on."""
+        try:
+            await self._route(event)
+        except Exception:
+            logger.exception("event %s:%s could not be handled", event.platform, event.update_id)
+
+    async def _route(self, event: InboundEvent) -> None:
+        if event.kind == "button":
+            await self._press(event)
+            return
+        verdict = self._access.check(event)
+        if verdict != "admit":
+            return
+        self._directory.record(event)
+        if event.kind == "command" and event.command:
+            reply = await self._commands.run(event)
+            await self._say(event, reply)
+        else:
+            await self.submit_text(event, event.text)
+
+    async def submit_text(self, event: InboundEvent, text: str) -> Reply:
+        """Start (or queue) a turn with ``text``; acknowledges a queued message itself."""
+        if not text.strip():
+            return None
+        message = UserMessage(text, sender_id=event.sender.id, sender_name=event.sender.name)
+        key = str(event.session_key)
+        outcome = await self._dispatcher.submit(key, message)
+        await self._acknowledge(event, key, outcome)
+        return None
+
+    async def _acknowledge(self, event: InboundEvent, key: str, outcome: SubmitOutcome) -> None:
+        notice = ACKS.get(outcome.kind)
+        if notice is None:
+            return
+        now = self._clock()
+        if outcome.kind == "queued" and now - self._last_ack.get(key, -1e18) < self._ack_interval:
+            return
+        self._last_ack[key] = now
+        await self._say(event, notice)
+
+    async def _say(self, event: InboundEvent, reply: Reply) -> None:
+        adapter = self._directory.adapter(event.platform)
+        if reply and adapter is not None:
+            await self._delivery.notice(adapter, event.chat, reply)
+
+    # buttons --------------------------------------------------------------------------
+    async def _press(self, event: InboundEvent) -> None:
+        adapter = self._directory.adapter(event.platform)
+        if adapter is None:
+            logger.error("button press from unknown platform %s", event.platform)
+            return
+        answer: str | None = "Something went wrong."
+        try:
+            answer = await self._decide_press(event)
+        finally:
+            await _answer(adapter, event, answer)
+
+    async def _decide_press(self, event: InboundEvent) -> str | None:
+        verdict = self._access.check(event)
+        if verdict == "deny":
+            return STRANGER
+        if verdict == "ignore":
+            return None
+        press = parse_press(event.button_data)
+        if press is None:
+            return "This button is no longer active."
+        result = await self._resolve(press, event.sender.id)
+        return PRESS_ANSWERS.get(result)
+
+    async def _resolve(self, press: ApprovalPress | ChoicePress, by: str) -> str:
+        if isinstance(press, ApprovalPress):
+            return await self._approvals.resolve(
+                press.approval_id, press.outcome, by, always=press.always
+            )
+        request = self._approvals.get(press.approval_id)
+        if request is None:
+            return await self._approvals.resolve(press.approval_id, "approved", by)
+        if not 0 <= press.index < len(request.choices):
+            return "invalid"
+        choice = request.choices[press.index]
+        return await self._approvals.resolve(press.approval_id, "approved", by, choice=choice)
+
+
+async def _answer(adapter: Adapter, event: InboundEvent, text: str | None) -> None:
+    try:
+        await adapter.answer_button(event, text)
+    except Exception:
+        logger.warning("answering button press %s failed", event.press_id, exc_info=True)

@@ -1,0 +1,216 @@
+"""What the three platform simulators share: values, the server lifecycle, waiting, faults.
+
+Each simulator is an aiohttp server on ``127.0.0.1:0`` that runs in the test's event loop and
+keeps the platform's state (chats, messages with their edit history, pending events) in plain
+Python objects. Tests act as the *user* through ``user_says`` / ``press_button`` and assert on
+the conversation (``messages`` / ``bot_messages``), not on request mocks. ``calls`` keeps every
+API request for protocol assertions (order, pacing).
+
+Waiting is event-driven: every state change notifies one ``asyncio.Condition``;
+``wait_for(predicate, timeout)`` re-checks the predicate on each change and returns its first
+truthy value, or raises ``TimeoutError`` naming what was awaited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from aiohttp import web
+
+_log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Json = dict[str, Any]
+FaultKind = Literal["rate_limit", "forbidden", "not_found", "server_error", "platform"]
+
+
+@dataclass(frozen=True, slots=True)
+class SimButton:
+    """A button as the user sees it: its label and the payload a press sends back."""
+
+    label: str
+    data: str | None = None
+    url: str | None = None
+
+
+@dataclass(slots=True)
+class SimMessage:
+    """One message in a chat, normalised across platforms.
+
+    ``raw`` is the platform's current JSON for it; ``history`` holds the earlier versions
+    (oldest first), one per accepted edit. ``event_id`` is the update/event id that delivered a
+    *user* message to the bot (Telegram ``update_id``, Slack ``event_id``), else ``None``.
+    """
+
+    platform: str
+    chat: str
+    id: str
+    author: str
+    from_bot: bool
+    text: str
+    buttons: list[SimButton] = field(default_factory=list)
+    raw: Json = field(default_factory=dict)
+    history: list[Json] = field(default_factory=list)
+    deleted: bool = False
+    thread: str | None = None
+    event_id: str | None = None
+
+    def button(self, label: str) -> SimButton:
+        """The button labelled ``label``; ``KeyError`` if the message has none."""
+        for b in self.buttons:
+            if b.label == label:
+                return b
+        raise KeyError(f"no button {label!r} on message {self.id}: {self.buttons}")
+
+
+@dataclass(slots=True)
+class Call:
+    """One API request the simulator received.
+
+    ``at`` is ``time.monotonic()`` on arrival; ``status`` the HTTP status answered (``None``
+    while the request is still being handled, e.g. a long poll).
+    """
+
+    method: str
+    params: Json
+    at: float
+    http_method: str = "POST"
+    status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SimError:
+    """A fault to inject with ``fail_next``; each simulator renders it in its own wire shape.
+
+    ``code`` is the platform's error text or code (Telegram description, Discord JSON code,
+    Slack ``error``) and overrides the default for the kind.
+    """
+
+    kind: FaultKind
+    status: int = 400
+    code: str | int | None = None
+    retry_after: float = 0.2
+
+    @classmethod
+    def rate_limit(cls, retry_after: float = 0.2) -> SimError:
+        return cls("rate_limit", 429, retry_after=retry_after)
+
+    @classmethod
+    def forbidden(cls, code: str | int | None = None) -> SimError:
+        return cls("forbidden", 403, code)
+
+    @classmethod
+    def not_found(cls, code: str | int | None = None) -> SimError:
+        return cls("not_found", 404, code)
+
+    @classmethod
+    def server_error(cls, status: int = 500) -> SimError:
+        return cls("server_error", status)
+
+    @classmethod
+    def platform(cls, code: str | int, status: int = 400) -> SimError:
+        """A platform-specific error, e.g. ``SimError.platform("Bad Request: chat not found")``."""
+        return cls("platform", status, code)
+
+
+class SimServer:
+    """Lifecycle, change notification, call log and fault queue of one simulator."""
+
+    platform = "sim"
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.url = ""
+        self.port = 0
+        self._changed = asyncio.Condition()
+        self._faults: dict[str, list[SimError]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._runner: web.AppRunner | None = None
+        self._ids = itertools.count(1)
+        self.closing = False
+
+    # lifecycle ------------------------------------------------------------------------------
+    def routes(self, app: web.Application) -> None:
+        """Add the platform's routes to ``app`` (overridden by each simulator)."""
+
+    async def start(self) -> None:
+        app = web.Application()
+        self.routes(app)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    async def stop(self) -> None:
+        self.closing = True
+        await self.changed()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run ``coro`` as a tracked task: kept until done, cancelled on stop, failure logged."""
+        task = asyncio.get_running_loop().create_task(coro, name=f"{self.platform}-sim:{name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            _log.error("%s failed", task.get_name(), exc_info=task.exception())
+
+    # waiting ---------------------------------------------------------------------------------
+    async def changed(self) -> None:
+        """Wake every ``wait_for``: call after each state change."""
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def wait_for(self, predicate: Callable[[], T | None], timeout: float = 5.0) -> T:
+        """Return the first truthy ``predicate()``, re-checked on every state change."""
+        result: list[T] = []
+
+        def check() -> bool:
+            value = predicate()
+            if value:
+                result.append(value)
+            return bool(value)
+
+        try:
+            async with asyncio.timeout(timeout), self._changed:
+                await self._changed.wait_for(check)
+        except TimeoutError:
+            msg = f"{self.platform} sim: not true within {timeout}s: {predicate}"
+            raise TimeoutError(msg) from None
+        return result[0]
+
+    # calls and faults ------------------------------------------------------------------------
+    def record(self, method: str, params: Json, http_method: str = "POST") -> Call:
+        call = Call(method, params, time.monotonic(), http_method)
+        self.calls.append(call)
+        return call
+
+    def calls_to(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    def fail_next(self, method: str, error: SimError, times: int = 1) -> None:
+        """Answer the next ``times`` requests to ``method`` with ``error`` instead."""
+        self._faults.setdefault(method, []).extend([error] * times)
+
+    def take_fault(self, method: str) -> SimError | None:
+        queue = self._faults.get(method)
+        return queue.pop(0) if queue else None
+
+    def next_id(self) -> int:
+        return next(self._ids)

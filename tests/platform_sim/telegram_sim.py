@@ -1,0 +1,621 @@
+"""A Telegram Bot API simulator on 127.0.0.1 for driving the real python-telegram-bot.
+
+Fixture: ``telegram_sim`` (started and stopped per test, proxies cleared). Point PTB at it::
+
+    app = (Application.builder().token(sim.token)
+           .base_url(f"{sim.url}/bot").base_file_url(f"{sim.url}/file/bot").build())
+    await app.initialize(); await app.start()
+    await app.updater.start_polling(poll_interval=0, timeout=1)
+    ...
+    await app.updater.stop(); await app.stop(); await app.shutdown()
+
+Acting as users (each returns at once; the bot receives the update on its next getUpdates)::
+
+    msg = await sim.user_says(ALICE.id, "/start")              # private chat with Alice
+    await sim.user_says(-100500, "hi @test_bot", user=BOB)      # supergroup, mention entity
+    await sim.user_says(FORUM, "in topic", thread=7)            # forum topic 7 (see add_group)
+    await sim.user_says(chat, "re", reply_to=some_sim_message)
+    query_id = await sim.press_button(bot_msg, "approve:1", user=ALICE)
+
+Looking at the conversation (``SimMessage``: ``text`` plain, ``raw`` wire JSON, ``history``
+earlier versions, ``buttons`` [``SimButton(label, data, url)``], ``deleted``)::
+
+    sim.messages(chat); sim.bot_messages(chat); sim.last_bot_message(chat)
+    reply = await sim.wait_for_bot_message(chat, lambda m: "done" in m.text, timeout=5)
+    await sim.wait_for(lambda: sim.answers.get(query_id), timeout=5)   # any predicate
+    sim.chat_actions(chat)            # [(action, thread, at)] from sendChatAction
+    sim.commands()                    # last setMyCommands for the default scope
+
+Protocol assertions: ``sim.calls`` (``Call(method, params, at, status)``; ``at`` is monotonic,
+for edit pacing), ``sim.updates`` (``TgUpdate`` with ``deliveries`` and ``confirmed_at``),
+``sim.confirmations`` (``Confirmation(offset, update_ids, at)``: which getUpdates offset
+confirmed which updates), ``sim.is_confirmed(update_id)``; a user message's update id is
+``int(msg.event_id)``. Webhook mode: ``setWebhook(url, secret_token)`` makes the sim POST
+updates to ``url`` with ``X-Telegram-Bot-Api-Secret-Token``; only a 2xx confirms
+(``sim.webhook_posts`` lists ``(update_id, status)``); http:// is accepted for loopback only.
+
+Faults: ``sim.fail_next("sendMessage", SimError.rate_limit(0.2))`` (also ``forbidden()``,
+``not_found()``, ``server_error()``, ``platform("Bad Request: chat not found")``);
+``await sim.drop_connection()`` resets every in-flight getUpdates; flood control is
+``TelegramSim(flood=FloodLimits(per_chat=3, window=1.0, retry_after=0.2))``.
+
+Enforced with the real error texts: 4096 UTF-16 units ("message is too long"), 64-byte
+callback_data (BUTTON_DATA_INVALID), "message is not modified", "message to edit not found",
+parse_mode HTML/MarkdownV2 ("can't parse entities: ..."), answerCallbackQuery once and within
+``callback_window`` ("query is too old ..."), forum "message thread not found", unknown chat,
+one getUpdates at a time (409), getUpdates while a webhook is set (409), wrong token (401),
+unknown method (404, which PTB reports as InvalidToken). editMessageText without
+``reply_markup`` removes the inline keyboard, as real Telegram does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+
+from aiohttp import ClientSession, web
+
+from tests.platform_sim.base import Json, SimButton, SimError, SimMessage, SimServer
+from tests.platform_sim.telegram_markup import utf16_len
+
+TOKEN = "123456:TEST-TOKEN"
+JSON_FIELDS = {
+    "reply_markup", "entities", "allowed_updates", "commands", "scope", "link_preview_options",
+    "reply_parameters", "caption_entities", "message_ids",
+}  # fmt: skip
+INT_FIELDS = {
+    "chat_id", "message_id", "offset", "limit", "timeout", "message_thread_id",
+    "reply_to_message_id", "cache_time", "max_connections",
+}  # fmt: skip
+BOOL_FIELDS = {"show_alert", "drop_pending_updates", "disable_notification", "protect_content"}
+DEFAULT_UPDATES = {"message", "edited_message", "callback_query", "channel_post", "my_chat_member"}
+WEBHOOK_CONFLICT = (
+    "Conflict: can't use getUpdates method while webhook is active; "
+    "use deleteWebhook to delete the webhook first"
+)
+POLL_CONFLICT = (
+    "Conflict: terminated by other getUpdates request; "
+    "make sure that only one bot instance is running"
+)
+_COMMAND = re.compile(r"(?<!\S)/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]+)?")
+_MENTION = re.compile(r"(?<!\S)@[A-Za-z0-9_]{5,32}")
+
+
+class TgApiError(Exception):
+    """A Bot API error answer: HTTP ``status`` with ``description`` (and retry_after on 429)."""
+
+    def __init__(self, status: int, description: str, retry_after: float | None = None) -> None:
+        super().__init__(description)
+        self.status, self.description, self.retry_after = status, description, retry_after
+
+    def body(self) -> Json:
+        body: Json = {"ok": False, "error_code": self.status, "description": self.description}
+        if self.retry_after is not None:
+            body["parameters"] = {"retry_after": self.retry_after}
+        return body
+
+
+def bad_request(what: str) -> TgApiError:
+    return TgApiError(400, f"Bad Request: {what}")
+
+
+@dataclass(frozen=True, slots=True)
+class TgUser:
+    id: int
+    first_name: str
+    username: str | None = None
+    is_bot: bool = False
+
+    def to_json(self) -> Json:
+        data: Json = {"id": self.id, "is_bot": self.is_bot, "first_name": self.first_name}
+        if self.username:
+            data["username"] = self.username
+        return data
+
+
+ALICE = TgUser(42, "Alice", "alice")
+BOB = TgUser(43, "Bob", "bob")
+
+
+@dataclass(slots=True)
+class TgChat:
+    """A chat: ``type`` private / group / supergroup / channel; forums have ``topics``."""
+
+    id: int
+    type: str
+    title: str | None = None
+    is_forum: bool = False
+    topics: set[int] = field(default_factory=set)
+    owner: TgUser | None = None
+
+    def to_json(self) -> Json:
+        data: Json = {"id": self.id, "type": self.type}
+        if self.title:
+            data["title"] = self.title
+        if self.owner is not None:
+            data["first_name"] = self.owner.first_name
+            if self.owner.username:
+                data["username"] = self.owner.username
+        if self.is_forum:
+            data["is_forum"] = True
+        return data
+
+
+@dataclass(slots=True)
+class TgUpdate:
+    """One update; confirmed by a later getUpdates offset (or a 2xx webhook answer)."""
+
+    update_id: int
+    kind: str
+    payload: Json
+    deliveries: int = 0
+    confirmed_at: float | None = None
+
+    def to_json(self) -> Json:
+        return {"update_id": self.update_id, self.kind: self.payload}
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmation:
+    offset: int
+    update_ids: list[int]
+    at: float
+
+
+@dataclass(slots=True)
+class CallbackQuery:
+    id: str
+    message: SimMessage
+    data: str
+    user: TgUser
+    created: float
+    answer: Json | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FloodLimits:
+    """Flood control on sends and edits: ``per_chat`` / ``total`` requests per ``window`` s.
+
+    Over the limit the answer is 429 with ``retry_after`` (or the time until the window
+    frees, rounded up to whole seconds as Telegram does, when ``retry_after`` is ``None``).
+    """
+
+    per_chat: int = 20
+    total: int = 30
+    window: float = 1.0
+    retry_after: float | None = None
+
+
+@dataclass(slots=True)
+class Webhook:
+    url: str
+    secret_token: str | None
+    last_error: str | None = None
+
+
+@dataclass(slots=True)
+class _Poll:
+    """An in-flight getUpdates request."""
+
+    request: web.Request
+    superseded: bool = False
+    dropped: bool = False
+
+
+class TelegramSim(SimServer):
+    """The Bot API for one bot (``token``), its chats, users, updates and webhook."""
+
+    platform = "telegram"
+
+    def __init__(
+        self,
+        token: str = TOKEN,
+        bot_username: str = "test_bot",
+        *,
+        flood: FloodLimits | None = None,
+        callback_window: float = 15.0,
+        webhook_retry_delay: float = 0.05,
+    ) -> None:
+        super().__init__()
+        self.token = token
+        self.bot = TgUser(int(token.split(":")[0]), "Test Bot", bot_username, is_bot=True)
+        self.flood = flood or FloodLimits()
+        self.callback_window = callback_window
+        self.webhook_retry_delay = webhook_retry_delay
+        self.chats: dict[int, TgChat] = {}
+        self.users: dict[int, TgUser] = {u.id: u for u in (ALICE, BOB)}
+        self.updates: list[TgUpdate] = []
+        self.confirmations: list[Confirmation] = []
+        self.queries: dict[str, CallbackQuery] = {}
+        self.answers: dict[str, Json] = {}
+        self.my_commands: dict[tuple[str, str], list[Json]] = {}
+        self.webhook: Webhook | None = None
+        self.webhook_posts: list[tuple[int, int]] = []
+        self.allowed_updates: set[str] = set(DEFAULT_UPDATES)
+        self._messages: dict[int, list[SimMessage]] = {}
+        self._message_ids: dict[int, itertools.count[int]] = {}
+        self._update_ids = itertools.count(1)
+        self.actions: list[tuple[int, str, int | None, float]] = []
+        self._polls: list[_Poll] = []
+        self._sends: list[tuple[int, float]] = []
+
+    # chats and users ------------------------------------------------------------------------
+    def add_group(
+        self, chat_id: int, title: str = "Team", *, forum: bool = False, supergroup: bool = True
+    ) -> TgChat:
+        """Register a group (a supergroup unless ``supergroup=False``); forums have topics."""
+        kind = "supergroup" if supergroup or forum else "group"
+        chat = TgChat(chat_id, kind, title, is_forum=forum)
+        self.chats[chat_id] = chat
+        return chat
+
+    def chat(self, chat: int | TgChat) -> TgChat:
+        """The chat with this id, created on first use (positive: private, negative: group)."""
+        chat_id = chat if isinstance(chat, int) else chat.id
+        if chat_id not in self.chats:
+            if chat_id > 0:
+                self.chats[chat_id] = TgChat(chat_id, "private", owner=self.user(chat_id))
+            else:
+                self.add_group(chat_id, supergroup=str(chat_id).startswith("-100"))
+        return self.chats[chat_id]
+
+    def user(self, user_id: int) -> TgUser:
+        return self.users.setdefault(user_id, TgUser(user_id, f"User{user_id}", f"user{user_id}"))
+
+    # the conversation -----------------------------------------------------------------------
+    def messages(self, chat: int | TgChat) -> list[SimMessage]:
+        return list(self._messages.get(self.chat(chat).id, []))
+
+    def bot_messages(self, chat: int | TgChat) -> list[SimMessage]:
+        return [m for m in self.messages(chat) if m.from_bot]
+
+    def last_bot_message(self, chat: int | TgChat) -> SimMessage | None:
+        sent = [m for m in self.bot_messages(chat) if not m.deleted]
+        return sent[-1] if sent else None
+
+    def find_message(self, chat_id: int, message_id: int) -> SimMessage | None:
+        for m in self._messages.get(chat_id, []):
+            if m.id == str(message_id):
+                return m
+        return None
+
+    async def wait_for_bot_message(
+        self,
+        chat: int | TgChat,
+        pred: Callable[[SimMessage], bool] | None = None,
+        timeout: float = 5.0,
+    ) -> SimMessage:
+        """The first bot message in ``chat`` (not deleted) matching ``pred``."""
+
+        def found() -> SimMessage | None:
+            live = (m for m in self.bot_messages(chat) if not m.deleted)
+            return next((m for m in live if pred is None or pred(m)), None)
+
+        return await self.wait_for(found, timeout)
+
+    def chat_actions(self, chat: int | TgChat) -> list[tuple[str, int | None, float]]:
+        chat_id = self.chat(chat).id
+        return [(a, thread, at) for c, a, thread, at in self.actions if c == chat_id]
+
+    def commands(self, scope: str = "default", language: str = "") -> list[Json]:
+        return self.my_commands.get((scope, language), [])
+
+    def is_confirmed(self, update_id: int) -> bool:
+        return any(u.update_id == update_id and u.confirmed_at for u in self.updates)
+
+    def pending(self) -> list[TgUpdate]:
+        return [u for u in self.updates if u.confirmed_at is None]
+
+    # acting as users ------------------------------------------------------------------------
+    async def user_says(
+        self,
+        chat: int | TgChat,
+        text: str,
+        *,
+        user: TgUser | None = None,
+        thread: int | None = None,
+        reply_to: SimMessage | None = None,
+    ) -> SimMessage:
+        """A user's text message: queued as an update with bot_command/mention entities."""
+        tg_chat = self.chat(chat)
+        sender = user or tg_chat.owner or ALICE
+        self.users.setdefault(sender.id, sender)
+        raw = self.new_message(tg_chat, sender, text, thread=thread)
+        if entities := _user_entities(text):
+            raw["entities"] = entities
+        if reply_to is not None:
+            raw["reply_to_message"] = reply_to.raw
+        msg = self.store(tg_chat.id, raw)
+        update = await self.push_update("message", raw)
+        msg.event_id = str(update.update_id)
+        return msg
+
+    async def user_edits(self, msg: SimMessage, text: str) -> SimMessage:
+        """The user edits their message ``msg``: an ``edited_message`` update."""
+        msg.history.append(dict(msg.raw))
+        raw = {**msg.raw, "text": text, "edit_date": int(time.time())}
+        raw.pop("entities", None)
+        if entities := _user_entities(text):
+            raw["entities"] = entities
+        msg.raw, msg.text = raw, text
+        await self.push_update("edited_message", raw)
+        return msg
+
+    async def press_button(self, msg: SimMessage, data: str, *, user: TgUser | None = None) -> str:
+        """Press the inline button carrying ``data`` on ``msg``; returns the callback query id."""
+        if msg.deleted or data not in {b.data for b in msg.buttons}:
+            raise ValueError(f"message {msg.id} has no live button with data {data!r}")
+        chat = self.chat(int(msg.chat))
+        sender = user or chat.owner or ALICE
+        query = CallbackQuery(str(self.next_id() + 1000), msg, data, sender, time.monotonic())
+        self.queries[query.id] = query
+        payload = {"id": query.id, "from": sender.to_json(), "message": msg.raw,
+                   "chat_instance": f"ci{chat.id}", "data": data}  # fmt: skip
+        await self.push_update("callback_query", payload)
+        return query.id
+
+    def new_message(
+        self, chat: TgChat, sender: TgUser, text: str, *, thread: int | None = None
+    ) -> Json:
+        """Wire JSON of a new message in ``chat`` (the id is taken from the chat's counter)."""
+        counter = self._message_ids.setdefault(chat.id, itertools.count(1))
+        raw: Json = {"message_id": next(counter), "from": sender.to_json(),
+                     "chat": chat.to_json(), "date": int(time.time()), "text": text}  # fmt: skip
+        if thread is not None:
+            raw["message_thread_id"] = thread
+            if chat.is_forum:
+                chat.topics.add(thread)
+                raw["is_topic_message"] = True
+        return raw
+
+    def store(self, chat_id: int, raw: Json) -> SimMessage:
+        author = raw["from"]
+        msg = SimMessage("telegram", str(chat_id), str(raw["message_id"]), str(author["id"]),
+                         author["is_bot"], raw.get("text", ""), buttons_of(raw), raw,
+                         thread=_str_or_none(raw.get("message_thread_id")))  # fmt: skip
+        self._messages.setdefault(chat_id, []).append(msg)
+        return msg
+
+    async def push_update(self, kind: str, payload: Json) -> TgUpdate:
+        update = TgUpdate(next(self._update_ids), kind, payload)
+        self.updates.append(update)
+        await self.changed()
+        return update
+
+    # faults ---------------------------------------------------------------------------------
+    async def drop_connection(self) -> int:
+        """Reset every in-flight getUpdates connection; returns how many were dropped."""
+        for poll in self._polls:
+            poll.dropped = True
+        await self.changed()
+        return len(self._polls)
+
+    def in_flight_polls(self) -> int:
+        return len(self._polls)
+
+    def error_for(self, method: str, error: SimError) -> TgApiError:
+        """Render an injected fault the way the Bot API answers it."""
+        if error.kind == "rate_limit":
+            ra = int(error.retry_after) if error.retry_after == int(error.retry_after) else None
+            after = ra if ra is not None else error.retry_after
+            return TgApiError(429, f"Too Many Requests: retry after {after}", after)
+        default = {
+            "forbidden": (403, "Forbidden: bot was blocked by the user"),
+            "not_found": (400, _not_found_text(method)),
+            "server_error": (error.status, HTTPStatus(error.status).phrase),
+        }.get(error.kind, (error.status, "Bad Request"))
+        status = default[0] if error.kind == "not_found" else error.status
+        return TgApiError(status, str(error.code) if error.code else default[1])
+
+    def check_flood(self, chat_id: int) -> None:
+        """Count one send/edit to ``chat_id``; 429 when a flood limit is exceeded."""
+        now, limits = time.monotonic(), self.flood
+        self._sends = [(c, t) for c, t in self._sends if now - t < limits.window]
+        in_chat = [t for c, t in self._sends if c == chat_id]
+        for recent, limit in (
+            (in_chat, limits.per_chat),
+            ([t for _, t in self._sends], limits.total),
+        ):
+            if len(recent) >= limit:
+                wait = limits.retry_after
+                if wait is None:
+                    wait = max(1, int(limits.window - (now - recent[0]) + 0.999))
+                raise TgApiError(429, f"Too Many Requests: retry after {wait}", wait)
+        self._sends.append((chat_id, now))
+
+    # HTTP -----------------------------------------------------------------------------------
+    def routes(self, app: web.Application) -> None:
+        app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_route("*", "/file/bot{token}/{path:.*}", self._file)
+
+    async def _file(self, request: web.Request) -> web.Response:
+        return web.json_response({"ok": False, "error_code": 404, "description": "Not Found"},
+                                 status=404)  # fmt: skip
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["method"]
+        known = [*self.methods(), "getUpdates"]
+        method = next((m for m in known if m.lower() == name.lower()), name)
+        call = self.record(method, await _params(request), request.method)
+        try:
+            result = await self._answer(request, method, call.params)
+            response = web.json_response({"ok": True, "result": result})
+        except TgApiError as exc:
+            response = web.json_response(exc.body(), status=exc.status)
+        except _Dropped:
+            if request.transport is not None:
+                request.transport.abort()  # the client sees the connection reset
+            response = web.Response(status=499)
+        call.status = response.status
+        await self.changed()
+        return response
+
+    def methods(self) -> dict[str, Any]:
+        from tests.platform_sim.telegram_api import METHODS  # the methods import this module
+
+        return METHODS
+
+    async def _answer(self, request: web.Request, method: str, params: Json) -> Any:
+        if request.match_info["token"] != self.token:
+            raise TgApiError(401, "Unauthorized")
+        if fault := self.take_fault(method):
+            raise self.error_for(method, fault)
+        if method == "getUpdates":
+            return await self._get_updates(request, params)
+        if method not in self.methods():
+            raise TgApiError(404, "Not Found")
+        return await self.methods()[method](self, params)
+
+    # getUpdates -----------------------------------------------------------------------------
+    async def _get_updates(self, request: web.Request, p: Json) -> list[Json]:
+        if self.webhook is not None:
+            raise TgApiError(409, WEBHOOK_CONFLICT)
+        self._confirm_before(int(p.get("offset", 0)))
+        if "allowed_updates" in p:
+            self.allowed_updates = set(p["allowed_updates"] or DEFAULT_UPDATES)
+        for other in self._polls:
+            other.superseded = True
+        poll = _Poll(request)
+        self._polls.append(poll)
+        try:
+            return await self._long_poll(poll, float(p.get("timeout", 0)), int(p.get("limit", 100)))
+        finally:
+            self._polls.remove(poll)
+
+    async def _long_poll(self, poll: _Poll, timeout: float, limit: int) -> list[Json]:
+        await self.changed()
+        with contextlib.suppress(TimeoutError):
+            await self.wait_for(lambda: self._poll_done(poll), timeout=max(timeout, 0.001))
+        if poll.dropped:
+            raise _Dropped
+        if poll.superseded:
+            raise TgApiError(409, POLL_CONFLICT)
+        batch = self.deliverable()[: max(1, min(limit, 100))]
+        for update in batch:
+            update.deliveries += 1
+        return [u.to_json() for u in batch]
+
+    def _poll_done(self, poll: _Poll) -> bool:
+        return poll.dropped or poll.superseded or self.closing or bool(self.deliverable())
+
+    def deliverable(self) -> list[TgUpdate]:
+        """Unconfirmed updates of an allowed type, oldest first (others are discarded)."""
+        now = time.monotonic()
+        for u in self.pending():
+            if u.kind not in self.allowed_updates:
+                u.confirmed_at = now
+        return self.pending()
+
+    def _confirm_before(self, offset: int) -> None:
+        pending = self.pending()
+        if offset < 0:
+            keep = {u.update_id for u in pending[offset:]}
+            done = [u for u in pending if u.update_id not in keep]
+        else:
+            done = [u for u in pending if u.update_id < offset]
+        now = time.monotonic()
+        for u in done:
+            u.confirmed_at = now
+        if done:
+            self.confirmations.append(Confirmation(offset, [u.update_id for u in done], now))
+
+    # webhook push ---------------------------------------------------------------------------
+    def start_webhook(self, hook: Webhook) -> None:
+        self.webhook = hook
+        self.spawn(self._push_updates(hook), "webhook")
+
+    async def _push_updates(self, hook: Webhook) -> None:
+        async with ClientSession() as http:
+            while self.webhook is hook and not self.closing:
+                batch = await self.wait_for(
+                    lambda: self.webhook is not hook or self.closing or self.deliverable(),
+                    timeout=3600,
+                )
+                if isinstance(batch, list):
+                    await self._post_update(http, hook, batch[0])
+
+    async def _post_update(self, http: ClientSession, hook: Webhook, update: TgUpdate) -> None:
+        headers = {"X-Telegram-Bot-Api-Secret-Token": hook.secret_token or ""}
+        if not hook.secret_token:
+            headers = {}
+        update.deliveries += 1
+        try:
+            async with http.post(hook.url, json=update.to_json(), headers=headers) as resp:
+                status = resp.status
+        except OSError as exc:
+            status, hook.last_error = 0, f"Connection failed: {exc}"
+        self.webhook_posts.append((update.update_id, status))
+        if 200 <= status < 300:
+            update.confirmed_at = time.monotonic()
+        elif status:
+            hook.last_error = f"Wrong response from the webhook: {status}"
+        await self.changed()
+        if not 200 <= status < 300:
+            await self._backoff()
+
+    async def _backoff(self) -> None:
+        await asyncio.sleep(self.webhook_retry_delay)  # Telegram's own retry delay, not a wait
+
+
+class _Dropped(Exception):
+    """The in-flight getUpdates was told to drop its connection."""
+
+
+def buttons_of(raw: Json) -> list[SimButton]:
+    rows = (raw.get("reply_markup") or {}).get("inline_keyboard", [])
+    return [SimButton(b["text"], b.get("callback_data"), b.get("url")) for row in rows for b in row]
+
+
+def _user_entities(text: str) -> list[Json]:
+    found = [("bot_command", m) for m in _COMMAND.finditer(text)]
+    found += [("mention", m) for m in _MENTION.finditer(text)]
+    found.sort(key=lambda f: f[1].start())
+    return [{"type": kind, "offset": utf16_len(text[: m.start()]), "length": utf16_len(m.group())}
+            for kind, m in found]  # fmt: skip
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _not_found_text(method: str) -> str:
+    if method.startswith("edit"):
+        return "Bad Request: message to edit not found"
+    if method.startswith("delete"):
+        return "Bad Request: message to delete not found"
+    return "Bad Request: chat not found"
+
+
+async def _params(request: web.Request) -> Json:
+    """Parameters from the query string and a form, multipart or JSON body, decoded per field."""
+    params: Json = dict(request.query)
+    if request.content_type == "application/json":
+        body = await request.json() if request.can_read_body else {}
+        params.update(body)
+        return params
+    if request.can_read_body and request.content_type in (
+        "application/x-www-form-urlencoded", "multipart/form-data"
+    ):  # fmt: skip
+        form = await request.post()
+        params.update({k: v for k, v in form.items() if isinstance(v, str)})
+    return {k: _decode(k, v) for k, v in params.items()}
+
+
+def _decode(key: str, value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    if key in JSON_FIELDS:
+        return json.loads(value)
+    if key in INT_FIELDS and re.fullmatch(r"-?\d+", value):
+        return int(value)
+    if key in BOOL_FIELDS:
+        return value.lower() == "true"
+    return value
