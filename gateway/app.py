@@ -67,6 +67,8 @@ class Gateway:
 
     async def _start_parts(self) -> None:
         gateway = self.config.gateway
+        source = self.config.source
+        log.info("config: %s", source if source is not None else "built-in defaults (no file)")
         log.info("data dir: %s", gateway.data_dir)
         log.info("database: %s", gateway.db_path)
         self._store = await _open_store(gateway.db_path)

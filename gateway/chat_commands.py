@@ -58,7 +58,7 @@ class ChatCommands:
         return reply
 
     async def _cmd_start(self, event: InboundEvent, key: str, args: str) -> Reply:
-        return f"👋 Hi {event.sender.name}! Send me a message and I'll get to work. /help lists commands."
+        return f"👋 Hi {event.sender.name}! Send me a message and I'll get to work. /help for more."
 
     async def _cmd_help(self, event: InboundEvent, key: str, args: str) -> Reply:
         return help_text()

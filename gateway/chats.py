@@ -44,7 +44,8 @@ class ChatDirectory:
         _remember(self._names, user, event.sender.name, self._capacity)
 
     def place(self, session_key: str) -> Place | None:
-        chat = self._places.get(session_key)
+        """Where ``session_key`` lives; a child agent's key maps to its parent's chat."""
+        chat = self._places.get(session_key.partition("/child:")[0])
         if chat is None:
             return None
         adapter = self._adapters.get(chat.platform)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from core.types import ApprovalState
+from core.approvals import ResolveOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +48,7 @@ ApproveAction = Literal["a", "d", "s"]
 @dataclass(frozen=True, slots=True)
 class ApprovalPress:
     approval_id: str
-    outcome: ApprovalState
+    outcome: ResolveOutcome
     always: bool = False
 
 

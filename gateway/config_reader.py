@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 S = TypeVar("S", bound=str)
@@ -51,7 +52,7 @@ def _kind(value: object) -> str:
 
 
 def got(value: object) -> str:
-    """``got -3`` for a value of the right type, ``got "x" (string)`` otherwise."""
+    """``got "x" (string)``: the value and its TOML type, for a value of the wrong type."""
     if isinstance(value, dict | list):
         return f"got {show(value)}"
     return f"got {show(value)} ({_kind(value)})"
@@ -59,10 +60,6 @@ def got(value: object) -> str:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 class Table:
@@ -75,7 +72,8 @@ class Table:
         self._read: set[str] = set()
 
     def key_path(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
+        part = key if _NAME.match(key) else json.dumps(key, ensure_ascii=False)
+        return f"{self.path}.{part}" if self.path else part
 
     def error(self, key: str, message: str) -> None:
         self.log.add(self.key_path(key), message)
@@ -83,7 +81,7 @@ class Table:
     def has(self, key: str) -> bool:
         return key in self._data
 
-    def keys(self) -> list[str]:
+    def names(self) -> list[str]:
         return list(self._data)
 
     def raw(self, key: str) -> object:
@@ -105,7 +103,7 @@ class Table:
     def children(self) -> dict[str, Table]:
         """Every key of this table as a named sub-table (``[profiles.<name>]``)."""
         tables = {}
-        for name in self.keys():
+        for name in self.names():
             if not _NAME.match(name):
                 self.error(name, "expected a name of letters, digits, '_' or '-'")
             tables[name] = self.child(name)
@@ -113,9 +111,10 @@ class Table:
 
     def finish(self) -> None:
         """Report every key of the table that no accessor read."""
-        for key in self._data:
+        for key, value in self._data.items():
             if key not in self._read:
-                self.error(key, unknown_key_message(key, sorted(self._read)))
+                what = "unknown section" if isinstance(value, dict) else "unknown key"
+                self.error(key, f"{what}{_suggest(key, sorted(self._read))}")
 
     # scalars ----------------------------------------------------------------
     def string(self, key: str, default: str) -> str:
@@ -152,7 +151,7 @@ class Table:
         value = self.raw(key)
         if value is None:
             return default
-        if not isinstance(value, int) or not _is_int(value):
+        if isinstance(value, bool) or not isinstance(value, int):
             self.error(key, f"expected {what}, {got(value)}")
             return default
         if value < minimum:
@@ -164,10 +163,10 @@ class Table:
         value = self.raw(key)
         if value is None:
             return default
-        if not isinstance(value, int | float) or not _is_number(value):
+        if isinstance(value, bool) or not isinstance(value, int | float):
             self.error(key, f"expected a positive number, {got(value)}")
             return default
-        if value <= 0:
+        if not math.isfinite(value) or value <= 0:
             self.error(key, f"expected a positive number, got {value}")
             return default
         return float(value)
@@ -189,32 +188,36 @@ class Table:
     # collections ------------------------------------------------------------
     def strings(self, key: str) -> tuple[str, ...] | None:
         """An array of non-empty strings; None when absent."""
-        value = self.raw(key)
-        if value is None:
-            return None
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            self.error(key, f"expected an array of non-empty strings, {got(value)}")
-            return None
-        return tuple(value)
+        value = self._array(key, _is_text, "a non-empty string")
+        return None if value is None else tuple(str(v) for v in value)
 
     def ids(self, key: str) -> frozenset[str]:
         """User ids: an array of strings or integers, kept as strings."""
+        value = self._array(key, _is_id, "a user id (string or integer)")
+        return frozenset(str(v) for v in value or ())
+
+    def _array(self, key: str, accepts: Callable[[object], bool], item: str) -> list[object] | None:
         value = self.raw(key)
         if value is None:
-            return frozenset()
-        if not isinstance(value, list) or not all(_is_id(v) for v in value):
-            self.error(key, f"expected an array of user ids (strings or integers), {got(value)}")
-            return frozenset()
-        return frozenset(str(v) for v in value)
+            return None
+        if not isinstance(value, list):
+            self.error(key, f"expected an array, {got(value)}")
+            return None
+        for index, element in enumerate(value):
+            if not accepts(element):
+                self.log.add(f"{self.key_path(key)}[{index}]", f"expected {item}, {got(element)}")
+                return None
+        return value
 
     def string_map(self, key: str) -> dict[str, str]:
-        value = self.raw(key)
-        if value is None:
-            return {}
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            self.error(key, f"expected a table of strings, {got(value)}")
-            return {}
-        return dict(value)
+        """A table of string values (HTTP headers); each bad value is reported."""
+        table = self.child(key)
+        found = {name: table.string(name, "") for name in table.names()}
+        return {name: text for name, text in found.items() if text}
+
+
+def _is_text(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
 
 
 def _is_id(value: object) -> bool:
@@ -226,7 +229,3 @@ def _suggest(value: object, options: tuple[str, ...] | list[str]) -> str:
         return ""
     close = difflib.get_close_matches(value, list(options), n=1, cutoff=0.6)
     return f' (did you mean "{close[0]}"?)' if close else ""
-
-
-def unknown_key_message(key: str, known: list[str]) -> str:
-    return f"unknown key{_suggest(key, known)}"

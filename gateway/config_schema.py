@@ -192,11 +192,6 @@ class Config:
         own = section.allowed_users if section is not None else frozenset()
         return self.access.get(platform, frozenset()) | own
 
-    def is_allowed(self, platform: str, user_id: str) -> bool:
-        """Default deny; ``"*"`` in the list allows everyone; approvers are allowed."""
-        allowed = self.allowed_users(platform) | self.approvers(platform)
-        return "*" in allowed or user_id in allowed
-
     def enabled_platforms(self) -> list[str]:
         present = {"telegram": self.telegram, "discord": self.discord, "slack": self.slack}
         names = [name for name, section in present.items() if section is not None]

@@ -184,9 +184,9 @@ def _external_runtime(table: Table) -> tuple[str, ...] | None:
 
 def read_user_lists(table: Table) -> dict[str, frozenset[str]]:
     """``[approvals]`` / ``[access]``: one array of user ids per platform."""
-    lists = {platform: table.ids(platform) for platform in PLATFORMS if table.has(platform)}
+    lists = {platform: table.ids(platform) for platform in PLATFORMS}
     table.finish()
-    return lists
+    return {platform: ids for platform, ids in lists.items() if ids}
 
 
 def read_progress(table: Table) -> ProgressSection:
@@ -254,24 +254,24 @@ def _ws_url(table: Table, key: str) -> str | None:
     return value
 
 
+SLACK_SECRETS = {
+    "bot_token": "COMMONOS_SLACK_BOT_TOKEN",
+    "app_token": "COMMONOS_SLACK_APP_TOKEN",
+    "signing_secret": "COMMONOS_SLACK_SIGNING_SECRET",
+}
+
+
 def read_slack(table: Table, ctx: Context, enabled: bool) -> SlackSection:
     mode = table.choice("mode", SLACK_MODES, "socket")
-    bot = read_secret(table, "bot_token", ctx, "COMMONOS_SLACK_BOT_TOKEN")
-    app = read_secret(table, "app_token", ctx, "COMMONOS_SLACK_APP_TOKEN")
-    signing = read_secret(table, "signing_secret", ctx, "COMMONOS_SLACK_SIGNING_SECRET")
-    if enabled:
-        bot = require(table, "bot_token", bot, "COMMONOS_SLACK_BOT_TOKEN", "")
-        if mode == "socket":
-            app = require(table, "app_token", app, "COMMONOS_SLACK_APP_TOKEN", '(mode = "socket")')
-        else:
-            why = '(mode = "http")'
-            signing = require(
-                table, "signing_secret", signing, "COMMONOS_SLACK_SIGNING_SECRET", why
-            )
+    secrets = {key: read_secret(table, key, ctx, env) for key, env in SLACK_SECRETS.items()}
+    needed = ("bot_token", "app_token" if mode == "socket" else "signing_secret")
+    for key in needed if enabled else ():
+        why = "" if key == "bot_token" else f'(mode = "{mode}")'
+        secrets[key] = require(table, key, secrets[key], SLACK_SECRETS[key], why)
     section = SlackSection(
-        bot_token=bot or "",
-        app_token=app,
-        signing_secret=signing,
+        bot_token=secrets["bot_token"] or "",
+        app_token=secrets["app_token"],
+        signing_secret=secrets["signing_secret"],
         api_base_url=read_url(table, "api_base_url", SLACK.api_base_url),
         mode=mode,
         http_listen=read_listen(table, "http_listen", SLACK.http_listen),

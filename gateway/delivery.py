@@ -86,7 +86,7 @@ class Delivery:
         return _lost(chat, text, f"still rate limited after {self._attempts} attempts")
 
 
-def _lost(chat: ChatRef, text: str, why: object) -> None:
+def _lost(chat: ChatRef, text: str, why: object) -> SentMessage | None:
     logger.error("message to %s lost (%s): %.80r", chat, why, text)
     return None
 

@@ -17,6 +17,7 @@ from core.model.openai_client import OpenAIClient
 from core.types import ChatMessage, ToolCall, ToolSpec
 from tests.support.model_server import (
     ScriptedModelServer,
+    ToolCallScript,
     reply_error,
     reply_hang,
     reply_json,
@@ -140,7 +141,7 @@ async def test_streaming_text_calls_on_delta_per_fragment(
 async def test_streaming_assembles_interleaved_fragmented_tool_calls(
     model_server: ScriptedModelServer, client: OpenAIClient
 ) -> None:
-    calls = [
+    calls: list[ToolCallScript] = [
         ("call_a", "terminal", {"command": "ls -la /tmp && echo done"}),
         ("call_b", "clarify", {"question": "Which one?", "choices": ["x", "y", "z"]}),
     ]
@@ -286,6 +287,34 @@ async def test_other_400_is_bad_response(
     assert "HTTP 400" in str(error) and "Unknown parameter" in str(error)
 
 
+async def test_503_with_retry_after_carries_it(
+    model_server: ScriptedModelServer, client: OpenAIClient
+) -> None:
+    model_server.script(reply_error(503, "maintenance", headers={"Retry-After": "4"}))
+
+    error = await failure(client)
+
+    assert (error.kind, error.classification.retry_after) == ("server", 4.0)
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        ({"message": "Rate limit exceeded", "type": "rate_limit_error"}, "rate_limited"),
+        ({"message": "overloaded", "type": "server_error"}, "server"),
+        ("something odd happened", "bad_response"),
+    ],
+)
+async def test_error_object_in_a_200_reply_is_classified(
+    model_server: ScriptedModelServer, client: OpenAIClient, error: object, kind: str
+) -> None:
+    model_server.script(reply_json({"error": error}))
+
+    found = await failure(client)
+
+    assert found.kind == kind
+
+
 @pytest.mark.parametrize("status", [500, 502, 503])
 async def test_5xx_is_server_and_retryable(
     model_server: ScriptedModelServer, client: OpenAIClient, status: int
@@ -341,6 +370,18 @@ async def test_non_json_body_is_bad_response_quoting_it(
 
     assert (error.kind, error.classification.retryable) == ("bad_response", False)
     assert "not JSON" in str(error) and "<html>" in str(error)
+
+
+async def test_redirect_names_the_target_address(
+    model_server: ScriptedModelServer, client: OpenAIClient
+) -> None:
+    moved = {"Location": "https://example.test/v1/chat/completions"}
+    model_server.script(reply_raw("", status=301, headers=moved))
+
+    error = await failure(client)
+
+    assert error.kind == "bad_response"
+    assert "redirected to https://example.test/v1/chat/completions" in str(error)
 
 
 @pytest.mark.parametrize(
@@ -459,3 +500,14 @@ async def test_client_serves_next_call_after_a_cancelled_one(
     reply = await client.complete(HELLO)
 
     assert reply.content == "still here"
+
+
+@pytest.mark.parametrize("base_url", ["127.0.0.1:8080/v1", "http://[::1/v1"])
+async def test_malformed_base_url_is_a_final_network_error(base_url: str) -> None:
+    client = OpenAIClient(base_url=base_url, model="m", trust_env=False)
+
+    error = await failure(client)
+    await client.aclose()
+
+    assert (error.kind, error.classification.retryable) == ("network", False)
+    assert "base_url" in str(error)

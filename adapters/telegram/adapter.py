@@ -31,7 +31,7 @@ from adapters.base import (
     SentMessage,
 )
 from adapters.telegram.errors import platform_errors
-from adapters.telegram.inbox import Inbox
+from adapters.telegram.inbox import Inbox, SettleWait
 from adapters.telegram.normalize import (
     PLATFORM,
     BotIdentity,
@@ -101,10 +101,13 @@ class TelegramAdapter:
         store: Store,
         settings: TelegramSettings | None = None,
         key_rule: SessionKeyRule = default_session_key,
+        settled: SettleWait | None = None,
     ) -> None:
         self.settings = settings or TelegramSettings()
         self.store = store
         self.key_rule = key_rule
+        self.settled = settled
+        """When an update counts as handled; see :mod:`adapters.telegram.inbox`."""
         self.capabilities = Capabilities(
             max_text_length=MAX_TEXT_UTF16,
             length_unit="utf16",
@@ -142,7 +145,7 @@ class TelegramAdapter:
             await self.bot.initialize()
         self.identity = BotIdentity(self.bot.id, self.bot.username)
         normalizer = Normalizer(self.identity, self.key_rule)
-        self._inbox = Inbox(self.store, self.bot, normalizer, sink)
+        self._inbox = Inbox(self.store, self.bot, normalizer, sink, self.settled)
         await self.set_commands(self.settings.commands)
         await self._inbox.replay()
         if self.settings.webhook is not None:
@@ -182,6 +185,16 @@ class TelegramAdapter:
         if self._inbox is not None:
             await self._inbox.close()
         await self.bot.shutdown()
+
+    @property
+    def webhook_url(self) -> str | None:
+        """Where Telegram posts updates in webhook mode (``None`` when polling)."""
+        return self._webhook.url if self._webhook is not None else None
+
+    async def drain(self) -> None:
+        """Wait until the updates received so far have been handled and marked."""
+        if self._inbox is not None:
+            await self._inbox.drain()
 
     async def set_commands(self, commands: CommandMenu) -> None:
         """Publish the command menu (``setMyCommands``); an empty menu is not sent."""

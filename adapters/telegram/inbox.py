@@ -11,9 +11,13 @@ Only after ``accept`` returns may the caller let Telegram consider the update co
 On start, :meth:`Inbox.replay` delivers what a previous run left pending or processing.
 
 Delivery: each update is handed to the sink in its own tracked task, started in arrival
-order, so a long-running sink call (a turn) never blocks a later ``/stop``. The sink is
-awaited until it has acted on the event; then the update is marked done. Cancelling a
-delivery (``close``) leaves the update unfinished, so the next run replays it.
+order, so a long-running sink call never blocks a later ``/stop``. An update is marked done
+once the sink has returned *and*, when a :data:`SettleWait` was given, the work it started
+in its session has finished (the composition root waits for ``Dispatcher.wait_idle`` and
+answers False when that was a shutdown cutting the turn short) — so an update whose turn
+never answered stays unfinished and replays next run. Button presses are done as soon as
+the sink returns (they start no turn). Cancelling a delivery (``close``) leaves the update
+unfinished too.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from telegram import Bot, Update
@@ -32,15 +37,27 @@ from core.store.base import InboundRecord, InboundState, Store
 
 _log = logging.getLogger(__name__)
 
+SettleWait = Callable[[str], Awaitable[bool]]
+"""Wait until the work an event started in a session (canonical key) is over; True when it
+ran to its end, False when it was cut short (the update then stays unfinished)."""
+
 
 class Inbox:
     """Persist-then-deliver of updates for one adapter run."""
 
-    def __init__(self, store: Store, bot: Bot, normalizer: Normalizer, sink: EventSink) -> None:
+    def __init__(
+        self,
+        store: Store,
+        bot: Bot,
+        normalizer: Normalizer,
+        sink: EventSink,
+        settled: SettleWait | None = None,
+    ) -> None:
         self.store = store
         self.bot = bot
         self.normalizer = normalizer
         self.sink = sink
+        self.settled = settled
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def accept(self, update: Update) -> bool:
@@ -75,9 +92,10 @@ class Inbox:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    @property
-    def in_flight(self) -> int:
-        return len(self._tasks)
+    async def drain(self) -> None:
+        """Wait until every delivery started so far (and any started meanwhile) has ended."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def _revive(self, record: InboundRecord) -> Update | None:
         try:
@@ -101,10 +119,18 @@ class Inbox:
         try:
             if event is not None:
                 await self.sink(event)
+                if not await self._settle(event):
+                    _log.info("telegram update %s: work cut short; replays next run", update_id)
+                    return
         except Exception:
             _log.exception("telegram update %s: event handling failed", update_id)
             state = "failed"
         await self.store.set_inbound_state(PLATFORM, update_id, state)
+
+    async def _settle(self, event: InboundEvent) -> bool:
+        if self.settled is None or event.kind == "button":
+            return True
+        return await self.settled(str(event.session_key))
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

@@ -27,6 +27,11 @@ class SessionLocks:
         """Keys with a turn running or waiting."""
         return len(self._slots)
 
+    def waiting(self, key: str) -> int:
+        """Turns of ``key`` holding or waiting for the lock (0 when none)."""
+        slot = self._slots.get(key)
+        return slot.users if slot is not None else 0
+
     @asynccontextmanager
     async def hold(self, key: str) -> AsyncIterator[None]:
         slot = self._slots.setdefault(key, _Slot())

@@ -214,7 +214,7 @@ def _parse_manifest(path: Path, raw: Any) -> _Manifest:
 def _import_handler(path: Path) -> ModuleType:
     if not path.is_file():
         raise _HookSourceError(path, "missing handler module")
-    module_name = "commonos_hooks." + re.sub(r"\W", "_", path.parent.name)
+    module_name = "commonos_hook_" + re.sub(r"\W", "_", path.parent.name)
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise _HookSourceError(path, "cannot be imported as a module")

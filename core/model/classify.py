@@ -8,10 +8,11 @@ This is the edge where httpx exceptions and HTTP error replies become our error 
                                                "insufficient_quota" is not retryable)
     HTTP 400 / 413 with context wording     -> context_too_long
     HTTP 408                                -> timeout
-    HTTP 5xx                                -> server
+    HTTP 5xx                                -> server        (Retry-After honoured)
     any other HTTP 4xx                      -> bad_response
     httpx.TimeoutException                  -> timeout
     httpx.TransportError (connect, reset)   -> network
+    invalid or non-http(s) base_url         -> network, not retryable
     non-JSON body, wrong shape              -> bad_response  (see ``bad_response``)
 
 Every message names the cause in words a user can act on; the raw body is quoted, cut short.
@@ -27,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from core.model.errors import ErrorClassification, ErrorKind
+from core.model.errors import ErrorClassification
 
 _CONTEXT_WORDS = (
     "context_length_exceeded",
@@ -66,8 +67,10 @@ def classify_status(response: httpx.Response, body: str) -> ErrorClassification:
         return ErrorClassification.of("context_too_long", message, status=status)
     if status == 408:
         return ErrorClassification.of("timeout", message, status=status)
-    kind: ErrorKind = "server" if status >= 500 else "bad_response"
-    return ErrorClassification.of(kind, message, status=status)
+    if status >= 500:  # a 503 may say when to come back
+        retry_after = header_retry_after(response.headers)
+        return ErrorClassification.of("server", message, status=status, retry_after=retry_after)
+    return bad_response(message, status=status)
 
 
 def classify_error_object(error: object, *, status: int | None = None) -> ErrorClassification:
@@ -84,17 +87,21 @@ def classify_error_object(error: object, *, status: int | None = None) -> ErrorC
     return bad_response(message, status=status)
 
 
-def classify_transport(exc: httpx.HTTPError, url: str) -> ErrorClassification:
+def classify_transport(exc: httpx.HTTPError | httpx.InvalidURL, url: str) -> ErrorClassification:
     """Classify an httpx exception raised before a complete reply arrived."""
     name = type(exc).__name__
     reason = str(exc) or name
+    if isinstance(exc, httpx.InvalidURL):
+        message = f"model base_url gives an invalid URL {url!r}: {reason}"
+        return ErrorClassification.of("network", message).with_retryable(False)
     if isinstance(exc, httpx.TimeoutException):
         return ErrorClassification.of("timeout", f"model server at {url} timed out ({name})")
     if isinstance(exc, httpx.UnsupportedProtocol):
         message = f"model base_url {url!r} is not an http(s) URL: {reason}"
         return ErrorClassification.of("network", message).with_retryable(False)
     if isinstance(exc, httpx.TransportError):
-        return ErrorClassification.of("network", f"cannot reach model server at {url}: {reason}")
+        message = f"cannot reach model server at {url}: {name}: {reason}"
+        return ErrorClassification.of("network", message)
     return bad_response(f"unreadable reply from model server at {url}: {reason}")
 
 
@@ -121,6 +128,8 @@ def _rate_limited(headers: httpx.Headers, body: str, message: str) -> ErrorClass
     retry_after = header_retry_after(headers)
     if retry_after is None:
         retry_after = _body_retry_after(body)
+    if retry_after is not None:
+        message += f" (retry after {retry_after:g}s)"
     found = ErrorClassification.of("rate_limited", message, status=429, retry_after=retry_after)
     if "insufficient_quota" in body:
         return found.with_retryable(False)  # out of credit: waiting will not help

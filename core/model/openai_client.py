@@ -22,7 +22,7 @@ from importlib import metadata
 import httpx
 
 from core.model.base import DeltaCallback, ModelRequest
-from core.model.classify import classify_status, classify_transport
+from core.model.classify import bad_response, classify_status, classify_transport
 from core.model.errors import ModelError
 from core.model.stream import StreamAssembler
 from core.model.wire import Json, parse_json, parse_reply, request_body
@@ -69,7 +69,7 @@ class OpenAIClient:
             if request.stream:
                 return await self._stream(body, request.on_delta)
             return await self._post(body)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise ModelError(classify_transport(exc, self._url)) from exc
 
     async def aclose(self) -> None:
@@ -110,6 +110,10 @@ def _whole_reply(response: httpx.Response) -> ModelReply:
     status = response.status_code
     if response.is_error:
         raise ModelError(classify_status(response, response.text))
+    if response.is_redirect:
+        target = response.headers.get("location", "?")
+        message = f"model server redirected to {target}; set base_url to the final address"
+        raise ModelError(bad_response(message, status=status))
     payload = parse_json(response.text, f"model reply (HTTP {status})", status)
     return parse_reply(payload, status)
 

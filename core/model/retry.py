@@ -45,6 +45,13 @@ class RetryPolicy:
     max_delay: float = 30.0
     max_retry_after: float = 120.0
 
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"retry max_attempts must be at least 1, got {self.max_attempts}")
+        delays = (self.base_delay, self.max_delay, self.max_retry_after)
+        if min(delays) < 0:
+            raise ValueError("retry delays must not be negative")
+
     def delay(self, found: ErrorClassification, attempt: int, rng: random.Random) -> float | None:
         """Seconds to wait before attempt ``attempt + 1``, or ``None`` to give up."""
         if not found.retryable or attempt >= self.max_attempts:
@@ -76,7 +83,7 @@ async def call_with_retry(
                 raise
             if wait is None:
                 raise final from error
-        _log.info("model call failed (%s); attempt %d in %.2fs", final, number + 1, wait)
+        _log.warning("model call failed (%s); attempt %d in %.2fs", final, number + 1, wait)
         await asyncio.sleep(wait)
         number += 1
 

@@ -116,14 +116,24 @@ async def run_command(
     except OSError as exc:
         return ToolResult(f"cannot start the command in {cwd}: {exc}", is_error=True)
     output = _Output(max_output)
+    # A task, not a bare coroutine: guard() may refuse to start it (token already cancelled).
+    collecting = asyncio.create_task(_collect(proc, output))
     try:
-        code = await asyncio.wait_for(ctx.token.guard(_collect(proc, output)), timeout)
+        code = await asyncio.wait_for(ctx.token.guard(collecting), timeout)
     except TimeoutError:
         note = f"[timed out after {timeout:g} s; killed]"
-        return ToolResult(f"{output.text()}\n{note}", is_error=True)
+        return ToolResult(_noted(output.text(), note), is_error=True)
     finally:
+        collecting.cancel()
         await _kill_group(proc)
-    return ToolResult(f"{output.text()}\n[exit code {code}]", is_error=code != 0)
+        await asyncio.wait({collecting})
+    return ToolResult(_noted(output.text(), f"[exit code {code}]"), is_error=code != 0)
+
+
+def _noted(text: str, note: str) -> str:
+    if not text or text.endswith("\n"):
+        return text + note
+    return f"{text}\n{note}"
 
 
 async def _collect(proc: asyncio.subprocess.Process, output: _Output) -> int:

@@ -9,6 +9,8 @@ Markdown is shown as text, never passed through.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
@@ -83,7 +85,8 @@ class _Walk:
         if kind == "code_inline":
             return self.d.code(node.content)
         if kind in _WRAPPERS:
-            return getattr(self.d, _WRAPPERS[kind])(self.inline_of(node))
+            wrap: Callable[[str], str] = getattr(self.d, _WRAPPERS[kind])
+            return wrap(self.inline_of(node))
         if kind in ("link", "image"):
             href = str(node.attrs.get("href") or node.attrs.get("src") or "")
             inner = self.inline_of(node) or self.d.text(str(node.attrs.get("alt", "")))

@@ -195,8 +195,7 @@ async def test_concurrent_presses_resolve_exactly_once(
     asking = ask(approvals, turn)
     request = await approver.next_presented()
     presses = [
-        approvals.resolve(request.id, "approved" if i % 2 else "denied", "admin")
-        for i in range(10)
+        approvals.resolve(request.id, "approved" if i % 2 else "denied", "admin") for i in range(10)
     ]
     results = await asyncio.gather(*presses)
     assert results.count("resolved") == 1
@@ -245,6 +244,7 @@ async def test_always_approves_the_same_command_later_without_asking(
     other = ask(approvals, turn, command="rm -rf /")
     assert (await approver.next_presented()).arguments == {"command": "rm -rf /"}
     other.cancel()
+    await asyncio.gather(other, return_exceptions=True)
 
 
 async def test_forget_drops_the_sessions_always_approvals(
@@ -257,6 +257,7 @@ async def test_forget_drops_the_sessions_always_approvals(
     again = ask(approvals, turn)
     await approver.next_presented()
     again.cancel()
+    await asyncio.gather(again, return_exceptions=True)
 
 
 async def test_a_choice_request_returns_the_chosen_option(

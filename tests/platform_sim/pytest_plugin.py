@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from tests.platform_sim.discord_sim import DiscordSim
 from tests.platform_sim.telegram_sim import TelegramSim
 
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -28,6 +29,26 @@ async def telegram_sim(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Telegra
     clear_proxies(monkeypatch)
     sim = TelegramSim()
     await sim.start()
+    try:
+        yield sim
+    finally:
+        await sim.stop()
+
+
+@pytest.fixture
+async def discord_sim(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[DiscordSim]:
+    import discord.gateway
+    import discord.http
+    import yarl
+
+    clear_proxies(monkeypatch)
+    sim = DiscordSim()
+    await sim.start()
+    # process-wide discord.py settings; monkeypatch restores them after the test
+    monkeypatch.setattr(discord.http.Route, "BASE", sim.api_base)
+    monkeypatch.setattr(
+        discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(sim.gateway_url)
+    )
     try:
         yield sim
     finally:

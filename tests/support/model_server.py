@@ -41,6 +41,10 @@ request. When the script is used up, ``server.default`` answers (e.g. for a benc
 ``server.default = reply_text("ok")``); if that is ``None`` the request gets HTTP 500 naming
 the problem and ``server.unscripted`` counts it.
 
+The pieces live in ``tests.support.model_replies`` (``Reply``, ``reply_*``,
+``ReceivedRequest``) and ``tests.support.model_wire`` (the JSON/SSE shapes); this module
+re-exports the former, so ``from tests.support.model_server import ...`` is enough.
+
 Waiting is event-driven: ``await server.wait_for_requests(n)`` returns once ``n`` requests
 arrived; each ``ReceivedRequest.closed`` is an ``asyncio.Event`` set when the client went
 away before the reply was complete (``closed_at`` is its ``time.monotonic()``).
@@ -49,276 +53,49 @@ away before the reply was complete (``closed_at`` is its ``time.monotonic()``).
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
 
 from aiohttp import web
 
+from tests.support.model_replies import (
+    Json,
+    ReceivedRequest,
+    Reply,
+    ScriptItem,
+    ToolCallScript,
+    reply_error,
+    reply_hang,
+    reply_json,
+    reply_rate_limited,
+    reply_raw,
+    reply_sse,
+    reply_text,
+    reply_tool_call,
+    reply_tool_calls,
+)
+from tests.support.model_wire import completion_json, stream_events
+
+__all__ = [
+    "Json",
+    "ReceivedRequest",
+    "Reply",
+    "ScriptItem",
+    "ScriptedModelServer",
+    "ToolCallScript",
+    "reply_error",
+    "reply_hang",
+    "reply_json",
+    "reply_rate_limited",
+    "reply_raw",
+    "reply_sse",
+    "reply_text",
+    "reply_tool_call",
+    "reply_tool_calls",
+]
+
 _log = logging.getLogger(__name__)
-
-Json = dict[str, Any]
-ToolCallScript = tuple[str, str, "dict[str, Any] | str"]
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """One scripted answer. Build it with the ``reply_*`` functions."""
-
-    status: int = 200
-    content: str | None = None
-    tool_calls: tuple[ToolCallScript, ...] = ()
-    finish_reason: str | None = None
-    chunks: tuple[str, ...] | None = None
-    arg_fragments: int = 3
-    interleave: bool = False
-    body: bytes | None = None
-    content_type: str = "application/json"
-    sse_events: tuple[str, ...] | None = None
-    done_marker: bool = True
-    headers: tuple[tuple[str, str], ...] = ()
-    usage: tuple[int, int] | None = None
-    delay: float = 0.0
-    hold: bool = False
-    until: asyncio.Event | None = None
-    stall_after: int | None = None
-    abort_after: int | None = None
-    then: Reply | None = None
-
-    @property
-    def is_completion(self) -> bool:
-        return self.status < 400 and self.body is None and self.sse_events is None
-
-
-ScriptItem = Reply | Callable[["ReceivedRequest"], Reply]
-
-
-@dataclass(slots=True)
-class ReceivedRequest:
-    """A request the server received; ``body`` is the parsed JSON (``None`` if not JSON)."""
-
-    index: int
-    path: str
-    headers: dict[str, str]
-    raw: bytes
-    body: Any
-    at: float
-    closed: asyncio.Event = field(default_factory=asyncio.Event)
-    closed_at: float | None = None
-
-    @property
-    def messages(self) -> list[Json]:
-        return list(self._field("messages", []))
-
-    @property
-    def tools(self) -> list[Json]:
-        return list(self._field("tools", []))
-
-    @property
-    def tool_names(self) -> list[str]:
-        return [tool["function"]["name"] for tool in self.tools]
-
-    @property
-    def stream(self) -> bool:
-        return bool(self._field("stream", False))
-
-    @property
-    def model(self) -> str | None:
-        value = self._field("model", None)
-        return value if isinstance(value, str) else None
-
-    @property
-    def last_user_text(self) -> str:
-        users = [m for m in self.messages if m.get("role") == "user"]
-        return str(users[-1].get("content") or "") if users else ""
-
-    def _field(self, key: str, default: Any) -> Any:
-        return self.body.get(key, default) if isinstance(self.body, dict) else default
-
-
-# ---------------------------------------------------------------------------- replies
-
-
-def reply_text(text: str, *, chunks: Sequence[str] | None = None, **options: Any) -> Reply:
-    return Reply(content=text, chunks=tuple(chunks) if chunks else None, **options)
-
-
-def reply_tool_calls(
-    calls: Sequence[ToolCallScript], *, content: str | None = None, **options: Any
-) -> Reply:
-    return Reply(content=content, tool_calls=tuple(calls), **options)
-
-
-def reply_tool_call(
-    name: str, arguments: dict[str, Any] | str, *, id: str = "call_1", **options: Any
-) -> Reply:
-    return reply_tool_calls([(id, name, arguments)], **options)
-
-
-def reply_error(
-    status: int,
-    message: str = "scripted error",
-    *,
-    code: str | None = None,
-    type: str = "server_error",
-    headers: dict[str, str] | None = None,
-    **options: Any,
-) -> Reply:
-    error = {"message": message, "type": type, "code": code, "param": None}
-    return reply_json({"error": error}, status=status, headers=headers, **options)
-
-
-def reply_rate_limited(retry_after: float | None = None, **options: Any) -> Reply:
-    headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
-    message = "Rate limit reached for requests"
-    return reply_error(429, message, code="rate_limit_exceeded", headers=headers, **options)
-
-
-def reply_json(
-    obj: Any, *, status: int = 200, headers: dict[str, str] | None = None, **options: Any
-) -> Reply:
-    return reply_raw(json.dumps(obj), status=status, headers=headers, **options)
-
-
-def reply_raw(
-    body: str | bytes,
-    *,
-    status: int = 200,
-    content_type: str = "text/html",
-    headers: dict[str, str] | None = None,
-    **options: Any,
-) -> Reply:
-    data = body.encode() if isinstance(body, str) else body
-    header_items = tuple((headers or {}).items())
-    kind = "application/json" if content_type == "text/html" and _is_json(data) else content_type
-    return Reply(status=status, body=data, content_type=kind, headers=header_items, **options)
-
-
-def reply_sse(events: Sequence[str | Json], *, done: bool = True, **options: Any) -> Reply:
-    payloads = tuple(e if isinstance(e, str) else json.dumps(e) for e in events)
-    return Reply(sse_events=payloads, done_marker=done, **options)
-
-
-def reply_hang(
-    then: Reply | None = None, *, until: asyncio.Event | None = None, **options: Any
-) -> Reply:
-    after = then or reply_text("released")
-    return replace(after, hold=True, until=until, **options)
-
-
-def _is_json(data: bytes) -> bool:
-    try:
-        json.loads(data)
-    except ValueError:
-        return False
-    return True
-
-
-# ---------------------------------------------------------------------------- wire format
-
-
-def completion_json(reply: Reply, request: ReceivedRequest, number: int) -> Json:
-    message: Json = {"role": "assistant", "content": reply.content}
-    if reply.tool_calls:
-        message["tool_calls"] = [_call_wire(call) for call in reply.tool_calls]
-    return {
-        **_envelope(request, number, "chat.completion"),
-        "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply)}],
-        "usage": _usage(reply, request),
-    }
-
-
-def stream_events(reply: Reply, request: ReceivedRequest, number: int) -> list[str]:
-    """The SSE ``data:`` payloads for a completion (without ``[DONE]``)."""
-    if reply.sse_events is not None:
-        return list(reply.sse_events)
-    head = _envelope(request, number, "chat.completion.chunk")
-    deltas: list[Json] = [{"role": "assistant", "content": ""}]
-    deltas += [{"content": piece} for piece in _text_pieces(reply)]
-    deltas += [{"tool_calls": [piece]} for piece in _call_pieces(reply)]
-    chunks = [_chunk(head, delta, None) for delta in deltas]
-    chunks.append(_chunk(head, {}, _finish(reply)))
-    if _field(request, "stream_options", {}).get("include_usage"):
-        chunks.append({**head, "choices": [], "usage": _usage(reply, request)})
-    return [json.dumps(chunk) for chunk in chunks]
-
-
-def _envelope(request: ReceivedRequest, number: int, kind: str) -> Json:
-    model = request.model or "scripted-model"
-    return {"id": f"chatcmpl-scripted-{number}", "object": kind, "created": 0, "model": model}
-
-
-def _chunk(head: Json, delta: Json, finish: str | None) -> Json:
-    return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-
-def _text_pieces(reply: Reply) -> list[str]:
-    if reply.chunks is not None:
-        return list(reply.chunks)
-    if not reply.content:
-        return []
-    words = reply.content.split(" ")
-    return [piece for piece in [w + " " for w in words[:-1]] + [words[-1]] if piece]
-
-
-def _call_pieces(reply: Reply) -> list[Json]:
-    per_call = [
-        _one_call_pieces(n, call, reply.arg_fragments) for n, call in enumerate(reply.tool_calls)
-    ]
-    if not reply.interleave:
-        return [piece for pieces in per_call for piece in pieces]
-    rounds = itertools.zip_longest(*per_call)
-    return [piece for round_ in rounds for piece in round_ if piece is not None]
-
-
-def _one_call_pieces(index: int, call: ToolCallScript, fragments: int) -> list[Json]:
-    call_id, name, _ = call
-    arguments = _arguments(call)
-    first = {"index": index, "id": call_id, "type": "function"}
-    first["function"] = {"name": name, "arguments": ""}
-    size = max(1, -(-len(arguments) // max(1, fragments)))
-    parts = [arguments[i : i + size] for i in range(0, len(arguments), size)]
-    return [first] + [{"index": index, "function": {"arguments": part}} for part in parts]
-
-
-def _call_wire(call: ToolCallScript) -> Json:
-    call_id, name, _ = call
-    function = {"name": name, "arguments": _arguments(call)}
-    return {"id": call_id, "type": "function", "function": function}
-
-
-def _arguments(call: ToolCallScript) -> str:
-    raw = call[2]
-    return raw if isinstance(raw, str) else json.dumps(raw)
-
-
-def _finish(reply: Reply) -> str:
-    return reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
-
-
-def _usage(reply: Reply, request: ReceivedRequest) -> Json:
-    if reply.usage is not None:
-        prompt, completion = reply.usage
-    else:
-        prompt = len(json.dumps(request.messages)) // 4
-        completion = len(reply.content or "") // 4 + 10 * len(reply.tool_calls)
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
-
-
-def _field(request: ReceivedRequest, key: str, default: Any) -> Any:
-    value = request.body.get(key, default) if isinstance(request.body, dict) else default
-    return value if isinstance(value, type(default)) else default
-
-
-# ---------------------------------------------------------------------------- the server
 
 
 class ScriptedModelServer:
@@ -459,6 +236,7 @@ class ScriptedModelServer:
         finally:
             for waiter in waits:
                 waiter.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
 
     def _send_whole(self, reply: Reply, received: ReceivedRequest) -> web.Response:
         headers = dict(reply.headers)

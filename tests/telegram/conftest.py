@@ -92,10 +92,15 @@ async def start_adapter(
     started: list[TelegramAdapter] = []
 
     async def start(
-        *, sink: Any = None, db: Any = None, key_rule: Any = default_session_key, **changes: Any
+        *,
+        sink: Any = None,
+        db: Any = None,
+        key_rule: Any = default_session_key,
+        settled: Any = None,
+        **changes: Any,
     ) -> TelegramAdapter:
         settings = sim_settings(telegram_sim, **changes)
-        adapter = TelegramAdapter(telegram_sim.token, db or store, settings, key_rule)
+        adapter = TelegramAdapter(telegram_sim.token, db or store, settings, key_rule, settled)
         started.append(adapter)
         await adapter.start(sink or events)
         return adapter

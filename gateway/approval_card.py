@@ -1,0 +1,146 @@
+"""Approval cards: the chat face of :class:`core.approvals.Approvals`.
+
+:class:`ChatApprover` implements :class:`core.approver.Approver`. ``present`` sends a card
+to the session's chat (found through the :class:`ChatDirectory`) with the tool, a redacted
+preview of its arguments, who asked and the id's short form, and buttons whose payload
+carries the approval id (``ap:<id>:a|d|s``, ``ch:<id>:<n>``) — never the session, so a
+stale card can only answer its own request. When a payload would not fit the platform's
+``button_payload_limit`` the card is sent without buttons and names the ``/approve`` and
+``/deny`` commands instead. ``settle`` edits the card to the outcome and who decided, and
+removes the buttons.
+
+``present`` raises when the card cannot be shown (no known chat, platform refused): the
+registry then denies the request, since nobody saw it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import TypeVar
+
+from adapters.base import (
+    Adapter,
+    Button,
+    ButtonRows,
+    Capabilities,
+    NotModified,
+    RateLimited,
+    SentMessage,
+)
+from core.approver import ApprovalRequest, Decision
+from gateway.chat_commands import short_id
+from gateway.chats import ChatDirectory
+from gateway.commands import approval_payload, choice_payload
+from gateway.redact import preview, redact, shorten
+
+logger = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+T = TypeVar("T")
+ARGUMENT_PREVIEW = 300
+CHOICE_LABEL = 60
+ATTEMPTS = 5
+
+
+class UnknownChat(LookupError):
+    """No chat is known for the request's session key (nothing to present on)."""
+
+
+class ChatApprover:
+    def __init__(self, directory: ChatDirectory, *, sleep: Sleep = asyncio.sleep) -> None:
+        self._directory = directory
+        self._sleep = sleep
+        self._cards: dict[str, tuple[Adapter, SentMessage]] = {}
+
+    async def present(self, request: ApprovalRequest) -> None:
+        place = self._directory.place(request.session_key)
+        if place is None:
+            raise UnknownChat(f"no chat known for session {request.session_key}")
+        buttons = card_buttons(request, place.adapter.capabilities)
+        text = self._card_text(request, with_commands=not buttons)
+        send = partial(place.adapter.send, place.chat, text, buttons=buttons, markup=False)
+        message = await _with_retries(send, self._sleep)
+        self._cards[request.id] = (place.adapter, message)
+
+    async def settle(self, request: ApprovalRequest, decision: Decision) -> None:
+        card = self._cards.pop(request.id, None)
+        if card is None:
+            return
+        adapter, message = card
+        text = (
+            self._card_text(request, with_commands=False)
+            + "\n\n"
+            + self._outcome(request, decision)
+        )
+        try:
+            await _with_retries(partial(adapter.edit, message, text, markup=False), self._sleep)
+        except NotModified:
+            pass
+        except Exception:
+            logger.warning("approval card %s could not be updated", request.id, exc_info=True)
+
+    def _card_text(self, request: ApprovalRequest, *, with_commands: bool) -> str:
+        who = self._name(request, request.requested_by)
+        if request.kind == "choice":
+            lines = [f"❓ {shorten(request.prompt, 500)}"]
+        else:
+            lines = [f"⚠️ Approval needed: {request.tool}"]
+            details = preview(request.arguments, ARGUMENT_PREVIEW)
+            lines += [details] if details else []
+            if request.prompt:
+                lines.append(f"Why: {shorten(redact(request.prompt), ARGUMENT_PREVIEW)}")
+        lines.append(f"Asked by {who} · id {short_id(request.id)}")
+        if with_commands:
+            lines.append(f"Reply /approve {short_id(request.id)} or /deny {short_id(request.id)}")
+        return "\n".join(lines)
+
+    def _outcome(self, request: ApprovalRequest, decision: Decision) -> str:
+        who = self._name(request, decision.by)
+        if decision.outcome == "approved" and request.kind == "choice":
+            return f"✅ {who} chose: {decision.choice}"
+        if decision.outcome == "approved":
+            return f"✅ Approved by {who}" + (" (always, this session)" if decision.always else "")
+        if decision.outcome == "denied":
+            reason = f": {decision.note}" if decision.note else ""
+            return f"❌ Denied by {who}{reason}" if decision.by else f"❌ Denied{reason}"
+        if decision.outcome == "timed_out":
+            return "⌛ Expired — no action taken"
+        return "⏹ Cancelled"
+
+    def _name(self, request: ApprovalRequest, user_id: str | None) -> str:
+        platform = request.session_key.split(":", 1)[0]
+        return self._directory.name_of(platform, user_id)
+
+
+def card_buttons(request: ApprovalRequest, capabilities: Capabilities) -> ButtonRows:
+    """The card's buttons, or none when a payload would not fit the platform's limit."""
+    if request.kind == "choice":
+        rows = [
+            [Button(shorten(choice, CHOICE_LABEL), choice_payload(request.id, index))]
+            for index, choice in enumerate(request.choices)
+        ]
+    else:
+        rows = [
+            [
+                Button("✅ Approve", approval_payload(request.id, "a")),
+                Button("❌ Deny", approval_payload(request.id, "d")),
+            ],
+            [Button("✅ Always (this session)", approval_payload(request.id, "s"))],
+        ]
+    limit = capabilities.button_payload_limit
+    if any(len(b.data.encode()) > limit for row in rows for b in row):
+        logger.warning("approval %s: payload over %d bytes; no buttons", request.id, limit)
+        return []
+    return rows
+
+
+async def _with_retries(call: Callable[[], Awaitable[T]], sleep: Sleep) -> T:
+    for _ in range(ATTEMPTS - 1):
+        try:
+            return await call()
+        except RateLimited as exc:
+            await sleep(exc.retry_after)
+    return await call()

@@ -1,0 +1,226 @@
+"""Live progress of a turn: one message, edited in place, listing the tools used so far.
+
+A :class:`ProgressView` is fed by the engine's ``step_callback(iteration, prev_tools)``
+(:meth:`ProgressView.step`, synchronous and cheap). One tracked flush task owns every
+platform call:
+
+* the first state is *sent*; later states *edit* that message;
+* writes are paced to ``Capabilities.edit_interval``: a burst of steps in between
+  coalesces, so only the latest state is written;
+* ``NotModified`` counts as written; ``RateLimited`` waits ``retry_after`` and retries
+  with the then-latest state (bounded attempts); any other failure is logged once and the
+  view stops editing (the turn is never affected);
+* :meth:`finish` writes the final state ("✅ Done — 3 steps") or deletes the message
+  (``cleanup``), and waits for the task; :meth:`aclose` cancels it.
+
+Modes: ``off`` (nothing), ``new`` (a line when the tool changes), ``all`` (a line per
+call; identical consecutive lines collapse to ``×N``). Time is injected (``clock`` and
+``sleep``) so tests run without waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from adapters.base import Adapter, ChatRef, NotModified, RateLimited, SentMessage
+from core.types import TurnStatus
+from gateway.redact import preview
+
+logger = logging.getLogger(__name__)
+
+ProgressMode = Literal["off", "new", "all"]
+Sleep = Callable[[float], Awaitable[None]]
+WRITE_ATTEMPTS = 6
+MAX_LINES = 25
+EMOJI = (
+    (("terminal", "shell", "exec", "run", "command"), "💻"),
+    (("read", "view", "cat", "list", "ls"), "📖"),
+    (("write", "edit", "patch", "create"), "✏️"),
+    (("search", "grep", "find"), "🔍"),
+    (("web", "fetch", "http", "browse", "url"), "🌐"),
+    (("clarify", "ask"), "❓"),
+    (("delegate", "agent", "child"), "🤝"),
+)
+ENDINGS: dict[str, str] = {"completed": "✅ Done", "interrupted": "⏹ Stopped"}
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressConfig:
+    mode: ProgressMode = "new"
+    cleanup: bool = False
+    """True: delete the progress message when the reply is sent; False: finalize it."""
+    preview_length: int = 40
+
+
+@dataclass(slots=True)
+class _Line:
+    emoji: str
+    name: str
+    preview: str
+    count: int = 1
+
+    def text(self) -> str:
+        head = f"{self.emoji} {self.name}" + (f": {self.preview}" if self.preview else "")
+        return head + (f" (×{self.count})" if self.count > 1 else "")
+
+
+DEFAULT_CONFIG = ProgressConfig()
+
+
+def emoji_for(tool: str) -> str:
+    lowered = tool.lower()
+    for words, emoji in EMOJI:
+        if any(word in lowered for word in words):
+            return emoji
+    return "⚙️"
+
+
+class ProgressView:
+    def __init__(
+        self,
+        adapter: Adapter,
+        chat: ChatRef,
+        config: ProgressConfig = DEFAULT_CONFIG,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self._adapter, self._chat, self._config = adapter, chat, config
+        self._clock, self._sleep = clock, sleep
+        self._enabled = config.mode != "off" and adapter.capabilities.supports_edit
+        self._lines: list[_Line] = []
+        self._calls = 0
+        self._wanted: str | None = None
+        self._shown: str | None = None
+        self._message: SentMessage | None = None
+        self._last_write = float("-inf")
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._delete = False
+        self._broken = False
+
+    @property
+    def message(self) -> SentMessage | None:
+        """The progress message once sent."""
+        return self._message
+
+    # feeding ------------------------------------------------------------------------
+    def step(self, iteration: int, prev_tools: list[dict[str, Any]]) -> None:
+        """The engine's ``step_callback``: record the tools of the last step."""
+        if not self._enabled or self._closing or self._broken or not prev_tools:
+            return
+        for tool in prev_tools:
+            self._add(str(tool.get("name", "?")), tool.get("arguments"))
+        self._want(self._render())
+
+    def _add(self, name: str, arguments: object) -> None:
+        self._calls += 1
+        last = self._lines[-1] if self._lines else None
+        if self._config.mode == "new" and last is not None and last.name == name:
+            return
+        line = _Line(emoji_for(name), name, preview(arguments, self._config.preview_length))
+        if last is not None and (last.name, last.preview) == (line.name, line.preview):
+            last.count += 1
+            return
+        self._lines.append(line)
+
+    def _render(self, ending: str | None = None) -> str:
+        shown = [line.text() for line in self._lines[-MAX_LINES:]]
+        hidden = len(self._lines) - len(shown)
+        head = [f"… {hidden} earlier"] if hidden else []
+        tail = [ending] if ending else []
+        return "\n".join(head + shown + tail)
+
+    def _want(self, text: str) -> None:
+        self._wanted = text
+        if self._task is None:
+            self._task = asyncio.create_task(self._flush_loop(), name=f"progress:{self._chat}")
+            self._task.add_done_callback(_log_failure)
+        self._wake.set()
+
+    # ending ---------------------------------------------------------------------------
+    async def finish(self, status: TurnStatus | None = "completed") -> None:
+        """The reply went out: write the final state (or delete), then wait for the task."""
+        if self._task is None:
+            return
+        self._closing = True
+        if self._config.cleanup:
+            self._delete = True
+        else:
+            ending = ENDINGS.get(status or "", "⚠️ Ended")
+            steps = f"{self._calls} step" + ("" if self._calls == 1 else "s")
+            self._wanted = self._render(f"{ending} — {steps}")
+        self._wake.set()
+        await asyncio.wait({self._task})
+
+    async def aclose(self) -> None:
+        """Stop at once (shutdown): cancel the flush task and wait for it."""
+        self._closing = True
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+
+    # the flush task ---------------------------------------------------------------------
+    async def _flush_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if not self._delete:
+                await self._pace()
+            if self._delete:
+                await self._remove()
+                return
+            await self._write_latest()
+            if self._closing and not self._wake.is_set():
+                return
+
+    async def _pace(self) -> None:
+        wait = self._last_write + self._adapter.capabilities.edit_interval - self._clock()
+        if wait > 0:
+            await self._sleep(wait)
+
+    async def _write_latest(self) -> None:
+        for _ in range(WRITE_ATTEMPTS):
+            text = self._wanted
+            if self._broken or text is None or text == self._shown:
+                return
+            try:
+                await self._write(text)
+            except NotModified:
+                pass
+            except RateLimited as exc:
+                await self._sleep(exc.retry_after)
+                continue
+            except Exception:
+                logger.warning("progress in %s: edit failed; stopped", self._chat, exc_info=True)
+                self._broken = True
+                return
+            self._shown, self._last_write = text, self._clock()
+            return
+        logger.error("progress in %s: still rate limited; state not shown", self._chat)
+
+    async def _write(self, text: str) -> None:
+        if self._message is None:
+            self._message = await self._adapter.send(self._chat, text, markup=False)
+        else:
+            await self._adapter.edit(self._message, text, markup=False)
+
+    async def _remove(self) -> None:
+        if self._message is None:
+            return
+        try:
+            await self._adapter.delete(self._message)
+        except Exception:
+            logger.warning("progress in %s: delete failed", self._chat, exc_info=True)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("%s failed", task.get_name(), exc_info=task.exception())

@@ -1,0 +1,215 @@
+"""The gateway's composition root: engine + dispatcher + approvals + chat, wired once.
+
+How to wire an adapter (what the Telegram, Discord and Slack adapters rely on)::
+
+    service = GatewayService(
+        store=await open_store(path), model=model_client, tools=registry, hooks=hooks,
+        adapters=[telegram_adapter],
+        profiles={"default": AgentProfile()},
+        access={"telegram": AccessPolicy(allowed_users=frozenset({"12345"}))},
+        approvers={"telegram": frozenset({"12345"})},
+        progress=ProgressConfig(mode="all"),
+    )
+    await service.start()      # adapter.start(service.router) for each adapter
+    ...
+    await service.stop()       # turns stopped, approvals cancelled, adapters stopped
+
+* The adapter builds each :class:`~adapters.base.InboundEvent` with a session key from
+  :func:`gateway.session_keys.session_key` and awaits ``sink(event)`` (the router). The
+  sink returns quickly: turns run in the Dispatcher's workers, never in the adapter's task.
+* ``service.router.commands`` is the command menu to register (``setMyCommands``).
+* Replies, progress edits, approval cards and notices come back through the adapter's
+  ``send``/``edit``/``delete``/``answer_button``/``typing`` with text in
+  ``capabilities.markup`` (or ``markup=False`` for plain text); limits and paces are read
+  from ``capabilities``. Errors must be raised as the ``adapters.base`` error tree.
+
+Per turn: the typing indicator runs while the engine works, the step callback feeds one
+:class:`ProgressView`, and when the Dispatcher reports the result the reply is rendered,
+chunked and sent exactly once (none for an interrupted turn: ``/stop`` already answered),
+then the progress message is finalized or removed.
+
+The service does not own ``store`` or ``model``: the caller closes them after ``stop``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+from adapters.base import Adapter
+from core.agent.control import TurnControl
+from core.agent.loop import CommonAgent
+from core.agent.profile import AgentProfile, BusyPolicy
+from core.agent.turn import TurnResult, UserMessage
+from core.approvals import Approvals
+from core.dispatcher import Dispatcher
+from core.hooks.registry import HookRegistry
+from core.model.base import ModelClient
+from core.store.base import Store
+from core.tools.base import ToolRegistry
+from gateway.access import AccessControl, AccessPolicy
+from gateway.approval_card import ChatApprover
+from gateway.chats import ChatDirectory
+from gateway.delivery import TYPING_INTERVAL, Delivery, Typing
+from gateway.progress import ProgressConfig, ProgressView
+from gateway.router import Router
+
+logger = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+FAILED_REPLY = "⚠️ Something went wrong while handling this message. Please try again."
+REMEMBERED_TURNS = 1000
+DEFAULT_PROGRESS = ProgressConfig()
+
+
+class GatewayService:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        model: ModelClient,
+        tools: ToolRegistry,
+        hooks: HookRegistry,
+        adapters: Sequence[Adapter],
+        profiles: Mapping[str, AgentProfile],
+        default_profile: str = "default",
+        platform_profiles: Mapping[str, str] | None = None,
+        access: Mapping[str, AccessPolicy] | None = None,
+        approvers: Mapping[str, frozenset[str]] | None = None,
+        progress: ProgressConfig = DEFAULT_PROGRESS,
+        typing_interval: float = TYPING_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        if default_profile not in profiles:
+            raise ValueError(f"default profile {default_profile!r} is not among {sorted(profiles)}")
+        self.store = store
+        self._default_profile = default_profile
+        self._platform_profiles = dict(platform_profiles or {})
+        self._approvers = dict(approvers or {})
+        self._progress, self._typing_interval = progress, typing_interval
+        self._clock, self._sleep = clock, sleep
+        self.directory = ChatDirectory(list(adapters))
+        self.approver = ChatApprover(self.directory, sleep=sleep)
+        self.approvals = Approvals(
+            store, self.approver, timeout=self._approval_timeout, approvers=self._approvers_of
+        )
+        self.agents = {
+            name: CommonAgent(store, model, tools, hooks, self.approvals, profile)
+            for name, profile in profiles.items()
+        }
+        self.delivery = Delivery(sleep=sleep)
+        self.dispatcher = Dispatcher(
+            self._run_turn,
+            policy_for=self._policy_for,
+            queue_limit=self._queue_limit,
+            on_result=self._on_result,
+        )
+        self.router = Router(
+            dispatcher=self.dispatcher,
+            approvals=self.approvals,
+            store=store,
+            access=AccessControl(access or {}),
+            directory=self.directory,
+            delivery=self.delivery,
+            clock=clock,
+        )
+        self._views: dict[str, ProgressView] = {}
+        self._answered: deque[str] = deque(maxlen=REMEMBERED_TURNS)
+
+    # lifecycle ------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Mark turns a crash left running as failed, then start every adapter."""
+        failed = await self.store.fail_running_turns("gateway restarted")
+        if failed:
+            logger.warning("%d turn(s) left running by a previous run marked failed", failed)
+        for adapter in self.directory.adapters:
+            await adapter.start(self.router)
+            logger.info("%s adapter started", adapter.platform)
+
+    async def stop(self) -> None:
+        """Stop turns (pending approvals end as cancelled), settle cards, stop adapters."""
+        await self.dispatcher.aclose()
+        await self.approvals.aclose()
+        for view in list(self._views.values()):
+            await view.aclose()
+        self._views.clear()
+        for adapter in self.directory.adapters:
+            try:
+                await adapter.stop()
+            except Exception:
+                logger.exception("%s adapter did not stop cleanly", adapter.platform)
+
+    # per session key ------------------------------------------------------------------
+    def profile_for(self, session_key: str) -> AgentProfile:
+        return self.agent_for(session_key).profile
+
+    def agent_for(self, session_key: str) -> CommonAgent:
+        platform = session_key.split(":", 1)[0]
+        name = self._platform_profiles.get(platform, self._default_profile)
+        return self.agents.get(name) or self.agents[self._default_profile]
+
+    def _policy_for(self, session_key: str) -> BusyPolicy:
+        return self.profile_for(session_key).busy_policy
+
+    def _queue_limit(self, session_key: str) -> int:
+        return self.profile_for(session_key).queue_limit
+
+    def _approval_timeout(self, session_key: str) -> float:
+        return self.profile_for(session_key).approval_timeout
+
+    def _approvers_of(self, session_key: str) -> frozenset[str]:
+        return self._approvers.get(session_key.split(":", 1)[0], frozenset())
+
+    # one turn -------------------------------------------------------------------------
+    async def _run_turn(
+        self, session_key: str, message: UserMessage, control: TurnControl
+    ) -> TurnResult:
+        agent = self.agent_for(session_key)
+        place = self.directory.place(session_key)
+        if place is None:
+            return await agent.run_turn(session_key, message, control)
+        view = ProgressView(
+            place.adapter, place.chat, self._progress, clock=self._clock, sleep=self._sleep
+        )
+        self._views[session_key] = view
+        try:
+            async with Typing(place.adapter, place.chat, interval=self._typing_interval):
+                return await agent.run_turn(session_key, message, control, step_callback=view.step)
+        except BaseException:
+            self._views.pop(session_key, None)
+            await view.aclose()
+            raise
+
+    async def _on_result(self, session_key: str, message: UserMessage, result: TurnResult) -> None:
+        view = self._views.pop(session_key, None)
+        try:
+            await self._deliver(session_key, result)
+        finally:
+            if view is not None:
+                await view.finish(result.status)
+
+    async def _deliver(self, session_key: str, result: TurnResult) -> None:
+        if result.turn_id and result.turn_id in self._answered:
+            logger.error("turn %s already answered; duplicate reply dropped", result.turn_id)
+            return
+        self._answered.append(result.turn_id)
+        place = self.directory.place(session_key)
+        text = reply_text(result)
+        if place is None or text is None:
+            return
+        await self.delivery.reply(place.adapter, place.chat, text)
+
+
+def reply_text(result: TurnResult) -> str | None:
+    """What the user sees for a finished turn; None for a stopped one (/stop answered)."""
+    if result.status == "interrupted":
+        return None
+    if result.reply and result.reply.strip():
+        return result.reply
+    if result.status == "failed":
+        return FAILED_REPLY
+    return None

@@ -1,0 +1,218 @@
+"""In-memory fakes of our own ports, for the gateway's unit tests.
+
+``FakeAdapter`` is an :class:`adapters.base.Adapter` that records every call and can be
+told to fail the next calls with our error tree. ``ScriptedModel`` is a
+:class:`core.model.base.ModelClient` answering from a script; a step may wait on an
+``asyncio.Event`` (a model call that hangs until released). ``FakeClock`` replaces time:
+``sleep`` advances it at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapters.base import (
+    ButtonRows,
+    Capabilities,
+    ChatRef,
+    ChatType,
+    EventSink,
+    InboundEvent,
+    SentMessage,
+    Sender,
+)
+from core.model.base import ModelRequest
+from core.types import ModelReply, ToolCall
+from gateway.session_keys import session_key
+
+TELEGRAMISH = Capabilities(
+    max_text_length=4096,
+    length_unit="utf16",
+    supports_edit=True,
+    button_payload_limit=64,
+    edit_interval=1.0,
+    markup="telegram_html",
+)
+WAIT = 5.0
+
+
+@dataclass
+class Call:
+    method: str
+    text: str = ""
+    message: SentMessage | None = None
+    buttons: ButtonRows = ()
+    markup: bool = True
+    at: float = 0.0
+    event: InboundEvent | None = None
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += max(seconds, 0.0)
+        await asyncio.sleep(0)
+
+
+@dataclass
+class FakeAdapter:
+    platform: str = "fake"
+    capabilities: Capabilities = TELEGRAMISH
+    clock: Callable[[], float] = field(default=lambda: 0.0)
+    calls: list[Call] = field(default_factory=list)
+    failures: dict[str, list[Exception]] = field(default_factory=dict)
+    sink: EventSink | None = None
+    stopped: bool = False
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    def fail(self, method: str, *errors: Exception) -> None:
+        """The next calls of ``method`` raise ``errors``, in order."""
+        self.failures.setdefault(method, []).extend(errors)
+
+    async def _record(self, call: Call) -> None:
+        call.at = self.clock()
+        pending = self.failures.get(call.method)
+        async with self._changed:
+            self.calls.append(call)
+            self._changed.notify_all()
+        if pending:
+            raise pending.pop(0)
+
+    def of(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    def texts(self, method: str = "send") -> list[str]:
+        return [c.text for c in self.of(method)]
+
+    async def wait_for(self, condition: Callable[[], bool], timeout: float = WAIT) -> None:
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(condition)
+
+    async def wait_sent(self, predicate: Callable[[str], bool]) -> Call:
+        await self.wait_for(lambda: any(predicate(c.text) for c in self.of("send")))
+        return next(c for c in self.of("send") if predicate(c.text))
+
+    # the Adapter port --------------------------------------------------------------------
+    async def start(self, sink: EventSink) -> None:
+        self.sink = sink
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    async def send(
+        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> SentMessage:
+        message = SentMessage(chat, str(next(self._ids)))
+        await self._record(Call("send", text, message, buttons, markup))
+        return message
+
+    async def edit(
+        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> None:
+        await self._record(Call("edit", text, message, buttons, markup))
+
+    async def delete(self, message: SentMessage) -> None:
+        await self._record(Call("delete", message=message))
+
+    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+        await self._record(Call("answer", text or "", event.message, event=event))
+
+    async def typing(self, chat: ChatRef) -> None:
+        await self._record(Call("typing"))
+
+
+_updates = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Person:
+    id: str
+    name: str
+    is_bot: bool = False
+
+    def sender(self) -> Sender:
+        return Sender(self.id, self.name, self.is_bot)
+
+
+def event(
+    who: Person,
+    text: str = "",
+    *,
+    chat_id: str = "100",
+    chat_type: ChatType = "dm",
+    thread_id: str | None = None,
+    mentioned: bool = False,
+    button: str | None = None,
+    on: SentMessage | None = None,
+    platform: str = "fake",
+) -> InboundEvent:
+    """An inbound event as an adapter would build it (commands parsed from ``/cmd args``)."""
+    key = session_key(platform, chat_type, chat_id, user_id=who.id, thread_id=thread_id)
+    common: dict[str, Any] = {
+        "platform": platform,
+        "update_id": str(next(_updates)),
+        "chat": ChatRef(platform, chat_id, thread_id),
+        "chat_type": chat_type,
+        "sender": who.sender(),
+        "session_key": key,
+        "mentioned": mentioned,
+    }
+    if button is not None:
+        return InboundEvent(kind="button", button_data=button, message=on, press_id="p", **common)
+    if text.startswith("/"):
+        head, _, args = text[1:].partition(" ")
+        name = head.split("@", 1)[0].lower()
+        return InboundEvent(kind="command", text=text, command=name, args=args, **common)
+    return InboundEvent(kind="text", text=text, **common)
+
+
+@dataclass
+class Step:
+    """One scripted model answer; ``gate`` (if set) must be released before it returns."""
+
+    content: str | None = None
+    tools: tuple[tuple[str, dict[str, Any]], ...] = ()
+    gate: asyncio.Event | None = None
+
+
+class ScriptedModel:
+    def __init__(self, *steps: Step) -> None:
+        self.steps = list(steps)
+        self.requests: list[ModelRequest] = []
+        self.called = asyncio.Event()
+
+    @property
+    def model(self) -> str:
+        return "scripted"
+
+    async def complete(self, request: ModelRequest) -> ModelReply:
+        self.requests.append(request)
+        self.called.set()
+        step = self.steps.pop(0) if self.steps else Step("(script ended)")
+        if step.gate is not None:
+            await step.gate.wait()
+        calls = tuple(
+            ToolCall(f"call-{len(self.requests)}-{i}", name, _json(args))
+            for i, (name, args) in enumerate(step.tools)
+        )
+        return ModelReply(step.content, calls, "tool_calls" if calls else "stop")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _json(args: dict[str, Any]) -> str:
+    return json.dumps(args)

@@ -1,0 +1,375 @@
+"""A Discord simulator (REST v10 + gateway websocket) on 127.0.0.1 for the real discord.py.
+
+Fixture: ``discord_sim`` points ``discord.http.Route.BASE`` at ``sim.api_base`` and
+``DiscordWebSocket.DEFAULT_GATEWAY`` at ``sim.gateway_url`` (restored afterwards). Start a
+client with::
+
+    client = discord.Client(intents=intents, guild_ready_timeout=0.05)
+    await client.login(sim.token)
+    task = asyncio.create_task(client.connect(reconnect=False))
+    await client.wait_until_ready()  ...  await client.close(); await task
+
+World: guild ``GUILD`` with text channel ``GENERAL``; users ``ALICE``/``BOB``;
+``sim.dm_channel(user)``; ``await sim.add_thread(parent, name)`` (THREAD_CREATE).
+User side: ``await sim.user_says(channel, text, user=ALICE, thread=None)`` (``<@id>`` in the
+text becomes a mention; ``sim.mention`` is the bot's), ``await sim.press_button(msg,
+custom_id, user=...)`` -> :class:`Interaction` (``responses`` list its callbacks).
+Conversation: ``messages(channel)``, ``bot_messages(channel)``, ``wait_for_bot_message``,
+``typing(channel)``; protocol: ``calls`` (method = route name, e.g. ``create_message``),
+``gateway.identify``, ``gateway.resumes``, ``commands``.
+
+Enforced (real codes/messages): content <= 2000 (50035 BASE_TYPE_MAX_LENGTH), empty message
+(50006), <= 5 action rows of <= 5 buttons, custom_id <= 100, editing another user's message
+(50005), unknown message/channel (10008/10003), one callback per interaction (40060) within
+``interaction_window`` s (10062), webhook token of an unknown interaction (10015), the
+MESSAGE_CONTENT intent (content blanked in guild messages that don't mention the bot),
+GUILD_MESSAGES / DIRECT_MESSAGES intents, privileged intents (close 4014), bad token (401 /
+close 4004), per-route buckets with ``X-RateLimit-*`` headers and 429 + ``Via`` +
+``retry_after``. The bot's own messages and edits are echoed back over the gateway.
+Faults: ``fail_next("create_message", SimError.rate_limit(0.2))``; ``drop_connection(how)``
+with ``reconnect`` (op 7, client resumes), ``invalid_session`` (op 9) or ``close``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tests.platform_sim import discord_payloads as dp
+from tests.platform_sim.base import Json, SimButton, SimError, SimMessage, SimServer
+from tests.platform_sim.discord_gateway import DIRECT_MESSAGES, GUILD_MESSAGES, GUILDS, Gateway
+from tests.platform_sim.discord_payloads import ALICE, BOB, DcChannel, DcGuild, DcUser
+
+TOKEN = "TEST.DISCORD.TOKEN"
+GUILD, GENERAL = "1000", "2000"
+Handler = Callable[["DiscordSim", web.Request, Json], Awaitable[Any]]
+__all__ = ["ALICE", "BOB", "GENERAL", "GUILD", "DcApiError", "DiscordSim", "Interaction"]
+
+
+class DcApiError(Exception):
+    def __init__(self, status: int, code: int, message: str, errors: Json | None = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.errors = status, code, message, errors
+
+    def body(self) -> Json:
+        body: Json = {"message": self.message, "code": self.code}
+        return body | {"errors": self.errors} if self.errors else body
+
+
+def invalid_form(field_name: str, code: str, message: str) -> DcApiError:
+    errors = {field_name: {"_errors": [{"code": code, "message": message}]}}
+    return DcApiError(400, 50035, "Invalid Form Body", errors)
+
+
+@dataclass(slots=True)
+class Interaction:
+    """A button press: the bot must answer once (``responses``) within the window."""
+
+    id: str
+    token: str
+    message: SimMessage
+    custom_id: str
+    user: DcUser
+    created: float
+    responses: list[Json] = field(default_factory=list)
+    original: SimMessage | None = None
+    followups: list[SimMessage] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    """Per-route rate limit: ``limit`` requests per ``window`` seconds for each route+channel."""
+
+    limit: int = 50
+    window: float = 1.0
+
+
+class DiscordSim(SimServer):
+    platform = "discord"
+
+    def __init__(
+        self,
+        token: str = TOKEN,
+        *,
+        privileged_intents: int = 1 << 15 | 1 << 1,
+        zlib_stream: bool = True,
+        interaction_window: float = 3.0,
+        bucket: Bucket | None = None,
+    ) -> None:
+        super().__init__()
+        self.token = token
+        self.app_id = "900"
+        self.bot = DcUser("800", "test_bot", bot=True)
+        self.privileged_intents = privileged_intents
+        self.zlib_stream = zlib_stream
+        self.interaction_window = interaction_window
+        self.bucket = bucket or Bucket()
+        self.gateway = Gateway(self)
+        general = DcChannel(GENERAL, dp.GUILD_TEXT, "general", GUILD)
+        self.guilds = {GUILD: DcGuild(GUILD, "Test Guild", [general], [ALICE, BOB, self.bot])}
+        self.channels: dict[str, DcChannel] = {GENERAL: general}
+        self.interactions: dict[str, Interaction] = {}
+        self.commands: dict[str, list[Json]] = {}
+        self._messages: dict[str, list[SimMessage]] = {}
+        self._typing: list[tuple[str, float]] = []
+        self._hits: dict[str, list[float]] = {}
+        self._seq = itertools.count(1)
+
+    @property
+    def api_base(self) -> str:
+        return f"{self.url}/api/v10"
+
+    @property
+    def gateway_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/gateway"
+
+    @property
+    def mention(self) -> str:
+        return f"<@{self.bot.id}>"
+
+    def snowflake(self) -> str:
+        ms = int(time.time() * 1000) - dp.EPOCH_MS
+        return str(ms << 22 | next(self._seq) & 0x3FFFFF)
+
+    # world ----------------------------------------------------------------------------------
+    def dm_channel(self, user: DcUser) -> DcChannel:
+        for c in self.channels.values():
+            if c.type == dp.DM and c.recipient == user:
+                return c
+        channel = DcChannel(f"21{user.id}", dp.DM, recipient=user)
+        self.channels[channel.id] = channel
+        return channel
+
+    async def add_thread(self, parent: str, name: str) -> DcChannel:
+        thread = DcChannel(self.snowflake(), dp.PUBLIC_THREAD, name, GUILD, parent_id=parent)
+        self.channels[thread.id] = thread
+        self.guilds[GUILD].channels.append(thread)
+        data = thread.to_json() | {"newly_created": True}
+        await self.gateway.dispatch("THREAD_CREATE", data, GUILDS)
+        await self.changed()
+        return thread
+
+    # conversation ---------------------------------------------------------------------------
+    def messages(self, channel: str | DcChannel) -> list[SimMessage]:
+        key = channel if isinstance(channel, str) else channel.id
+        return list(self._messages.get(key, []))
+
+    def bot_messages(self, channel: str | DcChannel) -> list[SimMessage]:
+        return [m for m in self.messages(channel) if m.from_bot]
+
+    def find_message(self, channel_id: str, message_id: str) -> SimMessage | None:
+        return next((m for m in self._messages.get(channel_id, []) if m.id == message_id), None)
+
+    async def wait_for_bot_message(
+        self,
+        channel: str | DcChannel,
+        pred: Callable[[SimMessage], bool] | None = None,
+        timeout: float = 5.0,
+    ) -> SimMessage:
+        def found() -> SimMessage | None:
+            live = (m for m in self.bot_messages(channel) if not m.deleted)
+            return next((m for m in live if pred is None or pred(m)), None)
+
+        return await self.wait_for(found, timeout)
+
+    def typing(self, channel: str | DcChannel) -> list[float]:
+        key = channel if isinstance(channel, str) else channel.id
+        return [at for c, at in self._typing if c == key]
+
+    def store(self, raw: Json) -> SimMessage:
+        channel = self.channels[raw["channel_id"]]
+        author = raw["author"]
+        msg = SimMessage("discord", channel.id, raw["id"], author["id"], bool(author.get("bot")),
+                         raw["content"], buttons_from(raw), raw,
+                         thread=channel.id if channel.type == dp.PUBLIC_THREAD else None)  # fmt: skip
+        self._messages.setdefault(channel.id, []).append(msg)
+        return msg
+
+    async def echo(self, event: str, raw: Json, *, from_user: bool = False) -> None:
+        """Dispatch a message event to the sessions whose intents cover its channel."""
+        channel = self.channels[raw["channel_id"]]
+        needs = DIRECT_MESSAGES if channel.type == dp.DM else GUILD_MESSAGES
+        mentioned = any(m["id"] == self.bot.id for m in raw.get("mentions", []))
+        exempt = channel.type == dp.DM or mentioned or not from_user
+        await self.gateway.dispatch(event, raw, needs, content=exempt)
+        await self.changed()
+
+    async def echo_delete(self, event: Json) -> None:
+        channel = self.channels[event["channel_id"]]
+        needs = DIRECT_MESSAGES if channel.type == dp.DM else GUILD_MESSAGES
+        await self.gateway.dispatch("MESSAGE_DELETE", event, needs)
+        await self.changed()
+
+    # acting as users ------------------------------------------------------------------------
+    async def user_says(
+        self,
+        channel: str | DcChannel,
+        text: str,
+        *,
+        user: DcUser = ALICE,
+        thread: str | DcChannel | None = None,
+    ) -> SimMessage:
+        """A user's message in ``channel`` (or in ``thread``), dispatched as MESSAGE_CREATE."""
+        target = thread or channel
+        chan = self.channels[target if isinstance(target, str) else target.id]
+        mentions = [u.to_json() for u in self._users() if f"<@{u.id}>" in text]
+        raw = dp.message_json(self.snowflake(), chan, user, text, mentions=mentions)
+        msg = self.store(raw)
+        await self.echo("MESSAGE_CREATE", raw, from_user=True)
+        return msg
+
+    async def press_button(
+        self, msg: SimMessage, custom_id: str, *, user: DcUser = ALICE
+    ) -> Interaction:
+        """Click the button ``custom_id`` on ``msg``: INTERACTION_CREATE (type 3)."""
+        if msg.deleted or custom_id not in {b.data for b in msg.buttons}:
+            raise ValueError(f"message {msg.id} has no button {custom_id!r}")
+        chan = self.channels[msg.chat]
+        ident = self.snowflake()
+        inter = Interaction(ident, f"itoken-{ident}", msg, custom_id, user, time.monotonic())
+        self.interactions[ident] = inter
+        data = dp.interaction_json(ident, inter.token, self.app_id, chan, user, type=3,
+                                   message=msg.raw, data={"custom_id": custom_id,
+                                                          "component_type": 2})  # fmt: skip
+        await self.gateway.dispatch("INTERACTION_CREATE", data, 0)
+        await self.changed()
+        return inter
+
+    def _users(self) -> list[DcUser]:
+        return [ALICE, BOB, self.bot]
+
+    # faults ---------------------------------------------------------------------------------
+    async def drop_connection(self, how: str = "reconnect") -> int:
+        """Gateway RECONNECT (``reconnect``), INVALID_SESSION or a 4000 ``close``."""
+        dropped = await self.gateway.drop(how)
+        await self.changed()
+        return dropped
+
+    def error_for(self, error: SimError) -> DcApiError:
+        if error.kind == "rate_limit":
+            return RateLimited(error.retry_after)
+        defaults = {"forbidden": (50001, "Missing Access"), "not_found": (10008, "Unknown Message"),
+                    "server_error": (0, "500: Internal Server Error")}  # fmt: skip
+        code, message = defaults.get(error.kind, (0, "error"))
+        if isinstance(error.code, int):
+            code = error.code
+        elif isinstance(error.code, str):
+            message = error.code
+        return DcApiError(error.status, code, message)
+
+    # HTTP -----------------------------------------------------------------------------------
+    def routes(self, app: web.Application) -> None:
+        from tests.platform_sim.discord_rest import ROUTES  # REST handlers import this module
+
+        app.router.add_get("/gateway", self.gateway.handle)
+        for method, path, name in ROUTES:
+            app.router.add_route(method, f"/api/v10{path}", self._rest(name))
+        app.router.add_route("*", "/api/v10/{tail:.*}", self._rest("unknown"))
+
+    def _rest(self, name: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handle(request: web.Request) -> web.Response:
+            return await self.answer_rest(name, request)
+
+        return handle
+
+    async def answer_rest(self, name: str, request: web.Request) -> web.Response:
+        from tests.platform_sim.discord_rest import HANDLERS
+
+        body = await _body(request)
+        call = self.record(name, {**request.match_info, **body}, request.method)
+        headers = self.bucket_headers(name, request)
+        try:
+            response = await self._answer(name, request, body, HANDLERS, headers)
+        except DcApiError as exc:
+            response = _json(exc.body(), exc.status, headers | _rate_headers(exc))
+        call.status = response.status
+        await self.changed()
+        return response
+
+    async def _answer(
+        self, name: str, request: web.Request, body: Json, handlers: dict[str, Handler],
+        headers: dict[str, str],
+    ) -> web.Response:  # fmt: skip
+        if not name.startswith(("interaction_", "webhook_")) and (
+            request.headers.get("Authorization") != f"Bot {self.token}"
+        ):
+            raise DcApiError(401, 0, "401: Unauthorized")
+        if fault := self.take_fault(name):
+            raise self.error_for(fault)
+        self.check_bucket(name, request)
+        if name not in handlers:
+            raise DcApiError(404, 0, "404: Not Found")
+        result = await handlers[name](self, request, body)
+        if result is None:
+            return web.Response(status=204, headers=headers)
+        return _json(result, 200, headers)
+
+    def _bucket_key(self, name: str, request: web.Request) -> str:
+        major = request.match_info.get("channel_id") or request.match_info.get("token", "")
+        return f"{name}:{major}"
+
+    def check_bucket(self, name: str, request: web.Request) -> None:
+        key, now = self._bucket_key(name, request), time.monotonic()
+        hits = [t for t in self._hits.get(key, []) if now - t < self.bucket.window]
+        if len(hits) >= self.bucket.limit:
+            raise RateLimited(round(self.bucket.window - (now - hits[0]), 3))
+        self._hits[key] = [*hits, now]
+
+    def bucket_headers(self, name: str, request: web.Request) -> dict[str, str]:
+        key, now = self._bucket_key(name, request), time.monotonic()
+        used = len([t for t in self._hits.get(key, []) if now - t < self.bucket.window])
+        remaining = max(self.bucket.limit - used - 1, 0)
+        return {"X-RateLimit-Limit": str(self.bucket.limit),
+                "X-RateLimit-Remaining": str(max(remaining, 1)),
+                "X-RateLimit-Reset-After": str(self.bucket.window),
+                "X-RateLimit-Reset": str(time.time() + self.bucket.window),
+                "X-RateLimit-Bucket": key.split(":")[0]}  # fmt: skip
+
+    async def stop(self) -> None:
+        self.closing = True
+        await self.gateway.close_all()
+        await super().stop()
+
+
+class RateLimited(DcApiError):
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(429, 0, "You are being rate limited.")
+        self.retry_after = retry_after
+
+    def body(self) -> Json:
+        return {"message": self.message, "retry_after": self.retry_after, "global": False}
+
+
+def _rate_headers(exc: DcApiError) -> dict[str, str]:
+    if not isinstance(exc, RateLimited):
+        return {}
+    # discord.py treats a 429 without Via as a Cloudflare ban and gives up at once
+    return {"Via": "1.1 google", "Retry-After": str(exc.retry_after), "X-RateLimit-Scope": "user",
+            "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": str(exc.retry_after)}  # fmt: skip
+
+
+def _json(data: Any, status: int, headers: dict[str, str]) -> web.Response:
+    # discord.py parses JSON only when Content-Type is exactly "application/json"
+    return web.Response(body=json.dumps(data).encode(), status=status,
+                        headers=headers | {"Content-Type": "application/json"})  # fmt: skip
+
+
+async def _body(request: web.Request) -> Json:
+    if not request.can_read_body:
+        return {}
+    if request.content_type == "multipart/form-data":
+        form = await request.post()
+        payload = form.get("payload_json")
+        return json.loads(payload) if isinstance(payload, str) else {}
+    raw = await request.read()
+    return json.loads(raw) if raw else {}
+
+
+def buttons_from(raw: Json) -> list[SimButton]:
+    return [SimButton(label, cid, url) for label, cid, url in dp.buttons_of(raw["components"])]

@@ -1,0 +1,125 @@
+"""The whole gateway for end-to-end tests: real PTB against the Telegram simulator, the
+scripted model server over real HTTP, a real SQLite file, composed by ``GatewayService``.
+
+One :class:`Gateway` is one run of the service. ``restart`` builds a new one on the same
+database and simulator, as a process restart would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from adapters.telegram import TelegramAdapter
+from core.agent.profile import AgentProfile
+from core.hooks.builtin import register_builtin_hooks
+from core.hooks.registry import HookRegistry
+from core.model.openai_client import OpenAIClient
+from core.store.sqlite import SqliteStore, open_store
+from core.tools.base import ToolRegistry
+from core.tools.builtin import builtin_tools
+from gateway.access import AccessPolicy
+from gateway.progress import ProgressConfig
+from gateway.service import GatewayService
+from gateway.session_keys import session_key
+from tests.platform_sim.base import SimMessage
+from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
+from tests.support.model_server import ScriptedModelServer
+from tests.telegram.conftest import sim_settings
+
+ALLOWED = frozenset({str(ALICE.id), str(BOB.id)})
+
+
+@dataclass(frozen=True, slots=True)
+class GatewaySetup:
+    """What a test may vary about the gateway it runs."""
+
+    busy_policy: str = "queue"
+    approval_timeout: float = 30.0
+    edit_interval: float = 0.25
+    progress: ProgressConfig = field(default_factory=lambda: ProgressConfig(mode="all"))
+    allowed_users: frozenset[str] = ALLOWED
+
+
+class Gateway:
+    """One running GatewayService with its Telegram adapter."""
+
+    def __init__(
+        self, sim: TelegramSim, models: ScriptedModelServer, store: SqliteStore, workspace: Path,
+        setup: GatewaySetup,
+    ) -> None:  # fmt: skip
+        self.sim, self.store, self.workspace, self.setup = sim, store, workspace, setup
+        self.model = OpenAIClient(base_url=models.url, model="scripted", trust_env=False)
+        self.adapter = TelegramAdapter(
+            sim.token,
+            store,
+            sim_settings(sim, edit_interval=setup.edit_interval),
+            key_rule=session_key,
+            settled=self._settled,
+        )
+        self.service = self._compose()
+        self.stopping = False
+
+    def _compose(self) -> GatewayService:
+        hooks = HookRegistry()
+        register_builtin_hooks(hooks)
+        profile = AgentProfile(
+            soul="You are a test agent.",
+            workspace=self.workspace,
+            approval_timeout=self.setup.approval_timeout,
+            busy_policy=self.setup.busy_policy,  # type: ignore[arg-type]
+        )
+        return GatewayService(
+            store=self.store,
+            model=self.model,
+            tools=ToolRegistry(builtin_tools(self.workspace, terminal_timeout=20)),
+            hooks=hooks,
+            adapters=[self.adapter],
+            profiles={"default": profile},
+            access={"telegram": AccessPolicy(allowed_users=self.setup.allowed_users)},
+            progress=self.setup.progress,
+        )
+
+    async def _settled(self, key: str) -> bool:
+        """An update is handled once its session is idle — unless a shutdown cut it short."""
+        await self.service.dispatcher.wait_idle(key)
+        return not self.stopping
+
+    async def start(self) -> Gateway:
+        self.adapter.settings = replace(
+            self.adapter.settings, commands=[(c.name, c.description) for c in self.service.router.commands]
+        )
+        await self.service.start()
+        return self
+
+    async def stop(self) -> None:
+        self.stopping = True
+        await self.service.stop()
+        await self.model.aclose()
+
+    async def idle(self, key: str) -> None:
+        """Wait until ``key`` has no running or queued turn."""
+        await asyncio.wait_for(self.service.dispatcher.wait_idle(key), 10)
+
+    def requests_since(self, models: ScriptedModelServer, start: int) -> list[Any]:
+        return list(models.requests[start:])
+
+
+GatewayFactory = Callable[..., Awaitable[Gateway]]
+
+
+async def open_db(path: Path) -> SqliteStore:
+    return await open_store(path)
+
+
+def replies(sim: TelegramSim, chat: int, text: str) -> list[SimMessage]:
+    """Bot messages in ``chat`` that were *sent* (not edited into) containing ``text``."""
+    return [m for m in sim.bot_messages(chat) if text in _first_text(m)]
+
+
+def _first_text(message: SimMessage) -> str:
+    first = message.history[0] if message.history else message.raw
+    return str(first.get("text", ""))

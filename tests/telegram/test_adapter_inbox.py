@@ -1,0 +1,201 @@
+"""No update lost, none handled twice: the inbox and our own getUpdates loop."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from adapters.base import InboundEvent
+from core.store.base import InboundRecord, StoreError
+from core.store.sqlite import SqliteStore
+from tests.platform_sim.base import SimError
+from tests.platform_sim.telegram_sim import ALICE, TelegramSim
+from tests.telegram.conftest import AdapterFactory, EventLog
+
+
+class GatedStore:
+    """The real store, with ``enqueue_inbound`` held at a gate or failing on demand."""
+
+    def __init__(self, inner: SqliteStore) -> None:
+        self.inner = inner
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.entered = asyncio.Event()
+        self.failures = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def enqueue_inbound(self, record: InboundRecord) -> bool:
+        self.entered.set()
+        await self.gate.wait()
+        if self.failures:
+            self.failures -= 1
+            raise StoreError("disk I/O error")
+        return await self.inner.enqueue_inbound(record)
+
+
+def update_of(sim: TelegramSim, update_id: str) -> Any:
+    return next(u for u in sim.updates if u.update_id == int(update_id))
+
+
+async def test_update_is_stored_before_telegram_sees_it_confirmed(
+    start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
+) -> None:
+    gated = GatedStore(store)
+    gated.gate.clear()
+    await start_adapter(db=gated)
+    said = await telegram_sim.user_says(ALICE.id, "keep me")
+    await asyncio.wait_for(gated.entered.wait(), 5)
+    assert not telegram_sim.is_confirmed(int(said.event_id or 0))
+    assert await store.get_inbound("telegram", said.event_id or "") is None
+    gated.gate.set()
+    await telegram_sim.wait_for(lambda: telegram_sim.is_confirmed(int(said.event_id or 0)))
+    assert await store.get_inbound("telegram", said.event_id or "") is not None
+    assert (await events.next_event()).text == "keep me"
+
+
+async def test_failed_store_write_leaves_update_unconfirmed_and_it_is_fetched_again(
+    start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
+) -> None:
+    gated = GatedStore(store)
+    gated.failures = 1
+    adapter = await start_adapter(db=gated)
+    said = await telegram_sim.user_says(ALICE.id, "survive the disk error")
+    assert (await events.next_event()).text == "survive the disk error"
+    await adapter.drain()
+    assert update_of(telegram_sim, said.event_id or "").deliveries == 2
+    assert [e.text for e in events.events] == ["survive the disk error"]
+
+
+async def test_handled_update_is_marked_done(
+    adapter: Any, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
+) -> None:
+    events.gate = asyncio.Event()
+    said = await telegram_sim.user_says(ALICE.id, "work")
+    await events.next_event()
+    record = await store.get_inbound("telegram", said.event_id or "")
+    assert record is not None and record.state == "processing"
+    assert record.session_key == "telegram:dm:42"
+    events.gate.set()
+    await adapter.drain()
+    assert await store.unfinished_inbound("telegram") == []
+
+
+async def test_redelivered_update_never_reaches_the_sink_twice(
+    adapter: Any, telegram_sim: TelegramSim, events: EventLog
+) -> None:
+    said = await telegram_sim.user_says(ALICE.id, "once")
+    await events.next_event()
+    update = update_of(telegram_sim, said.event_id or "")
+    await telegram_sim.wait_for(lambda: update.confirmed_at)
+    update.confirmed_at = None  # Telegram lost our confirmation and sends it again
+    await telegram_sim.changed()
+    await telegram_sim.wait_for(lambda: update.deliveries == 2 and update.confirmed_at)
+    await adapter.drain()
+    assert [e.text for e in events.events] == ["once"]
+
+
+async def test_restart_replays_an_unfinished_update_exactly_once(
+    start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
+) -> None:
+    events.gate = asyncio.Event()  # the first run never finishes handling it
+    first = await start_adapter()
+    said = await telegram_sim.user_says(ALICE.id, "answer me after the restart")
+    await events.next_event()
+    await first.stop()
+    update = update_of(telegram_sim, said.event_id or "")
+    update.confirmed_at = None  # and Telegram redelivers it as well
+    after_restart = EventLog()
+    second = await start_adapter(sink=after_restart)
+    replayed = await after_restart.next_event()
+    await telegram_sim.wait_for(lambda: update.deliveries >= 2 and update.confirmed_at)
+    await second.drain()
+    assert (replayed.text, replayed.update_id) == ("answer me after the restart", said.event_id)
+    assert len(after_restart.events) == 1
+    assert await store.unfinished_inbound("telegram") == []
+
+
+async def test_update_stays_unfinished_until_its_session_settles(
+    start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
+) -> None:
+    turn_over, waiting = asyncio.Event(), asyncio.Event()
+    waited_for: list[str] = []
+
+    async def settled(session_key: str) -> bool:
+        waited_for.append(session_key)
+        waiting.set()
+        await turn_over.wait()
+        return True
+
+    adapter = await start_adapter(settled=settled)
+    said = await telegram_sim.user_says(ALICE.id, "a long task")
+    await events.next_event()
+    await asyncio.wait_for(waiting.wait(), 5)
+    assert [r.update_id for r in await store.unfinished_inbound("telegram")] == [said.event_id]
+    turn_over.set()
+    await adapter.drain()
+    assert (waited_for, await store.unfinished_inbound("telegram")) == (["telegram:dm:42"], [])
+
+
+async def test_update_whose_work_was_cut_short_stays_unfinished(
+    start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
+) -> None:
+    async def shutdown_cut_it_short(session_key: str) -> bool:
+        return False
+
+    adapter = await start_adapter(settled=shutdown_cut_it_short)
+    said = await telegram_sim.user_says(ALICE.id, "interrupted by a shutdown")
+    await events.next_event()
+    await adapter.drain()
+    [record] = await store.unfinished_inbound("telegram")
+    assert (record.update_id, record.state) == (said.event_id, "processing")
+
+
+async def test_failing_event_handler_marks_update_failed_and_receiving_goes_on(
+    start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
+) -> None:
+    async def sink(event: InboundEvent) -> None:
+        await events(event)
+        if event.text == "boom":
+            raise RuntimeError("handler bug")
+
+    adapter = await start_adapter(sink=sink)
+    boom = await telegram_sim.user_says(ALICE.id, "boom")
+    await telegram_sim.user_says(ALICE.id, "still here")
+    await events.next_event(2)
+    await adapter.drain()
+    record = await store.get_inbound("telegram", boom.event_id or "")
+    assert record is not None and record.state == "failed"
+    assert [e.text for e in events.events] == ["boom", "still here"]
+
+
+async def test_polling_survives_server_errors(
+    adapter: Any, telegram_sim: TelegramSim, events: EventLog
+) -> None:
+    telegram_sim.fail_next("getUpdates", SimError.server_error(502), times=2)
+    await telegram_sim.user_says(ALICE.id, "through the outage")
+    assert (await events.next_event()).text == "through the outage"
+
+
+async def test_polling_survives_a_dropped_connection(
+    adapter: Any, telegram_sim: TelegramSim, events: EventLog
+) -> None:
+    await telegram_sim.wait_for(lambda: telegram_sim.in_flight_polls())
+    assert await telegram_sim.drop_connection() >= 1
+    await telegram_sim.user_says(ALICE.id, "after the drop")
+    assert (await events.next_event()).text == "after the drop"
+
+
+async def test_polling_waits_retry_after_when_get_updates_is_rate_limited(
+    adapter: Any, telegram_sim: TelegramSim, events: EventLog
+) -> None:
+    await telegram_sim.wait_for(lambda: telegram_sim.in_flight_polls())
+    telegram_sim.fail_next("getUpdates", SimError.rate_limit(0.3))
+    await telegram_sim.user_says(ALICE.id, "ends the open poll; the next one is a 429")
+    await events.next_event()
+    await telegram_sim.user_says(ALICE.id, "slowly")
+    assert (await events.next_event(2)).text == "slowly"
+    polls = telegram_sim.calls_to("getUpdates")
+    limited = next(i for i, c in enumerate(polls) if c.status == 429)
+    assert polls[limited + 1].at - polls[limited].at >= 0.3

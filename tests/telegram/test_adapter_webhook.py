@@ -1,0 +1,60 @@
+"""Webhook mode: updates posted by Telegram with the secret token are stored and delivered;
+anything else is refused before it reaches the store."""
+
+from __future__ import annotations
+
+import json
+
+from aiohttp import ClientSession
+
+from adapters.telegram import WebhookSettings
+from core.store.sqlite import SqliteStore
+from tests.platform_sim.telegram_sim import ALICE, TelegramSim
+from tests.telegram.conftest import AdapterFactory, EventLog
+
+SECRET = "s3cret-token"
+
+
+async def test_webhook_mode_receives_updates_posted_with_the_secret(
+    start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
+) -> None:
+    adapter = await start_adapter(webhook=WebhookSettings(secret_token=SECRET, port=0))
+    said = await telegram_sim.user_says(ALICE.id, "via webhook")
+    assert (await events.next_event()).text == "via webhook"
+    await adapter.drain()
+    assert telegram_sim.webhook_posts == [(int(said.event_id or 0), 200)]
+    record = await store.get_inbound("telegram", said.event_id or "")
+    assert record is not None and record.state == "done"
+
+
+async def test_webhook_refuses_a_post_without_the_secret_token(
+    start_adapter: AdapterFactory, store: SqliteStore, events: EventLog
+) -> None:
+    adapter = await start_adapter(webhook=WebhookSettings(secret_token=SECRET, port=0))
+    update = {"update_id": 99, "message": {"message_id": 1, "date": 1700000000,
+              "chat": {"id": 42, "type": "private"}, "text": "forged"}}  # fmt: skip
+    async with ClientSession() as http:
+        for headers in ({}, {"X-Telegram-Bot-Api-Secret-Token": "wrong"}):
+            async with http.post(adapter.webhook_url or "", json=update, headers=headers) as r:
+                assert r.status == 403
+        bad = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
+        async with http.post(adapter.webhook_url or "", data=b"not json", headers=bad) as r:
+            assert r.status == 400
+    assert await store.get_inbound("telegram", "99") is None
+    assert events.events == []
+
+
+async def test_webhook_redelivery_of_a_stored_update_is_not_handled_twice(
+    start_adapter: AdapterFactory, telegram_sim: TelegramSim, events: EventLog
+) -> None:
+    adapter = await start_adapter(webhook=WebhookSettings(secret_token=SECRET, port=0))
+    said = await telegram_sim.user_says(ALICE.id, "once only")
+    await events.next_event()
+    update = next(u for u in telegram_sim.updates if u.update_id == int(said.event_id or 0))
+    headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
+    async with ClientSession() as http:
+        body = json.dumps(update.to_json())
+        async with http.post(adapter.webhook_url or "", data=body, headers=headers) as r:
+            assert r.status == 200
+    await adapter.drain()
+    assert [e.text for e in events.events] == ["once only"]
