@@ -36,12 +36,13 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from core.approver import ApprovalRequest, Approver, Decision, RequestKind
-from core.cancellation import CancellationToken
+from core.cancellation import CancellationToken, Cancelled
 from core.store.base import ApprovalRecord, Store
+from core.types import ApprovalState
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,16 @@ MAX_REMEMBERED_PER_SESSION = 100
 SETTLE_SECONDS = 5.0
 """Time box for storing the outcome after the asking task was cancelled, and for
 presenters still settling their cards at ``aclose``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecision(Decision):
+    """A :class:`Decision` that names its request, so the tool call can be stored with it.
+
+    (Every decision ``Approvals.ask`` returns after creating a request is one of these.)
+    """
+
+    request_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -145,7 +156,7 @@ class Approvals:
             await self._conclude(request, decision)
         except asyncio.CancelledError:
             # The asking task itself was cancelled: end the request as cancelled, time-boxed.
-            decision = _claim(pending, Decision("cancelled"))
+            decision = _claim(pending, ApprovalDecision("cancelled", request_id=request.id))
             if not pending.concluding:
                 await _time_boxed(self._conclude(request, decision))
             raise
@@ -163,21 +174,29 @@ class Approvals:
         return True
 
     async def _present_and_wait(self, pending: _Pending, token: CancellationToken) -> Decision:
-        if not await self._present(pending.request):
-            denied = Decision("denied", note="the request could not be shown to anyone")
-            return _claim(pending, denied)
+        ended = await self._present(pending.request, token)
+        if ended is not None:
+            return _claim(pending, ended)
         return await _wait(pending, token)
 
-    async def _present(self, request: ApprovalRequest) -> bool:
+    async def _present(
+        self, request: ApprovalRequest, token: CancellationToken
+    ) -> ApprovalDecision | None:
+        """Show the request; a decision when that already ends it (cancelled, or denied)."""
+        if token.cancelled:
+            return ApprovalDecision("cancelled", request_id=request.id)
         if self._approver is None:
             logger.error("approval %s: no approver is attached; denied", request.id)
-            return False
+            return _unseen(request)
         try:
-            await self._approver.present(request)
+            # Guarded: /stop must not wait for a slow chat platform to show the card.
+            await token.guard(self._approver.present(request))
+        except Cancelled:
+            return ApprovalDecision("cancelled", request_id=request.id)
         except Exception:
             logger.exception("approval %s could not be presented; denied", request.id)
-            return False
-        return True
+            return _unseen(request)
+        return None
 
     async def _conclude(self, request: ApprovalRequest, decision: Decision) -> None:
         await self._persist(request, decision)
@@ -240,7 +259,8 @@ class Approvals:
             return "already_decided"
         if outcome == "approved" and request.kind == "choice" and choice not in request.choices:
             return "invalid"
-        _claim(pending, Decision(outcome, by=by, choice=choice, always=always, note=note))
+        decision = ApprovalDecision(outcome, by, choice, always, note, request_id=approval_id)
+        _claim(pending, decision)
         return "resolved"
 
     async def _resolve_missing(self, approval_id: str) -> ResolveResult:
@@ -296,10 +316,16 @@ class Approvals:
             self._always.popitem(last=False)
 
     async def _auto_approve(self, request: ApprovalRequest) -> Decision:
-        decision = Decision("approved", by=ALWAYS_BY, always=True)
-        if await self._create(request):
-            await self._persist(request, decision)
+        decision = ApprovalDecision("approved", by=ALWAYS_BY, always=True, request_id=request.id)
+        if not await self._create(request):
+            return replace(decision, request_id=None)
+        await self._persist(request, decision)
         return decision
+
+
+def _unseen(request: ApprovalRequest) -> ApprovalDecision:
+    note = "the request could not be shown to anyone"
+    return ApprovalDecision("denied", note=note, request_id=request.id)
 
 
 def _claim(pending: _Pending, decision: Decision) -> Decision:
@@ -322,7 +348,8 @@ async def _wait(pending: _Pending, token: CancellationToken) -> Decision:
         stop.cancel()
     if pending.future.done():
         return pending.future.result()
-    return _claim(pending, Decision("cancelled" if token.cancelled else "timed_out"))
+    outcome: ApprovalState = "cancelled" if token.cancelled else "timed_out"
+    return _claim(pending, ApprovalDecision(outcome, request_id=pending.request.id))
 
 
 async def _time_boxed(work: Coroutine[Any, Any, None]) -> None:

@@ -77,7 +77,7 @@ class SessionStatus:
     """When the running turn started (the Dispatcher's clock); None when idle."""
     queue_length: int = 0
     turn_id: str | None = None
-    """Known once the loop has noted it (``Dispatcher.note_turn_id``)."""
+    """Known once noted (``Dispatcher.note_turn_id``, or a ``turn_id`` on the control)."""
 
 
 @dataclass(slots=True)
@@ -243,7 +243,7 @@ class Dispatcher:
             running=lane.control is not None,
             since=lane.since,
             queue_length=len(lane.queue),
-            turn_id=lane.turn_id,
+            turn_id=lane.turn_id or _turn_id_of(lane.control),
         )
 
     def _control(self, session_key: str) -> TurnControl | None:
@@ -283,6 +283,12 @@ class Dispatcher:
             task.cancel()
         if late:
             await asyncio.wait(late)
+
+
+def _turn_id_of(control: TurnControl | None) -> str | None:
+    """The id the loop put on the control, should ``TurnControl`` grow a ``turn_id``."""
+    found = getattr(control, "turn_id", None)
+    return found if isinstance(found, str) else None
 
 
 def _crashed(exc: Exception) -> TurnResult:

@@ -1,3 +1,3 @@
-"""Shared fixtures. Platform simulators come from ``tests.platform_sim.pytest_plugin``."""
+"""Shared fixtures: platform simulators and the scripted model server."""
 
-pytest_plugins = ["tests.platform_sim.pytest_plugin"]
+pytest_plugins = ["tests.platform_sim.pytest_plugin", "tests.support.fixtures"]

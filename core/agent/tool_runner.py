@@ -87,7 +87,9 @@ class ToolRunner:
     async def run_batch(self, calls: tuple[ToolCall, ...]) -> list[CallOutcome]:
         if any(self._interactive(c) for c in calls):
             return [await self.run_one(c) for c in calls]
-        return list(await asyncio.gather(*(self.run_one(c) for c in calls)))
+        async with asyncio.TaskGroup() as group:  # a failure cancels the siblings
+            tasks = [group.create_task(self.run_one(c)) for c in calls]
+        return [task.result() for task in tasks]
 
     def _interactive(self, call: ToolCall) -> bool:
         tool = self._env.tools.get(call.name)

@@ -6,6 +6,10 @@ message, then everything the turn adds. It renders the request for the model:
 * the system prompt (stable + context + volatile tiers) goes first and is never stored;
 * the ``pre_llm_call`` context goes in front of this turn's user message *for the model
   only* — the stored user message never contains it (seed 000 step 4).
+
+History from a process that died mid-tools may hold an assistant tool call without its
+result; providers reject such a request, so :func:`heal` adds a placeholder result (for the
+model only, never stored) instead of losing the session.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ class Entry:
 class Transcript:
     def __init__(self, system_prompt: str, history: list[StoredMessage]) -> None:
         self.system_prompt = system_prompt
-        self.entries = [Entry(m.message, m.id) for m in history]
+        self.entries = heal([Entry(m.message, m.id) for m in history])
         self.turn_start = len(self.entries)
         self.model_context = ""
         """``pre_llm_call`` context, sent in front of the user message, never stored."""
@@ -58,3 +62,30 @@ class Transcript:
             prefixed = f"{self.model_context}\n\n{user.text()}"
             messages[self.turn_start] = replace(user, content=prefixed)
         return [system, *messages]
+
+
+UNANSWERED_RESULT = "No result: the turn ended before this tool finished."
+
+
+def heal(entries: list[Entry]) -> list[Entry]:
+    """Give every tool call of the history a result (placeholders are not stored)."""
+    healed: list[Entry] = []
+    for index, entry in enumerate(entries):
+        healed.append(entry)
+        answered = _answered_after(entries, index)
+        for call in entry.message.tool_calls:
+            if call.id not in answered:
+                placeholder = ChatMessage(
+                    role="tool", content=UNANSWERED_RESULT, tool_call_id=call.id, name=call.name
+                )
+                healed.append(Entry(placeholder, None))
+    return healed
+
+
+def _answered_after(entries: list[Entry], index: int) -> set[str]:
+    answered: set[str] = set()
+    for entry in entries[index + 1 :]:
+        if entry.message.role != "tool":
+            break
+        answered.add(entry.message.tool_call_id or "")
+    return answered

@@ -1,11 +1,19 @@
 """The hook specification: every hook the engine fires, when, with which arguments.
 
-All hooks receive keyword arguments and must accept ``**kwargs``. Common arguments:
-``session_key`` (str), ``session_id`` (str), ``turn_id`` (str).
+All hooks receive keyword arguments and must accept ``**kwargs``. Every hook fired by the
+turn loop gets the common arguments ``session_key`` (str), ``session_id`` (str) and
+``turn_id`` (str); the entries below list the arguments on top of those.
 
 Kinds: *observe* (``HookRegistry.notify``; failures logged, never break the turn),
 *decide* (``first_result``; first non-``None`` wins), *transform* (``transform``; each may
 return a replacement for ``value``), *collect* (``collect``; all non-``None`` results).
+
+Order within one turn (seed 000)::
+
+    on_session_start? → pre_llm_call → ( pre_api_request → [api_request_error →
+    transform_api_error_classification → pre_api_request …] → post_api_request →
+    ( pre_tool_call → post_tool_call → transform_tool_result )* )* →
+    transform_llm_output → post_llm_call → agent_loop_stopped? → on_session_end
 """
 
 from __future__ import annotations
@@ -17,62 +25,69 @@ HookKind = Literal["observe", "decide", "transform", "collect"]
 HOOKS: dict[str, tuple[HookKind, str]] = {
     "on_session_start": (
         "observe",
-        "A turn starts in a session that has no messages yet. Args: session_key, session_id.",
+        "A turn starts in a session that is new (just created, or without messages). "
+        "Args: common only.",
     ),
     "pre_llm_call": (
         "collect",
-        "Once per turn, before the first model call. Args: session_key, session_id, turn_id, "
-        "user_message (str). Returned strings are put in front of the user message for the "
-        "model only; they are never stored.",
+        "Once per turn, before the first model call. Args: user_message (str). Returned "
+        "strings are put in front of the user message for the model only; never stored.",
     ),
     "pre_api_request": (
         "observe",
-        "Before each model call. Args: turn_id, iteration (1-based), messages (wire dicts).",
+        "Before each model request, retries included. Args: iteration (1-based model call "
+        "number), messages (list of wire dicts, system prompt first).",
     ),
     "post_api_request": (
         "observe",
-        "After a successful model call. Args: turn_id, iteration, reply (ModelReply).",
+        "After a successful model request. Args: iteration, reply (ModelReply).",
     ),
     "api_request_error": (
         "observe",
-        "A model call failed. Args: turn_id, iteration, error (ModelError).",
+        "A model request failed. Args: iteration, error (ModelError).",
     ),
     "transform_api_error_classification": (
         "transform",
         "Right after api_request_error. value: ErrorClassification; return a replacement "
-        "(e.g. mark a provider-specific error retryable).",
+        "(e.g. mark a provider-specific error retryable — its ``retryable`` decides whether "
+        "the call is retried). Args also: iteration.",
     ),
     "transform_llm_output": (
         "transform",
-        "The final text reply (no tool calls). value: str; return replacement text.",
+        "The final text reply (no tool calls). value: str; return replacement text (the "
+        "stored assistant message is updated to match).",
     ),
     "post_llm_call": (
         "observe",
-        "After the final reply is settled. Args: turn_id, reply (str).",
+        "After the final reply is settled. Args: reply (str).",
     ),
     "agent_loop_stopped": (
         "observe",
-        "The loop stopped early (interrupt, cancel, budget). Args: turn_id, reason "
-        '("cancelled", "interrupted_by_user", "budget_exhausted", ...).',
+        "The loop stopped without a normal reply. Args: reason — the exit reason: "
+        '"cancelled", "interrupted_by_user", "budget_exhausted", '
+        '"review_input_budget_exhausted", "model_error", "external_runtime" (failed).',
     ),
     "on_session_end": (
         "observe",
         "At the end of every turn (as in Hermes), after the final status is stored. "
-        "Args: session_key, session_id, turn_id, status, exit_reason.",
+        "Args: status (TurnStatus), exit_reason (ExitReason).",
     ),
     "pre_tool_call": (
         "decide",
-        "Before each tool call. Args: tool_name, arguments (dict), risk, call_id, session_key, "
-        "turn_id. Return Block(reason), AskUser(prompt), Modify(args) or None.",
+        "Before each tool call (known tool, valid arguments). Args: tool_name, arguments "
+        "(dict, a copy), risk, call_id. Return Block(reason), AskUser(prompt), Modify(args) "
+        "or None. A raising hook blocks the call.",
     ),
     "post_tool_call": (
         "observe",
-        "After each tool call, including blocked and failed ones. Args: tool_name, arguments, "
-        "call_id, result (str), is_error (bool), blocked (bool).",
+        "After each tool call, including unknown, blocked, failed and cancelled ones. Args: "
+        "tool_name, arguments (dict, or None when they could not be parsed), call_id, "
+        "result (str), is_error (bool), blocked (bool), cancelled (bool).",
     ),
     "transform_tool_result": (
         "transform",
-        "value: the tool result text; return a replacement. Args also: tool_name, call_id.",
+        "value: the tool result text; return a replacement. Args also: tool_name, call_id, "
+        "is_error.",
     ),
 }
 

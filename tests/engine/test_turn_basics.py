@@ -7,6 +7,7 @@ from typing import Any
 
 from core.agent.control import TurnControl
 from core.agent.turn import UserMessage
+from core.types import ChatMessage, ToolCall
 from tests.engine.conftest import KEY, Rig
 from tests.support.model_server import reply_hang, reply_text, reply_tool_call
 
@@ -192,3 +193,18 @@ async def _until(condition: Any) -> None:
             return
         await asyncio.sleep(0)
     raise AssertionError("condition never became true")
+
+
+async def test_a_tool_call_left_unanswered_by_a_crash_gets_a_placeholder_result(rig: Rig) -> None:
+    session = await rig.store.create_session(KEY, "test")
+    await rig.store.append_message(session.id, None, ChatMessage(role="user", content="before"))
+    dangling = ChatMessage(role="assistant", tool_calls=(ToolCall("lost", "echo", "{}"),))
+    await rig.store.append_message(session.id, None, dangling)
+    rig.server.script(reply_text("recovered"))
+
+    result = await rig.turn("again")
+
+    assert result.status == "completed"
+    sent = [(m["role"], m.get("tool_call_id")) for m in rig.server.requests[0].messages[1:]]
+    assert sent == [("user", None), ("assistant", None), ("tool", "lost"), ("user", None)]
+    assert [m.role for m in await rig.stored()] == ["user", "assistant", "user", "assistant"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from core.approvals import Approvals
+from core.approvals import ApprovalDecision, Approvals
 from core.approver import ApprovalRequest, Decision, RequestKind
 from core.cancellation import CancellationToken
 from core.store.sqlite import SqliteStore
@@ -20,15 +20,17 @@ WAIT = 2.0
 class CardApprover:
     """Presents by remembering the request; settles by remembering the outcome."""
 
-    def __init__(self, *, broken: bool = False) -> None:
+    def __init__(self, *, broken: bool = False, hangs: bool = False) -> None:
         self.presented: asyncio.Queue[ApprovalRequest] = asyncio.Queue()
         self.settled: asyncio.Queue[tuple[ApprovalRequest, Decision]] = asyncio.Queue()
-        self.broken = broken
+        self.broken, self.hangs = broken, hangs
 
     async def present(self, request: ApprovalRequest) -> None:
         if self.broken:
             raise ConnectionError("chat unreachable")
         self.presented.put_nowait(request)
+        if self.hangs:
+            await asyncio.Event().wait()  # a platform that never answers the send
 
     async def settle(self, request: ApprovalRequest, decision: Decision) -> None:
         self.settled.put_nowait((request, decision))
@@ -88,6 +90,7 @@ async def test_requester_approval_is_returned_persisted_and_settled(
     assert await approvals.resolve(request.id, "approved", "alice") == "resolved"
     decision = await asyncio.wait_for(asking, WAIT)
     assert (decision.outcome, decision.by) == ("approved", "alice")
+    assert isinstance(decision, ApprovalDecision) and decision.request_id == request.id
     record = await store.get_approval(request.id)
     assert record is not None
     assert (record.state, record.resolved_by, record.requested_by) == ("approved", "alice", "alice")
@@ -131,6 +134,21 @@ async def test_cancelling_the_token_ends_a_pending_request_at_once_as_cancelled(
     record = await store.get_approval(request.id)
     assert record is not None and record.state == "cancelled"
     assert await approvals.resolve(request.id, "approved", "alice") == "already_decided"
+
+
+async def test_cancelling_the_token_while_presenting_does_not_wait_for_the_platform(
+    store: SqliteStore, turn: TurnRef
+):
+    approver = CardApprover(hangs=True)
+    approvals = Approvals(store, approver, timeout=60.0)
+    token = CancellationToken()
+    asking = ask(approvals, turn, token)
+    request = await approver.next_presented()
+    token.cancel("cancelled")
+    assert (await asyncio.wait_for(asking, 0.5)).outcome == "cancelled"
+    record = await store.get_approval(request.id)
+    assert record is not None and record.state == "cancelled"
+    await approvals.aclose()
 
 
 async def test_cancelling_the_asking_task_stores_the_request_as_cancelled(

@@ -9,9 +9,18 @@ and restores them on teardown.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator
 
 import pytest
+import yarl
+
+with warnings.catch_warnings():
+    # discord.py imports the stdlib audioop (deprecated in 3.11); filterwarnings=error would
+    # turn that import into a collection error for every test module that imports discord
+    warnings.filterwarnings("ignore", "'audioop' is deprecated", DeprecationWarning)
+    import discord.gateway
+    import discord.http
 
 from tests.platform_sim.discord_sim import DiscordSim
 from tests.platform_sim.telegram_sim import TelegramSim
@@ -37,10 +46,6 @@ async def telegram_sim(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Telegra
 
 @pytest.fixture
 async def discord_sim(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[DiscordSim]:
-    import discord.gateway
-    import discord.http
-    import yarl
-
     clear_proxies(monkeypatch)
     sim = DiscordSim()
     await sim.start()

@@ -1,70 +1,24 @@
-"""Fixtures for the Telegram adapter tests: a real SQLite store, the adapter pointed at the
-simulator, and an event sink that records what the adapter delivers."""
+"""Fixtures for the Telegram tests: a real SQLite store, the adapter pointed at the
+simulator, an event sink that records what the adapter delivers, and (end to end) the
+whole gateway composed by ``GatewayService``."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
-from adapters.base import InboundEvent
-from adapters.telegram import (
-    PollSettings,
-    TelegramAdapter,
-    TelegramSettings,
-    default_session_key,
-)
+from adapters.telegram import TelegramAdapter, default_session_key
 from core.store.sqlite import SqliteStore, open_store
 from tests.platform_sim.telegram_sim import TelegramSim
+from tests.support.fixtures import model_server
+from tests.support.model_server import ScriptedModelServer
+from tests.telegram.harness import EventLog, Gateway, GatewayFactory, GatewaySetup, sim_settings
 
-T = TypeVar("T")
-
-
-class EventLog:
-    """An event sink that records events; ``gate`` (when set) holds every delivery open."""
-
-    def __init__(self) -> None:
-        self.events: list[InboundEvent] = []
-        self.gate: asyncio.Event | None = None
-        self._changed = asyncio.Condition()
-
-    async def __call__(self, event: InboundEvent) -> None:
-        self.events.append(event)
-        async with self._changed:
-            self._changed.notify_all()
-        if self.gate is not None:
-            await self.gate.wait()
-
-    async def wait_for(self, predicate: Callable[[], T], timeout: float = 5.0) -> T:
-        found: list[T] = []
-
-        def check() -> bool:
-            value = predicate()
-            if value:
-                found.append(value)
-            return bool(value)
-
-        async with asyncio.timeout(timeout), self._changed:
-            await self._changed.wait_for(check)
-        return found[0]
-
-    async def next_event(self, count: int = 1, timeout: float = 5.0) -> InboundEvent:
-        """Wait until ``count`` events arrived; return the last of them."""
-        return await self.wait_for(lambda: len(self.events) >= count and self.events[-1], timeout)
-
-
-def sim_settings(sim: TelegramSim, **changes: Any) -> TelegramSettings:
-    values: dict[str, Any] = {
-        "base_url": f"{sim.url}/bot",
-        "base_file_url": f"{sim.url}/file/bot",
-        "edit_interval": 0.05,
-        "poll": PollSettings(timeout=1, backoff_initial=0.05, backoff_max=0.2),
-    }
-    values.update(changes)
-    return TelegramSettings(**values)
+__all__ = ["model_server"]
 
 
 @pytest.fixture
@@ -115,3 +69,26 @@ async def start_adapter(
 @pytest.fixture
 async def adapter(start_adapter: AdapterFactory) -> TelegramAdapter:
     return await start_adapter()
+
+
+@pytest.fixture
+async def gateway(
+    telegram_sim: TelegramSim, model_server: ScriptedModelServer, store: SqliteStore,
+    tmp_path: Path,
+) -> AsyncIterator[GatewayFactory]:  # fmt: skip
+    """Start a gateway run on the shared sim, model server and database; stopped after."""
+    runs: list[Gateway] = []
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+
+    async def start(**changes: Any) -> Gateway:
+        setup = replace(GatewaySetup(), **changes)
+        run = Gateway(telegram_sim, model_server, store, workspace, setup)
+        runs.append(run)
+        return await run.start()
+
+    try:
+        yield start
+    finally:
+        for run in runs:
+            await run.stop()

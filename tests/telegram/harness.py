@@ -9,28 +9,76 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from adapters.telegram import TelegramAdapter
+from adapters.base import InboundEvent
+from adapters.telegram import PollSettings, TelegramAdapter, TelegramSettings
 from core.agent.profile import AgentProfile
 from core.hooks.builtin import register_builtin_hooks
 from core.hooks.registry import HookRegistry
 from core.model.openai_client import OpenAIClient
-from core.store.sqlite import SqliteStore, open_store
+from core.store.sqlite import SqliteStore
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from gateway.access import AccessPolicy
+from gateway.commands import COMMANDS
 from gateway.progress import ProgressConfig
 from gateway.service import GatewayService
 from gateway.session_keys import session_key
 from tests.platform_sim.base import SimMessage
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
 from tests.support.model_server import ScriptedModelServer
-from tests.telegram.conftest import sim_settings
 
+
+class EventLog:
+    """An event sink that records events; ``gate`` (when set) holds every delivery open."""
+
+    def __init__(self) -> None:
+        self.events: list[InboundEvent] = []
+        self.gate: asyncio.Event | None = None
+        self._changed = asyncio.Condition()
+
+    async def __call__(self, event: InboundEvent) -> None:
+        self.events.append(event)
+        async with self._changed:
+            self._changed.notify_all()
+        if self.gate is not None:
+            await self.gate.wait()
+
+    async def wait_for(self, predicate: Callable[[], T], timeout: float = 5.0) -> T:
+        found: list[T] = []
+
+        def check() -> bool:
+            value = predicate()
+            if value:
+                found.append(value)
+            return bool(value)
+
+        async with asyncio.timeout(timeout), self._changed:
+            await self._changed.wait_for(check)
+        return found[0]
+
+    async def next_event(self, count: int = 1, timeout: float = 5.0) -> InboundEvent:
+        """Wait until ``count`` events arrived; return the last of them."""
+        return await self.wait_for(lambda: len(self.events) >= count and self.events[-1], timeout)
+
+
+def sim_settings(sim: TelegramSim, **changes: Any) -> TelegramSettings:
+    values: dict[str, Any] = {
+        "base_url": f"{sim.url}/bot",
+        "base_file_url": f"{sim.url}/file/bot",
+        "edit_interval": 0.05,
+        "poll": PollSettings(timeout=1, backoff_initial=0.05, backoff_max=0.2),
+    }
+    values.update(changes)
+    return TelegramSettings(**values)
+
+
+T = TypeVar("T")
 ALLOWED = frozenset({str(ALICE.id), str(BOB.id)})
+MENU = [(command.name, command.description) for command in COMMANDS]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +104,13 @@ class Gateway:
         self.adapter = TelegramAdapter(
             sim.token,
             store,
-            sim_settings(sim, edit_interval=setup.edit_interval),
+            sim_settings(sim, edit_interval=setup.edit_interval, commands=MENU),
             key_rule=session_key,
             settled=self._settled,
         )
         self.service = self._compose()
         self.stopping = False
+        self.stopped = False
 
     def _compose(self) -> GatewayService:
         hooks = HookRegistry()
@@ -89,14 +138,14 @@ class Gateway:
         return not self.stopping
 
     async def start(self) -> Gateway:
-        self.adapter.settings = replace(
-            self.adapter.settings, commands=[(c.name, c.description) for c in self.service.router.commands]
-        )
         await self.service.start()
         return self
 
     async def stop(self) -> None:
-        self.stopping = True
+        """Stop gracefully: a turn cut short leaves its update to replay next run."""
+        if self.stopped:
+            return
+        self.stopping, self.stopped = True, True
         await self.service.stop()
         await self.model.aclose()
 
@@ -104,15 +153,8 @@ class Gateway:
         """Wait until ``key`` has no running or queued turn."""
         await asyncio.wait_for(self.service.dispatcher.wait_idle(key), 10)
 
-    def requests_since(self, models: ScriptedModelServer, start: int) -> list[Any]:
-        return list(models.requests[start:])
-
 
 GatewayFactory = Callable[..., Awaitable[Gateway]]
-
-
-async def open_db(path: Path) -> SqliteStore:
-    return await open_store(path)
 
 
 def replies(sim: TelegramSim, chat: int, text: str) -> list[SimMessage]:

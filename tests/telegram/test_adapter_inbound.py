@@ -8,7 +8,8 @@ from adapters.base import Button, ChatRef, SessionKey
 from adapters.telegram import TelegramAdapter
 from adapters.telegram.normalize import parse_command
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
-from tests.telegram.conftest import AdapterFactory, EventLog
+from tests.telegram.conftest import AdapterFactory
+from tests.telegram.harness import EventLog
 
 GROUP = -100777
 

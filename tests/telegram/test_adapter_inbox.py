@@ -10,7 +10,8 @@ from core.store.base import InboundRecord, StoreError
 from core.store.sqlite import SqliteStore
 from tests.platform_sim.base import SimError
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
-from tests.telegram.conftest import AdapterFactory, EventLog
+from tests.telegram.conftest import AdapterFactory
+from tests.telegram.harness import EventLog
 
 
 class GatedStore:

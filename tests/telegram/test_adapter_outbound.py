@@ -21,7 +21,8 @@ from adapters.base import (
 from adapters.telegram import TelegramAdapter
 from tests.platform_sim.base import SimError
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
-from tests.telegram.conftest import AdapterFactory, EventLog
+from tests.telegram.conftest import AdapterFactory
+from tests.telegram.harness import EventLog
 
 DM = ChatRef("telegram", str(ALICE.id))
 APPROVE = [[Button("Approve", "ap:abc:a"), Button("Deny", "ap:abc:d")]]

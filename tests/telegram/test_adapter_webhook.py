@@ -10,7 +10,8 @@ from aiohttp import ClientSession
 from adapters.telegram import WebhookSettings
 from core.store.sqlite import SqliteStore
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
-from tests.telegram.conftest import AdapterFactory, EventLog
+from tests.telegram.conftest import AdapterFactory
+from tests.telegram.harness import EventLog
 
 SECRET = "s3cret-token"
 

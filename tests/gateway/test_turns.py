@@ -1,0 +1,162 @@
+"""A message in, one reply out: delivery, queueing, progress, typing, access in the flow."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from adapters.base import BadMarkup, RateLimited
+from gateway.access import AccessPolicy
+from gateway.progress import ProgressConfig
+from tests.gateway.conftest import GatewayFactory
+from tests.gateway.fakes import FakeAdapter, FakeClock, Step
+from tests.gateway.harness import ALICE, BOB, MALLORY, Person, with_profile
+
+
+async def test_dm_message_gets_exactly_one_rendered_reply(running: GatewayFactory) -> None:
+    async with running(Step("Hello **there** & <you>")) as gw:
+        await gw.say(ALICE, "hi")
+        await gw.idle()
+        assert gw.adapter.texts() == ["Hello <b>there</b> &amp; &lt;you&gt;"]
+        assert gw.adapter.of("send")[0].markup is True
+        assert gw.adapter.of("typing"), "typing indicator shown while the turn ran"
+
+
+async def test_user_text_reaches_the_model_with_the_sender(running: GatewayFactory) -> None:
+    async with running(Step("ok")) as gw:
+        await gw.say(ALICE, "what time is it?")
+        await gw.idle()
+        last = gw.model.requests[0].messages[-1]
+        assert last.role == "user" and "what time is it?" in last.text()
+
+
+async def test_stranger_gets_no_turn_and_one_log_line(
+    running: GatewayFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running(Step("never")) as gw:
+        with caplog.at_level(logging.WARNING, logger="gateway.access"):
+            await gw.say(MALLORY, "let me in")
+            await gw.say(MALLORY, "please")
+        assert gw.model.requests == [] and gw.adapter.calls == []
+        hints = [r.getMessage() for r in caplog.records if "allowed_users" in r.getMessage()]
+        assert hints == ["fake user 666 (Mallory) is not allowed; to allow them add '666' to "
+                         "[fake] allowed_users"]  # fmt: skip
+
+
+async def test_group_text_needs_a_mention(running: GatewayFactory) -> None:
+    async with running(Step("answered")) as gw:
+        await gw.say(ALICE, "chatter", chat_type="group", chat_id="-5")
+        assert gw.model.requests == []
+        await gw.say(ALICE, "@bot help me", chat_type="group", chat_id="-5", mentioned=True)
+        await gw.idle(ALICE)
+        await gw.adapter.wait_for(lambda: "answered" in gw.adapter.texts())
+
+
+async def test_group_text_without_mention_answered_when_configured(
+    running: GatewayFactory,
+) -> None:
+    policy = AccessPolicy(allowed_users=frozenset({"1"}), require_mention=False)
+    async with running(Step("answered"), access=policy) as gw:
+        await gw.say(ALICE, "chatter", chat_type="group", chat_id="-5")
+        await gw.adapter.wait_for(lambda: "answered" in gw.adapter.texts())
+
+
+async def test_messages_from_bots_are_ignored(running: GatewayFactory) -> None:
+    async with running(Step("never")) as gw:
+        await gw.say(Person("1", "Alice", is_bot=True), "echo")
+        assert gw.model.requests == [] and gw.adapter.calls == []
+
+
+async def test_second_message_is_queued_with_one_debounced_ack(running: GatewayFactory) -> None:
+    first = asyncio.Event()
+    async with running(Step("one", gate=first), Step("two"), Step("three")) as gw:
+        await gw.say(ALICE, "first")
+        await asyncio.wait_for(gw.model.called.wait(), 5)
+        await gw.say(ALICE, "second")
+        await gw.say(ALICE, "third")
+        assert gw.adapter.texts() == ["⏳ Queued — I'll get to it after the current task."]
+        first.set()
+        await gw.adapter.wait_for(lambda: len(gw.adapter.texts()) == 4)
+        assert gw.adapter.texts()[1:] == ["one", "two", "three"]
+
+
+async def test_interrupt_policy_stops_the_turn_and_runs_the_new_message(
+    running: GatewayFactory,
+) -> None:
+    profile = with_profile(busy_policy="interrupt")
+    async with running(Step("", tools=(("slow", {}),)), Step("fresh"), profile=profile) as gw:
+        await gw.say(ALICE, "long job")
+        await asyncio.wait_for(gw.tool_started.wait(), 5)
+        await gw.say(ALICE, "actually, this")
+        await gw.adapter.wait_for(lambda: "fresh" in gw.adapter.texts())
+        await gw.idle()
+        assert gw.ran == []
+        assert gw.adapter.texts()[0].startswith("↪️ Interrupting")
+        assert gw.adapter.texts().count("fresh") == 1
+
+
+async def test_progress_is_one_message_edited_then_finalized(running: GatewayFactory) -> None:
+    steps = (
+        Step(None, tools=(("echo", {"text": "one"}),)),
+        Step(None, tools=(("echo", {"text": "two"}), ("search_web", {"query": "q"}))),
+        Step("all done"),
+    )
+    async with running(*steps) as gw:
+        await gw.say(ALICE, "work")
+        await gw.idle()
+        await gw.adapter.wait_for(lambda: any("Done" in t for t in gw.adapter.texts("edit")))
+        sends = gw.adapter.texts()
+        assert sends[0] == "⚙️ echo: one" and sends[1:] == ["all done"]
+        progress = gw.adapter.of("send")[0].message
+        assert {e.message for e in gw.adapter.of("edit")} == {progress}
+        assert gw.adapter.texts("edit")[-1] == (
+            "⚙️ echo: one\n⚙️ echo: two\n🔍 search_web: q\n✅ Done — 3 steps"
+        )
+
+
+async def test_markup_rejected_chunk_is_resent_as_plain_text(running: GatewayFactory) -> None:
+    adapter = FakeAdapter(clock=FakeClock())
+    adapter.fail("send", BadMarkup("can't parse entities"))
+    async with running(Step("**bold** <tag>"), adapter=adapter) as gw:
+        await gw.say(ALICE, "hi")
+        await gw.idle()
+        assert [(c.text, c.markup) for c in gw.adapter.of("send")] == [
+            ("<b>bold</b> &lt;tag&gt;", True),
+            ("bold <tag>", False),
+        ]
+
+
+async def test_rate_limited_reply_waits_and_arrives_once(running: GatewayFactory) -> None:
+    clock = FakeClock()
+    adapter = FakeAdapter(clock=clock)
+    adapter.fail("send", RateLimited(12.0), RateLimited(3.0))
+    async with running(Step("patience"), adapter=adapter) as gw:
+        await gw.say(ALICE, "hi")
+        await gw.idle()
+        assert gw.adapter.texts() == ["patience"] * 3
+        assert gw.service.delivery is not None and [12.0, 3.0] == [
+            s for s in gw.adapter.clock.__self__.sleeps if s in (12.0, 3.0)  # type: ignore[attr-defined]
+        ]
+
+
+async def test_long_reply_arrives_as_two_messages_with_the_fence_intact(
+    running: GatewayFactory,
+) -> None:
+    code = "\n".join(f"line_{i:03d} = {i} * {i}  # squares" for i in range(170))
+    reply = f"Here:\n\n```python\n{code}\n```\nThat's it."
+    async with running(Step(reply)) as gw:
+        await gw.say(ALICE, "long please")
+        await gw.idle()
+        first, second = gw.adapter.texts()
+        assert first.startswith("Here:") and first.endswith("</code></pre>")
+        assert second.startswith('<pre><code class="language-python">')
+        assert second.endswith("That's it.")
+
+
+async def test_failed_turn_gets_a_short_apology(running: GatewayFactory) -> None:
+    async with running(Step(None, tools=(("no_such_tool", {}),)), Step("recovered")) as gw:
+        await gw.say(ALICE, "go")
+        await gw.idle()
+        assert gw.adapter.texts()[-1] == "recovered"
