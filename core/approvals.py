@@ -98,10 +98,6 @@ class Approvals:
         self._always: OrderedDict[str, set[tuple[str, str]]] = OrderedDict()
         self._settling: set[asyncio.Task[None]] = set()
 
-    def set_approver(self, approver: Approver | None) -> None:
-        """Attach the presenter late (the gateway builds it after the engine)."""
-        self._approver = approver
-
     # asking ------------------------------------------------------------------------
     async def ask(
         self,
@@ -294,6 +290,19 @@ class Approvals:
     def get(self, approval_id: str) -> ApprovalRequest | None:
         pending = self._pending.get(approval_id)
         return None if pending is None else pending.request
+
+    async def end_orphans(self) -> int:
+        """At start-up: requests an earlier run left pending become ``cancelled``.
+
+        Their asking turn is gone, so no answer could be acted on; returns how many.
+        """
+        ended = 0
+        for record in await self._store.pending_approvals():
+            if record.id in self._pending:
+                continue
+            if await self._store.resolve_approval(record.id, "cancelled", None):
+                ended += 1
+        return ended
 
     # "always for this session" -----------------------------------------------------
     def forget(self, session_key: str) -> None:

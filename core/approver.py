@@ -46,6 +46,8 @@ class Decision:
     """Approved "always for this session": later identical requests skip the question."""
     note: str | None = field(default=None)
     """Optional reason (``/deny <id> <reason>``)."""
+    request_id: str | None = None
+    """The id of the request this decides (set by ``Approvals``; stored with the tool call)."""
 
 
 class Approver(Protocol):

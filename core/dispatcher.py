@@ -8,7 +8,8 @@ per-key worker task. While a key is busy, a new message is handled by that key's
 * ``interrupt`` — the running turn is stopped with reason ``interrupted_by_user`` and the
   message is queued to run next (several interrupters run in arrival order);
 * ``steer`` — the text is folded into the running turn (``TurnControl.steer``). When no
-  turn is in flight (the worker is between turns, delivering a reply) it is queued.
+  turn is in flight (between turns, delivering a reply, or already stopping) it is queued,
+  so a steer never vanishes into a turn that is ending.
 
 ``stop``/``steer``/``redirect``/``status`` act on the running turn immediately, from any
 task. ``stop(key)`` cancels the running turn with reason ``cancelled`` and, unless the
@@ -41,6 +42,8 @@ from typing import Literal
 from core.agent.control import TurnControl
 from core.agent.profile import BusyPolicy
 from core.agent.turn import TurnResult, UserMessage
+from core.cancellation import Cancelled
+from core.types import ExitReason, TurnStatus
 
 logger = logging.getLogger(__name__)
 
@@ -121,15 +124,15 @@ class Dispatcher:
         if lane is None:
             self._start(session_key, message)
             return SubmitOutcome("started")
-        policy = self._policy(session_key)
-        if policy == "steer" and lane.control is not None:
-            lane.control.steer(message.text)
+        policy, running = self._policy(session_key), _live(lane.control)
+        if policy == "steer" and running is not None:
+            running.steer(message.text)
             return SubmitOutcome("steered")
         if len(lane.queue) >= self._limit(session_key):
             return SubmitOutcome("rejected_queue_full")
         lane.queue.append(message)
-        if policy == "interrupt" and lane.control is not None:
-            lane.control.stop("interrupted_by_user")
+        if policy == "interrupt" and running is not None:
+            running.stop("interrupted_by_user")
             return SubmitOutcome("interrupted_and_queued", len(lane.queue))
         return SubmitOutcome("queued", len(lane.queue))
 
@@ -170,7 +173,7 @@ class Dispatcher:
             # No await between the empty-queue check and eviction: a concurrent submit
             # either landed in the queue (and was taken) or finds the key absent.
             if self._lanes.get(session_key) is lane:
-                del self._lanes[session_key]
+                pass
 
     def _next(self, lane: _Lane) -> UserMessage | None:
         if self._closing or not lane.queue:
@@ -182,6 +185,9 @@ class Dispatcher:
         lane.since = self._clock()
         try:
             return await self._run_turn(session_key, message, lane.control)
+        except Cancelled as exc:
+            # The loop should report a stop as a result; tolerate one that raises it.
+            return _crashed(exc, status="interrupted", exit_reason="cancelled")
         except Exception as exc:
             logger.exception("turn for %s raised; session released", session_key)
             return _crashed(exc)
@@ -248,7 +254,7 @@ class Dispatcher:
 
     def _control(self, session_key: str) -> TurnControl | None:
         lane = self._lanes.get(session_key)
-        return None if lane is None else lane.control
+        return None if lane is None else _live(lane.control)
 
     @property
     def busy_keys(self) -> frozenset[str]:
@@ -285,18 +291,27 @@ class Dispatcher:
             await asyncio.wait(late)
 
 
+def _live(control: TurnControl | None) -> TurnControl | None:
+    """The control of a turn still running; a stopped turn takes no more steering."""
+    if control is None or control.token.cancelled:
+        return None
+    return control
+
+
 def _turn_id_of(control: TurnControl | None) -> str | None:
     """The id the loop put on the control, should ``TurnControl`` grow a ``turn_id``."""
     found = getattr(control, "turn_id", None)
     return found if isinstance(found, str) else None
 
 
-def _crashed(exc: Exception) -> TurnResult:
+def _crashed(
+    exc: Exception, *, status: TurnStatus = "failed", exit_reason: ExitReason = "crashed"
+) -> TurnResult:
     return TurnResult(
         turn_id="",
         session_id="",
-        status="failed",
-        exit_reason="crashed",
+        status=status,
+        exit_reason=exit_reason,
         reply=None,
         iterations=0,
         error=f"{type(exc).__name__}: {exc}",

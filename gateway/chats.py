@@ -40,6 +40,9 @@ class ChatDirectory:
     def record(self, event: InboundEvent) -> None:
         """Remember where ``event``'s session lives and what its sender is called."""
         _remember(self._places, str(event.session_key), event.chat, self._capacity)
+        self.remember_sender(event)
+
+    def remember_sender(self, event: InboundEvent) -> None:
         user = f"{event.platform}:{event.sender.id}"
         _remember(self._names, user, event.sender.name, self._capacity)
 

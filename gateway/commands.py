@@ -40,6 +40,12 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("deny", "Deny the pending request (optionally by id and reason)"),
 )
 
+
+def command_menu() -> tuple[tuple[str, str], ...]:
+    """``(name, description)`` pairs, for a platform's command menu."""
+    return tuple((c.name, c.description) for c in COMMANDS)
+
+
 ALIASES = {"reset": "new", "q": "queue"}
 
 ApproveAction = Literal["a", "d", "s"]

@@ -28,7 +28,14 @@ from core.store.base import Store
 from gateway.access import AccessControl
 from gateway.chat_commands import ChatCommands, Reply
 from gateway.chats import ChatDirectory
-from gateway.commands import COMMANDS, ApprovalPress, ChoicePress, CommandInfo, parse_press
+from gateway.commands import (
+    COMMANDS,
+    ApprovalPress,
+    ChoicePress,
+    CommandInfo,
+    command_menu,
+    parse_press,
+)
 from gateway.delivery import Delivery
 
 logger = logging.getLogger(__name__)
@@ -74,6 +81,11 @@ class Router:
     def commands(self) -> tuple[CommandInfo, ...]:
         """The command menu (name without ``/``, description) for adapters to register."""
         return COMMANDS
+
+    @property
+    def command_menu(self) -> tuple[tuple[str, str], ...]:
+        """The same menu as ``(name, description)`` pairs."""
+        return command_menu()
 
     async def __call__(self, event: InboundEvent) -> None:
         """The adapter's sink. Never raises: a failure is logged and the adapter goes on."""
@@ -139,6 +151,7 @@ class Router:
             return STRANGER
         if verdict == "ignore":
             return None
+        self._directory.remember_sender(event)
         press = parse_press(event.button_data)
         if press is None:
             return "This button is no longer active."

@@ -15,13 +15,21 @@ How to wire an adapter (what the Telegram, Discord and Slack adapters rely on)::
     await service.stop()       # turns stopped, approvals cancelled, adapters stopped
 
 * The adapter builds each :class:`~adapters.base.InboundEvent` with a session key from
-  :func:`gateway.session_keys.session_key` and awaits ``sink(event)`` (the router). The
-  sink returns quickly: turns run in the Dispatcher's workers, never in the adapter's task.
-* ``service.router.commands`` is the command menu to register (``setMyCommands``).
+  its key rule — pass ``gateway.session_keys.key_rule(KeyStrategy(group="per_user"))``
+  — and awaits ``sink(event)`` (the router). The sink returns quickly: turns run in the
+  Dispatcher's workers, never in the adapter's task.
+* ``service.router.command_menu`` is the ``(name, description)`` menu to register
+  (``setMyCommands``); ``service.router.commands`` the same as :class:`CommandInfo`.
+* ``service.settled(session_key)`` waits until that session's turns are over (True) or
+  were cut short by shutdown (False): an adapter with a durable inbox marks an update
+  done only after it (the Telegram adapter's ``settled`` parameter). The adapter is built
+  before the service, so bind it late, e.g. ``settled=lambda key: service.settled(key)``.
 * Replies, progress edits, approval cards and notices come back through the adapter's
   ``send``/``edit``/``delete``/``answer_button``/``typing`` with text in
   ``capabilities.markup`` (or ``markup=False`` for plain text); limits and paces are read
   from ``capabilities``. Errors must be raised as the ``adapters.base`` error tree.
+* ``hooks`` should already hold the built-in policies
+  (``core.hooks.builtin.register_builtin_hooks``): they decide which calls ask first.
 
 Per turn: the typing indicator runs while the engine works, the step callback feeds one
 :class:`ProgressView`, and when the Dispatcher reports the result the reply is rendered,
@@ -38,6 +46,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 
 from adapters.base import Adapter
 from core.agent.control import TurnControl
@@ -112,13 +121,14 @@ class GatewayService:
             dispatcher=self.dispatcher,
             approvals=self.approvals,
             store=store,
-            access=AccessControl(access or {}),
+            access=AccessControl(_with_approvers(access or {}, self._approvers)),
             directory=self.directory,
             delivery=self.delivery,
             clock=clock,
         )
         self._views: dict[str, ProgressView] = {}
         self._answered: deque[str] = deque(maxlen=REMEMBERED_TURNS)
+        self._stopping = False
 
     # lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -130,8 +140,18 @@ class GatewayService:
             await adapter.start(self.router)
             logger.info("%s adapter started", adapter.platform)
 
+    async def settled(self, session_key: str) -> bool:
+        """Wait until ``session_key`` has no running or queued turn.
+
+        True when its work ran to an end (the reply went out); False when a shutdown cut
+        it short — an adapter then leaves the inbound update unfinished, to replay it.
+        """
+        await self.dispatcher.wait_idle(session_key)
+        return not self._stopping
+
     async def stop(self) -> None:
         """Stop turns (pending approvals end as cancelled), settle cards, stop adapters."""
+        self._stopping = True
         await self.dispatcher.aclose()
         await self.approvals.aclose()
         for view in list(self._views.values()):
@@ -202,6 +222,20 @@ class GatewayService:
         if place is None or text is None:
             return
         await self.delivery.reply(place.adapter, place.chat, text)
+
+
+def _with_approvers(
+    access: Mapping[str, AccessPolicy], approvers: Mapping[str, frozenset[str]]
+) -> dict[str, AccessPolicy]:
+    """Approvers may always talk to the bot (and press its buttons)."""
+    platforms = set(access) | set(approvers)
+    return {
+        p: replace(
+            access.get(p, AccessPolicy()),
+            approvers=access.get(p, AccessPolicy()).approvers | approvers.get(p, frozenset()),
+        )
+        for p in platforms
+    }
 
 
 def reply_text(result: TurnResult) -> str | None:

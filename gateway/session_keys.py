@@ -14,7 +14,9 @@ so the strategy decides what may run in parallel.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from adapters.base import ChatType, SessionKey
@@ -46,3 +48,12 @@ def session_key(
     if strategy.group == "shared" or user_id is None:
         return SessionKey(platform, chat_type, chat_id)
     return SessionKey(platform, chat_type, chat_id, user_id=user_id)
+
+
+KeyRule = Callable[..., SessionKey]
+"""``rule(platform, chat_type, chat_id, *, user_id, thread_id=None) -> SessionKey``."""
+
+
+def key_rule(strategy: KeyStrategy) -> KeyRule:
+    """:func:`session_key` with ``strategy`` fixed: what an adapter is given as its rule."""
+    return partial(session_key, strategy=strategy)

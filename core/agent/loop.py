@@ -68,6 +68,9 @@ class _OpenTurn:
     transcript: Transcript
     control: TurnControl
     budget: IterationBudget
+    message: UserMessage
+    session: SessionRecord
+    is_new: bool
     gate: LoopGate | None = None
 
 
@@ -104,7 +107,8 @@ class CommonAgent:
         budget: IterationBudget | None = None,
     ) -> TurnResult:
         """Run one turn of ``session_key`` (see the module docstring for every step)."""
-        budget = budget or IterationBudget(self.profile.max_iterations)
+        if budget is None:
+            budget = IterationBudget(self.profile.max_iterations)
         async with self.locks.hold(session_key):
             try:
                 turn = await self._open(session_key, message, control, budget)
@@ -117,17 +121,23 @@ class CommonAgent:
     async def _open(
         self, key: str, message: UserMessage, control: TurnControl, budget: IterationBudget
     ) -> _OpenTurn:
+        """Session, history and a started turn; from here on every failure is recorded."""
         session, is_new = await self._session(key)
         history = await self.store.load_active_messages(session.id)
         scope = TurnScope(key, session.id, uuid.uuid4().hex, message.sender_id)
         await self.store.start_turn(session.id, scope.turn_id)
-        user = ChatMessage(role="user", content=message.text)
-        user_id = await self.store.append_message(session.id, scope.turn_id, user)
-        transcript = Transcript(await self._system_prompt(session), [*history])
-        transcript.add(user, user_id)
-        turn = _OpenTurn(scope, transcript, control, budget)
-        await self._session_hooks(turn, is_new or not history, message.text)
-        return turn
+        transcript = Transcript("", history)
+        is_new = is_new or not history
+        return _OpenTurn(scope, transcript, control, budget, message, session, is_new)
+
+    async def _prepare(self, turn: _OpenTurn) -> None:
+        """Store the user message, build the system prompt, fire the session hooks."""
+        scope = turn.scope
+        user = ChatMessage(role="user", content=turn.message.text)
+        user_id = await self.store.append_message(scope.session_id, scope.turn_id, user)
+        turn.transcript.add(user, user_id)
+        turn.transcript.system_prompt = await self._system_prompt(turn.session)
+        await self._session_hooks(turn, turn.is_new, turn.message.text)
 
     async def _session(self, key: str) -> tuple[SessionRecord, bool]:
         session = await self.store.get_active_session(key)
@@ -150,6 +160,7 @@ class CommonAgent:
     # steps 5–6 ------------------------------------------------------------------------
     async def _drive(self, turn: _OpenTurn, step_callback: StepCallback | None) -> TurnResult:
         try:
+            await self._prepare(turn)
             end = await self._loop(turn, step_callback)
         except asyncio.CancelledError:
             cancelled = TurnEnd("interrupted", "cancelled", stopped_early=True)

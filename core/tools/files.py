@@ -23,14 +23,21 @@ DEFAULT_MAX_WRITE = 1_000_000
 _PATH = {"type": "string", "description": "Path relative to the workspace."}
 
 
-class PathEscape(ValueError):
+class BadPath(ValueError):
+    """The path cannot be used (NUL byte, symlink loop, ...)."""
+
+
+class PathEscape(BadPath):
     """The path resolves outside the workspace."""
 
 
 def confine(workspace: Path, path: str) -> Path:
     """Resolve ``path`` inside ``workspace``; raise :class:`PathEscape` when it leaves it."""
-    root = workspace.resolve()
-    target = (root / path).resolve()
+    try:
+        root = workspace.resolve()
+        target = (root / path).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: a symlink loop
+        raise BadPath(f"path {path!r} cannot be resolved: {exc}") from exc
     if target != root and not target.is_relative_to(root):
         raise PathEscape(f"path {path!r} escapes the workspace")
     return target
@@ -44,7 +51,7 @@ def read_file_tool(*, workspace: Path | None = None, max_read: int = DEFAULT_MAX
         try:
             target = confine(workspace or ctx.workspace, path)
             return await asyncio.to_thread(_read, target, path, max_read)
-        except (PathEscape, OSError) as exc:
+        except (BadPath, OSError) as exc:
             return ToolResult(_describe(exc), is_error=True)
 
     spec = ToolSpec(
@@ -80,7 +87,7 @@ def write_file_tool(*, workspace: Path | None = None, max_write: int = DEFAULT_M
         try:
             target = confine(workspace or ctx.workspace, path)
             await asyncio.to_thread(_write, target, data, bool(args.get("append")))
-        except (PathEscape, OSError) as exc:
+        except (BadPath, OSError) as exc:
             return ToolResult(_describe(exc), is_error=True)
         return ToolResult(f"wrote {len(data)} bytes to {path}")
 
@@ -111,7 +118,7 @@ def _write(target: Path, data: bytes, append: bool) -> None:
 
 
 def _describe(exc: Exception) -> str:
-    if isinstance(exc, PathEscape):
+    if isinstance(exc, BadPath):
         return str(exc)
     if isinstance(exc, OSError):
         return f"{exc.strerror or type(exc).__name__}: {exc.filename or ''}".rstrip(": ")

@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from core.hooks.results import AskUser, Block, Modify
-from core.tools.base import ToolContext, ToolResult
-from tests.engine.conftest import USER, Rig, make_tool
+from core.tools.base import Choice, ToolContext, ToolResult
+from tests.engine.conftest import USER, Rig, echo_tool, make_tool
 from tests.support.model_server import reply_text, reply_tool_call, reply_tool_calls
 
 
@@ -232,3 +232,47 @@ async def test_tool_call_and_result_messages_are_stored_in_history(rig: Rig) -> 
     assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
     assert stored[1].tool_calls[0].id == "c9"
     assert (stored[2].tool_call_id, stored[2].content) == ("c9", "echo:x")
+
+
+async def test_an_interactive_tool_asks_the_user_a_choice_through_the_gate(rig: Rig) -> None:
+    async def clarify(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        assert ctx.ask_choice is not None
+        picked = await ctx.ask_choice(Choice("Which colour?", ("red", "blue")))
+        return ToolResult(f"user picked {picked}")
+
+    rig.tools.register(make_tool("clarify", clarify, interactive=True))
+    rig.server.script(reply_tool_call("clarify", {}), reply_text("blue it is"))
+    turn = asyncio.create_task(rig.turn("paint it"))
+
+    request = await rig.presenter.next_request()
+    assert (request.kind, request.prompt, request.choices) == (
+        "choice",
+        "Which colour?",
+        ("red", "blue"),
+    )
+    await rig.approvals.resolve(request.id, "approved", USER, choice="blue")
+    await turn
+
+    assert tool_results(rig, 1) == [("call_1", "user picked blue")]
+
+
+async def test_a_profile_toolset_hides_other_tools_from_the_model(rig: Rig) -> None:
+    rig.tools.register(echo_tool("secret"))
+    rig.agent(tools=("echo",))
+    rig.server.script(reply_tool_call("secret", {}), reply_text("ok"))
+
+    await rig.turn("go")
+
+    assert rig.server.requests[0].tool_names == ["echo"]
+    assert tool_results(rig, 1) == [("call_1", "Unknown tool: 'secret' (available: echo)")]
+
+
+async def test_streamed_replies_drive_the_same_loop(rig: Rig) -> None:
+    rig.agent(stream=True)
+    rig.server.script(reply_tool_call("echo", {"text": "s"}), reply_text("streamed answer"))
+
+    result = await rig.turn("go")
+
+    assert all(r.stream for r in rig.server.requests)
+    assert tool_results(rig, 1) == [("call_1", "echo:s")]
+    assert result.reply == "streamed answer"

@@ -11,6 +11,7 @@ import pytest
 from core.approvals import ApprovalDecision, Approvals
 from core.approver import ApprovalRequest, Decision, RequestKind
 from core.cancellation import CancellationToken
+from core.store.base import ApprovalRecord
 from core.store.sqlite import SqliteStore
 from tests.engine_parts.conftest import TurnRef
 
@@ -128,7 +129,7 @@ async def test_cancelling_the_token_ends_a_pending_request_at_once_as_cancelled(
     asking = ask(approvals, turn, token)
     request = await approver.next_presented()
     token.cancel("cancelled")
-    decision = await asyncio.wait_for(asking, 0.5)
+    decision = await asyncio.wait_for(asking, 1.0)
     assert decision.outcome == "cancelled"
     assert (await approver.next_settled())[1].outcome == "cancelled"
     record = await store.get_approval(request.id)
@@ -145,7 +146,7 @@ async def test_cancelling_the_token_while_presenting_does_not_wait_for_the_platf
     asking = ask(approvals, turn, token)
     request = await approver.next_presented()
     token.cancel("cancelled")
-    assert (await asyncio.wait_for(asking, 0.5)).outcome == "cancelled"
+    assert (await asyncio.wait_for(asking, 1.0)).outcome == "cancelled"
     record = await store.get_approval(request.id)
     assert record is not None and record.state == "cancelled"
     await approvals.aclose()
@@ -299,3 +300,27 @@ async def test_ids_are_distinct_and_fit_a_telegram_callback_payload(
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_requests_left_pending_by_an_earlier_run_end_as_cancelled(
+    approvals: Approvals, approver: CardApprover, store: SqliteStore, turn: TurnRef
+):
+    orphan = ApprovalRecord(
+        id="left-over",
+        session_id=turn.session_id,
+        session_key=turn.session_key,
+        turn_id=turn.turn_id,
+        tool="terminal",
+        arguments="{}",
+        prompt="Run?",
+        requested_at=1.0,
+    )
+    await store.create_approval(orphan)
+    live = ask(approvals, turn)
+    request = await approver.next_presented()
+    assert await approvals.end_orphans() == 1
+    record = await store.get_approval("left-over")
+    assert record is not None and record.state == "cancelled"
+    assert [r.id for r in await store.pending_approvals()] == [request.id]
+    await approvals.resolve(request.id, "denied", "alice")
+    await live

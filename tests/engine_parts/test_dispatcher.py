@@ -15,6 +15,7 @@ import pytest
 from core.agent.control import TurnControl
 from core.agent.profile import BusyPolicy
 from core.agent.turn import TurnResult, UserMessage
+from core.cancellation import Cancelled
 from core.dispatcher import Dispatcher, SessionStatus, SubmitOutcome
 
 WAIT = 2.0
@@ -172,6 +173,19 @@ async def test_steer_policy_folds_the_text_into_the_running_turn(
     assert turns.started.empty()
 
 
+async def test_a_message_for_a_turn_that_is_stopping_is_queued_not_steered(
+    turns: ScriptedTurns, replies: Replies
+):
+    dispatcher = _dispatcher(turns, replies, "steer")
+    await dispatcher.submit("k", msg("one"))
+    running = await turns.next()
+    dispatcher.stop("k")
+    assert await dispatcher.submit("k", msg("two")) == SubmitOutcome("queued", 1)
+    assert dispatcher.steer("k", "too late") is False
+    assert running.control.drain_steer() is None
+    assert (await turns.next()).message.text == "two"
+
+
 async def test_policy_is_chosen_per_session_key(turns: ScriptedTurns, replies: Replies):
     policies: dict[str, BusyPolicy] = {"a": "steer", "b": "queue"}
     dispatcher = Dispatcher(turns, policy_for=policies.__getitem__, on_result=replies)
@@ -321,3 +335,14 @@ async def test_wait_idle_on_an_unknown_key_returns_at_once(turns: ScriptedTurns,
     dispatcher = _dispatcher(turns, replies)
     await asyncio.wait_for(dispatcher.wait_idle("nobody"), WAIT)
     assert dispatcher.busy_keys == frozenset()
+
+
+async def test_a_turn_that_raises_cancelled_is_reported_interrupted(
+    turns: ScriptedTurns, replies: Replies
+):
+    dispatcher = _dispatcher(turns, replies)
+    turns.fail_next = Cancelled("cancelled")
+    await dispatcher.submit("k", msg("one"))
+    (await turns.next()).release.set()
+    _, _, result = await replies.next()
+    assert (result.status, result.exit_reason) == ("interrupted", "cancelled")

@@ -162,6 +162,14 @@ async def test_a_symlink_out_of_the_workspace_is_refused(tmp_path: Path):
     assert (tmp_path / "secret.txt").read_text() == "top secret"
 
 
+async def test_an_unusable_path_is_one_clear_error(tmp_path: Path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    nul = await read_file_tool().handler({"path": "a\x00b"}, context(tmp_path))
+    loop = await write_file_tool().handler({"path": "loop", "content": "x"}, context(tmp_path))
+    assert nul.is_error and nul.text.startswith("path 'a\\x00b' cannot be resolved")
+    assert loop.is_error and loop.text.startswith("path 'loop' cannot be resolved")
+
+
 async def test_read_is_capped_with_a_truncation_note(tmp_path: Path):
     (tmp_path / "big.txt").write_text("y" * 5000)
     result = await read_file_tool(max_read=1000).handler({"path": "big.txt"}, context(tmp_path))

@@ -23,8 +23,8 @@ from adapters.base import (
     ChatType,
     EventSink,
     InboundEvent,
-    SentMessage,
     Sender,
+    SentMessage,
 )
 from core.model.base import ModelRequest
 from core.types import ModelReply, ToolCall

@@ -29,6 +29,7 @@ ALICE = Person("1", "Alice")
 BOB = Person("2", "Bob")
 CAROL = Person("3", "Carol")  # a configured approver
 MALLORY = Person("666", "Mallory")  # not on the allowlist
+ALL_STEPS = ProgressConfig(mode="all")
 OBJECT = {"type": "object", "properties": {}}
 
 
@@ -40,6 +41,7 @@ class Gateway:
     store: SqliteStore
     gate: asyncio.Event
     tool_started: asyncio.Event
+    clock: FakeClock
     ran: list[str] = field(default_factory=list)
 
     async def say(self, who: Person, text: str, **where: Any) -> InboundEvent:
@@ -99,12 +101,13 @@ async def build_gateway(
     *,
     profile: AgentProfile | None = None,
     access: AccessPolicy | None = None,
-    progress: ProgressConfig = ProgressConfig(mode="all"),
+    progress: ProgressConfig = ALL_STEPS,
     adapter: FakeAdapter | None = None,
 ) -> Gateway:
     clock = FakeClock()
     adapter = adapter or FakeAdapter(clock=clock)
-    gate, started, ran = asyncio.Event(), asyncio.Event(), []
+    gate, started = asyncio.Event(), asyncio.Event()
+    ran: list[str] = []
     hooks = HookRegistry()
     hooks.register("pre_tool_call", ask_for_dangerous)
     store = await open_store(tmp_path / "gateway.db")
@@ -122,7 +125,7 @@ async def build_gateway(
         sleep=clock.sleep,
     )
     await service.start()
-    return Gateway(service, adapter, model, store, gate, started, ran)
+    return Gateway(service, adapter, model, store, gate, started, clock, ran)
 
 
 def with_profile(**changes: Any) -> AgentProfile:

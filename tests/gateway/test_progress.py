@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 from adapters.base import ChatRef, Forbidden, MessageGone, NotModified, RateLimited
@@ -44,12 +45,13 @@ async def test_edits_are_never_closer_than_the_edit_interval() -> None:
     adapter, clock, view = make()
     for i in range(8):
         view.step(i + 2, [tool("terminal", command=f"echo {i}")])
-        await adapter.wait_for(lambda i=i: any(f"echo {i}" in t for t in writes_text(adapter)))
+        line = f"echo {i}"
+        await adapter.wait_for(lambda: any(line in t for t in writes_text(adapter)))
         clock.now += 0.3
     await view.finish("completed")
     times = [c.at for c in adapter.calls if c.method in ("send", "edit")]
     assert len(times) == 9
-    assert all(b - a >= 1.0 for a, b in zip(times, times[1:], strict=False))
+    assert all(b - a >= 1.0 for a, b in itertools.pairwise(times))
     assert clock.sleeps and all(0 < s <= 1.0 for s in clock.sleeps)
 
 
@@ -139,9 +141,7 @@ async def test_mode_new_reports_only_when_the_tool_changes() -> None:
     view.step(2, [tool("terminal", command="a"), tool("terminal", command="b")])
     view.step(3, [tool("read_file", path="x")])
     await view.finish("completed")
-    assert adapter.of("send")[0].text == (
-        "💻 terminal: a\n📖 read_file: x\n✅ Done — 3 steps"
-    )
+    assert adapter.of("send")[0].text == ("💻 terminal: a\n📖 read_file: x\n✅ Done — 3 steps")
 
 
 async def test_mode_all_collapses_identical_consecutive_lines() -> None:

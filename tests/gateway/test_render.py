@@ -25,7 +25,10 @@ def visible(markup: str) -> tuple[str, list[dict[str, object]]]:
         ("- one\n- two", "• one\n• two"),
         ("3. three\n4. four", "3. three\n4. four"),
         ("> quoted **word**", "<blockquote>quoted <b>word</b></blockquote>"),
-        ("```py\nif a < b:\n    pass\n```", '<pre><code class="language-py">if a &lt; b:\n    pass</code></pre>'),
+        (
+            "```py\nif a < b:\n    pass\n```",
+            '<pre><code class="language-py">if a &lt; b:\n    pass</code></pre>',
+        ),
         ("```\nplain\n```", "<pre>plain</pre>"),
         ("a <b>raw</b> & co", "a &lt;b&gt;raw&lt;/b&gt; &amp; co"),
         ("[rel](foo/bar)", "rel"),

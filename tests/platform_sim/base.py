@@ -126,6 +126,7 @@ class SimServer:
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
+        self.errors: list[Exception] = []
         self.url = ""
         self.port = 0
         self._changed = asyncio.Condition()
@@ -211,6 +212,11 @@ class SimServer:
     def take_fault(self, method: str) -> SimError | None:
         queue = self._faults.get(method)
         return queue.pop(0) if queue else None
+
+    def internal_error(self, exc: Exception) -> None:
+        """Keep and log a simulator bug; the request gets a clear 400 instead of a retried 500."""
+        self.errors.append(exc)
+        _log.error("%s simulator bug", self.platform, exc_info=exc)
 
     def next_id(self) -> int:
         return next(self._ids)

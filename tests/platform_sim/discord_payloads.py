@@ -47,7 +47,8 @@ class DcChannel:
         if self.type == DM and self.recipient is not None:
             return data | {"recipients": [self.recipient.to_json()]}
         data |= {"name": self.name, "position": self.position, "guild_id": self.guild_id,
-                 "permission_overwrites": [], "nsfw": False, "parent_id": self.parent_id}  # fmt: skip
+                 "permission_overwrites": [], "nsfw": False,
+                 "parent_id": self.parent_id}  # fmt: skip
         if self.type == PUBLIC_THREAD:
             data |= {"owner_id": ALICE.id, "message_count": 0, "member_count": 1,
                      "rate_limit_per_user": 0, "flags": 0, "thread_metadata": {

@@ -169,7 +169,8 @@ def _callback_response(inter: Interaction, kind: int, raw: Json | None) -> Json:
     loading = kind == 5
     ephemeral = bool(raw and raw.get("flags", 0) & EPHEMERAL)
     info = {"id": inter.id, "type": 3, "response_message_id": raw["id"] if raw else None,
-            "response_message_loading": loading, "response_message_ephemeral": ephemeral}  # fmt: skip
+            "response_message_loading": loading,
+            "response_message_ephemeral": ephemeral}  # fmt: skip
     resource: Json = {"type": kind}
     if raw is not None:
         resource["message"] = raw

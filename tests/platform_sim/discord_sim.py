@@ -185,9 +185,9 @@ class DiscordSim(SimServer):
     def store(self, raw: Json) -> SimMessage:
         channel = self.channels[raw["channel_id"]]
         author = raw["author"]
+        thread = channel.id if channel.type == dp.PUBLIC_THREAD else None
         msg = SimMessage("discord", channel.id, raw["id"], author["id"], bool(author.get("bot")),
-                         raw["content"], buttons_from(raw), raw,
-                         thread=channel.id if channel.type == dp.PUBLIC_THREAD else None)  # fmt: skip
+                         raw["content"], buttons_from(raw), raw, thread=thread)  # fmt: skip
         self._messages.setdefault(channel.id, []).append(msg)
         return msg
 
@@ -282,18 +282,22 @@ class DiscordSim(SimServer):
         from tests.platform_sim.discord_rest import HANDLERS
 
         body = await _body(request)
-        call = self.record(name, {**request.match_info, **body}, request.method)
+        fields = body if isinstance(body, dict) else {"items": body}
+        call = self.record(name, {**request.match_info, **fields}, request.method)
         headers = self.bucket_headers(name, request)
         try:
             response = await self._answer(name, request, body, HANDLERS, headers)
         except DcApiError as exc:
             response = _json(exc.body(), exc.status, headers | _rate_headers(exc))
+        except Exception as exc:  # a simulator bug: fail the call at once, loudly
+            self.internal_error(exc)
+            response = _json({"message": f"simulator bug: {exc!r}", "code": 0}, 400, headers)
         call.status = response.status
         await self.changed()
         return response
 
     async def _answer(
-        self, name: str, request: web.Request, body: Json, handlers: dict[str, Handler],
+        self, name: str, request: web.Request, body: Any, handlers: dict[str, Handler],
         headers: dict[str, str],
     ) -> web.Response:  # fmt: skip
         if not name.startswith(("interaction_", "webhook_")) and (
@@ -350,8 +354,9 @@ def _rate_headers(exc: DcApiError) -> dict[str, str]:
     if not isinstance(exc, RateLimited):
         return {}
     # discord.py treats a 429 without Via as a Cloudflare ban and gives up at once
-    return {"Via": "1.1 google", "Retry-After": str(exc.retry_after), "X-RateLimit-Scope": "user",
-            "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": str(exc.retry_after)}  # fmt: skip
+    after = str(exc.retry_after)
+    return {"Via": "1.1 google", "Retry-After": after, "X-RateLimit-Scope": "user",
+            "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": after}  # fmt: skip
 
 
 def _json(data: Any, status: int, headers: dict[str, str]) -> web.Response:
@@ -360,7 +365,7 @@ def _json(data: Any, status: int, headers: dict[str, str]) -> web.Response:
                         headers=headers | {"Content-Type": "application/json"})  # fmt: skip
 
 
-async def _body(request: web.Request) -> Json:
+async def _body(request: web.Request) -> Any:
     if not request.can_read_body:
         return {}
     if request.content_type == "multipart/form-data":

@@ -42,6 +42,7 @@ async def telegram_sim(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Telegra
         yield sim
     finally:
         await sim.stop()
+    assert sim.errors == [], f"simulator bugs: {sim.errors}"
 
 
 @pytest.fixture
@@ -58,3 +59,4 @@ async def discord_sim(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[DiscordS
         yield sim
     finally:
         await sim.stop()
+    assert sim.errors == [], f"simulator bugs: {sim.errors}"

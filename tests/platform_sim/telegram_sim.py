@@ -444,9 +444,15 @@ class TelegramSim(SimServer):
         name = request.match_info["method"]
         known = [*self.methods(), "getUpdates"]
         method = next((m for m in known if m.lower() == name.lower()), name)
-        call = self.record(method, await _params(request), request.method)
         try:
-            result = await self._answer(request, method, call.params)
+            params = await _params(request)
+        except ValueError:  # malformed JSON in a JSON-typed field
+            params = {"_malformed": True}
+        call = self.record(method, params, request.method)
+        try:
+            if "_malformed" in params:
+                raise bad_request("can't parse JSON object")
+            result = await self._answer(request, method, params)
             response = web.json_response({"ok": True, "result": result})
         except TgApiError as exc:
             response = web.json_response(exc.body(), status=exc.status)
@@ -454,6 +460,9 @@ class TelegramSim(SimServer):
             if request.transport is not None:
                 request.transport.abort()  # the client sees the connection reset
             response = web.Response(status=499)
+        except Exception as exc:  # a simulator bug: fail the call at once, loudly
+            self.internal_error(exc)
+            response = web.json_response(bad_request(f"simulator bug: {exc!r}").body(), status=400)
         call.status = response.status
         await self.changed()
         return response

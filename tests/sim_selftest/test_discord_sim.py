@@ -50,6 +50,17 @@ def post(path: str, **params: Any) -> Route:
     return Route("POST", path, **params)
 
 
+def contents(client: discord.Client) -> asyncio.Queue[str]:
+    """A queue of the content of every message the client receives."""
+    seen: asyncio.Queue[str] = asyncio.Queue()
+
+    @client.event
+    async def on_message(message: discord.Message) -> None:
+        seen.put_nowait(message.content)
+
+    return seen
+
+
 class Approve(discord.ui.View):
     def __init__(self) -> None:
         super().__init__(timeout=None)
@@ -111,67 +122,62 @@ async def test_deferred_click_edits_original_and_sends_followup(discord_sim: Dis
 
 async def test_bot_receives_its_own_messages_back(discord_sim: DiscordSim) -> None:
     client = discord.Client(intents=all_intents(), guild_ready_timeout=0.05)
-    authors: list[discord.abc.User] = []
+    authors: asyncio.Queue[discord.abc.User] = asyncio.Queue()
 
     @client.event
     async def on_message(message: discord.Message) -> None:
-        authors.append(message.author)
+        authors.put_nowait(message.author)
 
     async with running_client(discord_sim, client):
         channel = client.get_channel(int(GENERAL))
         assert isinstance(channel, discord.TextChannel)
         await channel.send("mine")
-        await discord_sim.wait_for(lambda: authors)
-        assert authors == [client.user]
+        assert await asyncio.wait_for(authors.get(), 5) == client.user
 
 
 async def test_content_is_blank_without_the_message_content_intent(
     discord_sim: DiscordSim,
 ) -> None:
     client = discord.Client(intents=all_intents(content=False), guild_ready_timeout=0.05)
-    seen: list[str] = []
-
-    @client.event
-    async def on_message(message: discord.Message) -> None:
-        seen.append(message.content)
-
+    seen = contents(client)
     async with running_client(discord_sim, client):
         await discord_sim.user_says(GENERAL, "secret")
         await discord_sim.user_says(GENERAL, f"{discord_sim.mention} hello")
         await discord_sim.user_says(discord_sim.dm_channel(ALICE).id, "in a DM")
-        await discord_sim.wait_for(lambda: len(seen) == 3)
-    assert seen == ["", f"{discord_sim.mention} hello", "in a DM"]
+        got = [await asyncio.wait_for(seen.get(), 5) for _ in range(3)]
+    assert got == ["", f"{discord_sim.mention} hello", "in a DM"]
 
 
 async def test_privileged_intent_not_enabled_is_refused(discord_sim: DiscordSim) -> None:
     discord_sim.privileged_intents = 0
     client = discord.Client(intents=all_intents())
     await client.login(discord_sim.token)
-    with pytest.raises(discord.PrivilegedIntentsRequired):
+    with pytest.raises(discord.ConnectionClosed) as caught:
         await asyncio.wait_for(client.connect(reconnect=False), 5)
+    assert caught.value.code == 4014
     await client.close()
 
 
 async def test_reconnect_resumes_the_session(discord_sim: DiscordSim) -> None:
     client = discord.Client(intents=all_intents(), guild_ready_timeout=0.05)
-    seen: list[str] = []
-
-    @client.event
-    async def on_message(message: discord.Message) -> None:
-        seen.append(message.content)
-
+    seen = contents(client)
     async with running_client(discord_sim, client):
         assert await discord_sim.drop_connection("reconnect") == 1
         await discord_sim.wait_for(lambda: discord_sim.gateway.resumes)
         await discord_sim.user_says(GENERAL, "after resume")
-        await discord_sim.wait_for(lambda: seen)
-    assert seen == ["after resume"]
+        assert await asyncio.wait_for(seen.get(), 5) == "after resume"
     assert discord_sim.gateway.resumes[0]["session_id"] == "session-1"
     assert len(discord_sim.gateway.sessions) == 1
 
 
+class QuickReidentify(discord.Client):
+    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+        """discord.py waits 5 s before identifying again; tests need not."""
+
+
 async def test_invalid_session_makes_the_client_identify_again(discord_sim: DiscordSim) -> None:
-    async with running_client(discord_sim):
+    client = QuickReidentify(intents=all_intents(), guild_ready_timeout=0.05)
+    async with running_client(discord_sim, client):
         await discord_sim.drop_connection("invalid_session")
         await discord_sim.wait_for(lambda: "session-1" not in discord_sim.gateway.sessions
                                    and discord_sim.gateway.sessions)  # fmt: skip
@@ -182,19 +188,19 @@ async def test_thread_creation_and_messages_in_it_reach_the_client(
     discord_sim: DiscordSim,
 ) -> None:
     client = discord.Client(intents=all_intents(), guild_ready_timeout=0.05)
-    channels: list[Any] = []
+    channels: asyncio.Queue[Any] = asyncio.Queue()
 
     @client.event
     async def on_message(message: discord.Message) -> None:
-        channels.append(message.channel)
+        channels.put_nowait(message.channel)
 
     async with running_client(discord_sim, client):
         thread = await discord_sim.add_thread(GENERAL, "task 1")
         await discord_sim.user_says(GENERAL, "in thread", thread=thread)
-        await discord_sim.wait_for(lambda: channels)
-        assert isinstance(channels[0], discord.Thread)
-        assert channels[0].parent_id == int(GENERAL)
-        await channels[0].send("reply in thread")
+        where = await asyncio.wait_for(channels.get(), 5)
+        assert isinstance(where, discord.Thread)
+        assert where.parent_id == int(GENERAL)
+        await where.send("reply in thread")
     assert [m.text for m in discord_sim.bot_messages(thread)] == ["reply in thread"]
 
 

@@ -1,0 +1,304 @@
+"""The control plane: commands and button presses act at once, on the right request."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.commands import COMMANDS, parse_press
+from tests.gateway.conftest import GatewayFactory
+from tests.gateway.fakes import Step, event
+from tests.gateway.harness import ALICE, BOB, CAROL, MALLORY, with_profile
+
+DANGER = Step(None, tools=(("danger", {"command": "rm -rf build"}),))
+SLOW = Step(None, tools=(("slow", {}),))
+
+
+def payloads(card: object) -> list[str]:
+    return [b.data for row in card.buttons for b in row]  # type: ignore[attr-defined]
+
+
+async def test_stop_with_nothing_running_says_so(running: GatewayFactory) -> None:
+    async with running() as gw:
+        await gw.say(ALICE, "/stop")
+        assert gw.adapter.texts() == ["Nothing to stop."]
+
+
+async def test_stop_during_model_call_ends_turn_with_one_stopped_notice(
+    running: GatewayFactory,
+) -> None:
+    hung = asyncio.Event()
+    async with running(Step("too late", gate=hung)) as gw:
+        await gw.say(ALICE, "think hard")
+        await asyncio.wait_for(gw.model.called.wait(), 5)
+        await gw.say(ALICE, "/stop")
+        await gw.idle()
+        assert gw.adapter.texts() == ["⏹ Stopped."]
+        session = await gw.store.get_active_session("fake:dm:100")
+        assert session is not None
+        turns = await gw.store.list_turns(session.id)
+        assert [t.status for t in turns] == ["interrupted"]
+
+
+async def test_stop_during_a_tool_ends_the_turn(running: GatewayFactory) -> None:
+    async with running(SLOW, Step("never")) as gw:
+        await gw.say(ALICE, "long job")
+        await asyncio.wait_for(gw.tool_started.wait(), 5)
+        await gw.say(ALICE, "/stop")
+        await gw.idle()
+        assert gw.ran == [] and "never" not in gw.adapter.texts()
+        assert gw.adapter.texts().count("⏹ Stopped.") == 1
+
+
+async def test_stop_during_pending_approval_cancels_it_and_settles_the_card(
+    running: GatewayFactory,
+) -> None:
+    async with running(DANGER, Step("never")) as gw:
+        await gw.say(ALICE, "clean up")
+        card = await gw.card()
+        await gw.say(ALICE, "/stop")
+        await gw.idle()
+        await gw.adapter.wait_for(
+            lambda: any(e.message == card.message for e in gw.adapter.of("edit"))
+        )
+        settled = next(e for e in gw.adapter.of("edit") if e.message == card.message)
+        assert settled.text.endswith("⏹ Cancelled") and settled.buttons == ()
+        assert gw.ran == [] and gw.service.approvals.pending() == []
+
+
+async def test_approval_card_buttons_carry_the_approval_id_within_64_bytes(
+    running: GatewayFactory,
+) -> None:
+    async with running(DANGER, Step("done")) as gw:
+        await gw.say(ALICE, "clean up")
+        card = await gw.card()
+        (request,) = gw.service.approvals.pending()
+        assert payloads(card) == [f"ap:{request.id}:a", f"ap:{request.id}:d", f"ap:{request.id}:s"]
+        assert all(len(p.encode()) <= 64 for p in payloads(card))
+        assert "fake:dm" not in "".join(payloads(card))
+        assert "danger" in card.text and "rm -rf build" in card.text and "Alice" in card.text
+
+
+async def test_stranger_press_is_refused_and_the_requester_press_resolves(
+    running: GatewayFactory,
+) -> None:
+    async with running(DANGER, Step("cleaned")) as gw:
+        await gw.say(ALICE, "clean up")
+        card = await gw.card()
+        approve = payloads(card)[0]
+        bob = await gw.press(BOB, approve, card)
+        mallory = await gw.press(MALLORY, approve, card)
+        assert bob.text.startswith("Sorry — only the person who asked")
+        assert mallory.text.startswith("Sorry — you are not allowed")
+        assert len(gw.service.approvals.pending()) == 1 and gw.ran == []
+        alice = await gw.press(ALICE, approve, card)
+        assert alice.text == ""
+        await gw.idle()
+        assert gw.ran == ["danger rm -rf build"]
+        settled = [e for e in gw.adapter.of("edit") if e.message == card.message]
+        assert settled[-1].text.endswith("✅ Approved by Alice") and settled[-1].buttons == ()
+        assert gw.adapter.texts()[-1] == "cleaned"
+
+
+async def test_configured_approver_may_answer_for_someone_else(running: GatewayFactory) -> None:
+    async with running(DANGER, Step("no")) as gw:
+        await gw.say(ALICE, "clean up")
+        card = await gw.card()
+        await gw.press(CAROL, payloads(card)[1], card)
+        await gw.idle()
+        assert gw.ran == []
+        settled = [e for e in gw.adapter.of("edit") if e.message == card.message]
+        assert settled[-1].text.endswith("❌ Denied by Carol")
+
+
+async def test_stale_press_says_already_decided_and_leaves_the_newer_request(
+    running: GatewayFactory,
+) -> None:
+    second = Step(None, tools=(("danger", {"command": "rm -rf dist"}),))
+    async with running(DANGER, second, Step("done")) as gw:
+        await gw.say(ALICE, "clean up")
+        old = await gw.card(0)
+        await gw.press(ALICE, payloads(old)[0], old)
+        new = await gw.card(1)
+        stale = await gw.press(ALICE, payloads(old)[0], old)
+        assert stale.text == "Already decided."
+        (pending,) = gw.service.approvals.pending()
+        assert (
+            f"ap:{pending.id}:a" in payloads(new) and pending.arguments["command"] == "rm -rf dist"
+        )
+        assert gw.ran == ["danger rm -rf build"]
+
+
+async def test_every_press_is_answered_exactly_once(running: GatewayFactory) -> None:
+    async with running() as gw:
+        for data in ("garbage", "ap:nope:a", "ch:nope:7", "ap::a"):
+            await gw.service.router(event(ALICE, button=data))
+        await gw.service.router(event(MALLORY, button="ap:nope:a"))
+        answers = [c.text for c in gw.adapter.of("answer")]
+        assert answers == [
+            "This button is no longer active.",
+            "This request is no longer pending.",
+            "This request is no longer pending.",
+            "This button is no longer active.",
+            "Sorry — you are not allowed to use this bot.",
+        ]
+
+
+async def test_approval_timeout_edits_the_card_to_expired(running: GatewayFactory) -> None:
+    async with running(DANGER, Step("gave up"), profile=with_profile(approval_timeout=0.05)) as gw:
+        await gw.say(ALICE, "clean up")
+        card = await gw.card()
+        await gw.idle()
+        await gw.adapter.wait_for(
+            lambda: any(e.message == card.message for e in gw.adapter.of("edit"))
+        )
+        settled = next(e for e in gw.adapter.of("edit") if e.message == card.message)
+        assert settled.text.endswith("⌛ Expired — no action taken") and settled.buttons == ()
+        assert gw.ran == []
+
+
+async def test_approve_without_id_resolves_the_oldest_pending_of_own_session(
+    running: GatewayFactory,
+) -> None:
+    async with running(DANGER, Step("done")) as gw:
+        await gw.say(ALICE, "clean up")
+        await gw.card()
+        await gw.say(ALICE, "/approve")
+        await gw.idle()
+        assert "✅ Approved." in gw.adapter.texts() and gw.ran == ["danger rm -rf build"]
+
+
+async def test_deny_with_id_and_reason_reaches_the_model(running: GatewayFactory) -> None:
+    async with running(DANGER, Step("understood")) as gw:
+        await gw.say(ALICE, "clean up")
+        card = await gw.card()
+        (request,) = gw.service.approvals.pending()
+        await gw.say(ALICE, f"/deny {request.id[:8]} not on Fridays")
+        await gw.idle()
+        assert "❌ Denied." in gw.adapter.texts() and gw.ran == []
+        tool_result = gw.model.requests[-1].messages[-1].text()
+        assert tool_result == "Not approved (denied): not on Fridays"
+        settled = [e for e in gw.adapter.of("edit") if e.message == card.message]
+        assert settled[-1].text.endswith("❌ Denied by Alice: not on Fridays")
+
+
+async def test_approve_with_a_stale_id_never_approves_a_newer_request(
+    running: GatewayFactory,
+) -> None:
+    async with running(DANGER, Step("done")) as gw:
+        await gw.say(ALICE, "clean up")
+        await gw.card()
+        await gw.say(ALICE, "/approve zzzzzzzz")
+        assert "No pending request with that id." in gw.adapter.texts()
+        assert len(gw.service.approvals.pending()) == 1
+
+
+async def test_approve_with_nothing_pending(running: GatewayFactory) -> None:
+    async with running() as gw:
+        await gw.say(ALICE, "/approve")
+        await gw.say(ALICE, "/deny because")
+        assert gw.adapter.texts() == ["No pending request.", "No pending request."]
+
+
+async def test_choice_buttons_answer_clarify(running: GatewayFactory) -> None:
+    ask = Step(None, tools=(("clarify", {"question": "Colour?", "choices": ["red", "green"]}),))
+    async with running(ask, Step("green it is")) as gw:
+        await gw.say(ALICE, "paint")
+        card = await gw.card()
+        (request,) = gw.service.approvals.pending()
+        assert [b.label for row in card.buttons for b in row] == ["red", "green"]
+        assert payloads(card) == [f"ch:{request.id}:0", f"ch:{request.id}:1"]
+        await gw.press(ALICE, payloads(card)[1], card)
+        await gw.idle()
+        assert gw.model.requests[-1].messages[-1].text() == "green"
+        settled = [e for e in gw.adapter.of("edit") if e.message == card.message]
+        assert settled[-1].text.endswith("✅ Alice chose: green")
+
+
+async def test_steer_during_a_tool_reaches_the_next_model_request(
+    running: GatewayFactory,
+) -> None:
+    async with running(SLOW, Step("steered")) as gw:
+        await gw.say(ALICE, "long job")
+        await asyncio.wait_for(gw.tool_started.wait(), 5)
+        await gw.say(ALICE, "/steer use python")
+        assert gw.adapter.texts() == ["⏩ Steer queued — lands after the current tool."]
+        gw.gate.set()
+        await gw.idle()
+        assert "use python" in gw.model.requests[-1].messages[-1].text()
+        assert gw.adapter.texts()[-1] == "steered"
+
+
+async def test_steer_without_a_running_turn_becomes_an_ordinary_message(
+    running: GatewayFactory,
+) -> None:
+    async with running(Step("sure")) as gw:
+        await gw.say(ALICE, "/steer use python")
+        await gw.idle()
+        assert gw.model.requests[0].messages[-1].text() == "use python"
+        assert gw.adapter.texts() == ["sure"]
+
+
+async def test_redirect_during_a_turn_is_acknowledged(running: GatewayFactory) -> None:
+    async with running(SLOW, Step("redirected")) as gw:
+        await gw.say(ALICE, "long job")
+        await asyncio.wait_for(gw.tool_started.wait(), 5)
+        await gw.say(ALICE, "/redirect only the docs folder")
+        assert gw.adapter.texts()[0].startswith("↪️ Redirect queued")
+        gw.gate.set()
+        await gw.idle()
+        sent = " ".join(m.text() for m in gw.model.requests[-1].messages)
+        assert "only the docs folder" in sent
+
+
+async def test_new_ends_the_session_so_the_next_message_starts_fresh(
+    running: GatewayFactory,
+) -> None:
+    async with running(Step("first answer"), Step("second answer")) as gw:
+        await gw.say(ALICE, "remember the number 42")
+        await gw.idle()
+        before = await gw.store.get_active_session("fake:dm:100")
+        await gw.say(ALICE, "/new")
+        assert gw.adapter.texts()[-1].startswith("🆕")
+        await gw.say(ALICE, "what number?")
+        await gw.idle()
+        after = await gw.store.get_active_session("fake:dm:100")
+        assert before is not None and after is not None and before.id != after.id
+        history = " ".join(m.text() for m in gw.model.requests[-1].messages)
+        assert "42" not in history
+
+
+async def test_status_reports_work_queue_and_waiting_approval(running: GatewayFactory) -> None:
+    async with running(DANGER, Step("x"), Step("y")) as gw:
+        await gw.say(BOB, "/status")
+        await gw.say(ALICE, "clean up")
+        await gw.card()
+        await gw.say(ALICE, "and then this")
+        await gw.say(ALICE, "/status")
+        (request,) = gw.service.approvals.pending()
+        assert gw.adapter.texts()[0] == "💤 Idle"
+        assert gw.adapter.texts()[-1] == (
+            f"🟢 Working · 1 queued · 1 approval(s) waiting: {request.id[:8]}"
+        )
+
+
+async def test_help_lists_every_command_and_the_menu_is_exposed(running: GatewayFactory) -> None:
+    async with running() as gw:
+        await gw.say(ALICE, "/help@my_bot")
+        assert all(f"/{c.name}" in gw.adapter.texts()[0] for c in COMMANDS)
+        names = [c.name for c in gw.service.router.commands]
+        assert names[:4] == ["start", "help", "new", "stop"] and "approve" in names
+
+
+async def test_unknown_command_is_answered(running: GatewayFactory) -> None:
+    async with running() as gw:
+        await gw.say(ALICE, "/frobnicate")
+        assert gw.adapter.texts() == [
+            "Unknown command /frobnicate — /help lists what I understand."
+        ]
+
+
+def test_button_payloads_parse_strictly() -> None:
+    assert parse_press("ap:abc:a") is not None and parse_press("ap:abc:s").always  # type: ignore[union-attr]
+    assert parse_press("ch:abc:2").index == 2  # type: ignore[union-attr]
+    for bad in (None, "", "ap:abc:x", "ap::a", "ch:abc:two", "zz:abc:a", "ap:abc"):
+        assert parse_press(bad) is None
