@@ -60,16 +60,6 @@ SETTLE_SECONDS = 5.0
 presenters still settling their cards at ``aclose``."""
 
 
-@dataclass(frozen=True, slots=True)
-class ApprovalDecision(Decision):
-    """A :class:`Decision` that names its request, so the tool call can be stored with it.
-
-    (Every decision ``Approvals.ask`` returns after creating a request is one of these.)
-    """
-
-    request_id: str | None = None
-
-
 @dataclass(slots=True)
 class _Pending:
     request: ApprovalRequest
@@ -152,7 +142,7 @@ class Approvals:
             await self._conclude(request, decision)
         except asyncio.CancelledError:
             # The asking task itself was cancelled: end the request as cancelled, time-boxed.
-            decision = _claim(pending, ApprovalDecision("cancelled", request_id=request.id))
+            decision = _claim(pending, Decision("cancelled", request_id=request.id))
             if not pending.concluding:
                 await _time_boxed(self._conclude(request, decision))
             raise
@@ -175,12 +165,10 @@ class Approvals:
             return _claim(pending, ended)
         return await _wait(pending, token)
 
-    async def _present(
-        self, request: ApprovalRequest, token: CancellationToken
-    ) -> ApprovalDecision | None:
+    async def _present(self, request: ApprovalRequest, token: CancellationToken) -> Decision | None:
         """Show the request; a decision when that already ends it (cancelled, or denied)."""
         if token.cancelled:
-            return ApprovalDecision("cancelled", request_id=request.id)
+            return Decision("cancelled", request_id=request.id)
         if self._approver is None:
             logger.error("approval %s: no approver is attached; denied", request.id)
             return _unseen(request)
@@ -188,7 +176,7 @@ class Approvals:
             # Guarded: /stop must not wait for a slow chat platform to show the card.
             await token.guard(self._approver.present(request))
         except Cancelled:
-            return ApprovalDecision("cancelled", request_id=request.id)
+            return Decision("cancelled", request_id=request.id)
         except Exception:
             logger.exception("approval %s could not be presented; denied", request.id)
             return _unseen(request)
@@ -255,7 +243,7 @@ class Approvals:
             return "already_decided"
         if outcome == "approved" and request.kind == "choice" and choice not in request.choices:
             return "invalid"
-        decision = ApprovalDecision(outcome, by, choice, always, note, request_id=approval_id)
+        decision = Decision(outcome, by, choice, always, note, request_id=approval_id)
         _claim(pending, decision)
         return "resolved"
 
@@ -325,16 +313,16 @@ class Approvals:
             self._always.popitem(last=False)
 
     async def _auto_approve(self, request: ApprovalRequest) -> Decision:
-        decision = ApprovalDecision("approved", by=ALWAYS_BY, always=True, request_id=request.id)
+        decision = Decision("approved", by=ALWAYS_BY, always=True, request_id=request.id)
         if not await self._create(request):
             return replace(decision, request_id=None)
         await self._persist(request, decision)
         return decision
 
 
-def _unseen(request: ApprovalRequest) -> ApprovalDecision:
+def _unseen(request: ApprovalRequest) -> Decision:
     note = "the request could not be shown to anyone"
-    return ApprovalDecision("denied", note=note, request_id=request.id)
+    return Decision("denied", note=note, request_id=request.id)
 
 
 def _claim(pending: _Pending, decision: Decision) -> Decision:
@@ -358,7 +346,7 @@ async def _wait(pending: _Pending, token: CancellationToken) -> Decision:
     if pending.future.done():
         return pending.future.result()
     outcome: ApprovalState = "cancelled" if token.cancelled else "timed_out"
-    return _claim(pending, ApprovalDecision(outcome, request_id=pending.request.id))
+    return _claim(pending, Decision(outcome, request_id=pending.request.id))
 
 
 async def _time_boxed(work: Coroutine[Any, Any, None]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import Awaitable
 from typing import TypeVar
 
@@ -62,7 +63,9 @@ class CancellationToken:
 
     async def guard(self, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable`` unless the token is cancelled first; then abort it."""
-        self.raise_if_cancelled()
+        if self.cancelled:
+            _discard(awaitable)
+            raise Cancelled(self._reason or "cancelled")
         work = asyncio.ensure_future(awaitable)
         stop = asyncio.ensure_future(self._event.wait())
         try:
@@ -78,3 +81,11 @@ class CancellationToken:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await asyncio.wait_for(asyncio.shield(work), timeout=1.0)
         raise Cancelled(self._reason or "cancelled")
+
+
+def _discard(awaitable: Awaitable[object]) -> None:
+    """Close a never-started coroutine (or cancel a future) so nothing leaks a warning."""
+    if inspect.iscoroutine(awaitable):
+        awaitable.close()
+    elif isinstance(awaitable, asyncio.Future):
+        awaitable.cancel()

@@ -25,8 +25,10 @@ Per key, the state machine is::
 
 A worker delivers each result through ``on_result(key, message, result)`` before taking
 the next message, so replies go out in order. A turn that raises is logged and reported as
-a ``failed``/``crashed`` :class:`TurnResult` (empty ``turn_id``); the key is released and
-the next queued message runs.
+a ``failed``/``crashed`` :class:`TurnResult` (empty ``turn_id``; one that raises
+``Cancelled`` is reported ``interrupted``/``cancelled``); the key is released and the next
+queued message runs. ``wait_idle(key)`` waits for a key to drain; ``aclose()`` stops every
+turn (reason ``shutdown``), drops the queues and waits (time-boxed) for the workers.
 """
 
 from __future__ import annotations
@@ -173,7 +175,7 @@ class Dispatcher:
             # No await between the empty-queue check and eviction: a concurrent submit
             # either landed in the queue (and was taken) or finds the key absent.
             if self._lanes.get(session_key) is lane:
-                pass
+                del self._lanes[session_key]
 
     def _next(self, lane: _Lane) -> UserMessage | None:
         if self._closing or not lane.queue:

@@ -41,9 +41,11 @@ from gateway.delivery import Delivery
 logger = logging.getLogger(__name__)
 
 ACK_INTERVAL = 30.0
+MAX_ACK_KEYS = 10_000
 QUEUED = "⏳ Queued — I'll get to it after the current task."
 ACKS = {
     "queued": QUEUED,
+    "steered": "⏩ Added to the current task — lands after the current tool.",
     "interrupted_and_queued": "↪️ Interrupting the current task — your message is next.",
     "rejected_queue_full": "🚫 Too many messages waiting — try again when I'm done.",
     "rejected_shutting_down": "🚫 I'm shutting down — try again in a moment.",
@@ -123,9 +125,13 @@ class Router:
         if notice is None:
             return
         now = self._clock()
-        if outcome.kind == "queued" and now - self._last_ack.get(key, -1e18) < self._ack_interval:
+        last = self._last_ack.pop(key, None)
+        if outcome.kind == "queued" and last is not None and now - last < self._ack_interval:
+            self._last_ack[key] = last
             return
         self._last_ack[key] = now
+        if len(self._last_ack) > MAX_ACK_KEYS:
+            self._last_ack.pop(next(iter(self._last_ack)))
         await self._say(event, notice)
 
     async def _say(self, event: InboundEvent, reply: Reply) -> None:

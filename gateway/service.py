@@ -101,6 +101,9 @@ class GatewayService:
         self._approvers = dict(approvers or {})
         self._progress, self._typing_interval = progress, typing_interval
         self._clock, self._sleep = clock, sleep
+        self._views: dict[str, ProgressView] = {}
+        self._answered: deque[str] = deque(maxlen=REMEMBERED_TURNS)
+        self._stopping = False
         self.directory = ChatDirectory(list(adapters))
         self.approver = ChatApprover(self.directory, sleep=sleep)
         self.approvals = Approvals(
@@ -111,34 +114,44 @@ class GatewayService:
             for name, profile in profiles.items()
         }
         self.delivery = Delivery(sleep=sleep)
-        self.dispatcher = Dispatcher(
+        self.dispatcher = self._dispatcher()
+        self.router = self._router(access or {})
+
+    def _dispatcher(self) -> Dispatcher:
+        return Dispatcher(
             self._run_turn,
             policy_for=self._policy_for,
             queue_limit=self._queue_limit,
             on_result=self._on_result,
         )
-        self.router = Router(
+
+    def _router(self, access: Mapping[str, AccessPolicy]) -> Router:
+        return Router(
             dispatcher=self.dispatcher,
             approvals=self.approvals,
-            store=store,
-            access=AccessControl(_with_approvers(access or {}, self._approvers)),
+            store=self.store,
+            access=AccessControl(_with_approvers(access, self._approvers)),
             directory=self.directory,
             delivery=self.delivery,
-            clock=clock,
+            clock=self._clock,
         )
-        self._views: dict[str, ProgressView] = {}
-        self._answered: deque[str] = deque(maxlen=REMEMBERED_TURNS)
-        self._stopping = False
 
     # lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
-        """Mark turns a crash left running as failed, then start every adapter."""
-        failed = await self.store.fail_running_turns("gateway restarted")
-        if failed:
-            logger.warning("%d turn(s) left running by a previous run marked failed", failed)
+        """Close what a previous run left open, then start every adapter."""
+        await self._recover()
         for adapter in self.directory.adapters:
             await adapter.start(self.router)
             logger.info("%s adapter started", adapter.platform)
+
+    async def _recover(self) -> None:
+        """Turns left running by a crash are failed; their approvals can never be answered."""
+        failed = await self.store.fail_running_turns("gateway restarted")
+        stale = await self.store.pending_approvals()
+        for record in stale:
+            await self.store.resolve_approval(record.id, "cancelled", None)
+        if failed or stale:
+            logger.warning("previous run left %d turn(s), %d approval(s) open", failed, len(stale))
 
     async def settled(self, session_key: str) -> bool:
         """Wait until ``session_key`` has no running or queued turn.
@@ -213,10 +226,11 @@ class GatewayService:
                 await view.finish(result.status)
 
     async def _deliver(self, session_key: str, result: TurnResult) -> None:
-        if result.turn_id and result.turn_id in self._answered:
-            logger.error("turn %s already answered; duplicate reply dropped", result.turn_id)
-            return
-        self._answered.append(result.turn_id)
+        if result.turn_id:
+            if result.turn_id in self._answered:
+                logger.error("turn %s already answered; duplicate dropped", result.turn_id)
+                return
+            self._answered.append(result.turn_id)
         place = self.directory.place(session_key)
         text = reply_text(result)
         if place is None or text is None:

@@ -15,6 +15,8 @@ from core.cancellation import CancellationToken
 @dataclass(slots=True)
 class TurnControl:
     token: CancellationToken = field(default_factory=CancellationToken)
+    turn_id: str | None = None
+    """Set by the loop once the turn is stored, so ``/status`` can name it."""
     _steer: list[str] = field(default_factory=list)
     _redirect: list[str] = field(default_factory=list)
 

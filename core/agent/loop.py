@@ -126,6 +126,7 @@ class CommonAgent:
         history = await self.store.load_active_messages(session.id)
         scope = TurnScope(key, session.id, uuid.uuid4().hex, message.sender_id)
         await self.store.start_turn(session.id, scope.turn_id)
+        control.turn_id = scope.turn_id
         transcript = Transcript("", history)
         is_new = is_new or not history
         return _OpenTurn(scope, transcript, control, budget, message, session, is_new)

@@ -10,12 +10,13 @@
   when the platform rejects the markup.
 
 Dialects: ``telegram_html`` (Telegram's HTML parse mode), ``discord_markdown`` (Markdown
-passed through; Discord renders it), ``slack_mrkdwn`` (Markdown passed through for now),
-``plain`` (markup stripped).
+passed through; Discord renders it), ``slack_mrkdwn`` (Slack's mrkdwn), ``plain`` (markup
+stripped).
 """
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 from adapters.base import LengthUnit, Markup
@@ -23,6 +24,7 @@ from gateway.render.chunk_html import chunk_html
 from gateway.render.chunk_text import chunk_text
 from gateway.render.markdown_tree import render_markdown
 from gateway.render.plain import PlainText
+from gateway.render.slack_mrkdwn import SlackMrkdwn
 from gateway.render.telegram_html import TelegramHtml, html_to_plain
 from gateway.render.units import measure
 
@@ -46,6 +48,8 @@ class Renderer:
             return render_telegram_html(markdown)
         if self.markup == "plain":
             return render_plain(markdown)
+        if self.markup == "slack_mrkdwn":
+            return render_markdown(markdown, SlackMrkdwn())
         return markdown.strip()
 
     def chunk(self, text: str, limit: int, unit: LengthUnit) -> list[str]:
@@ -58,6 +62,8 @@ class Renderer:
             return html_to_plain(chunk)
         if self.markup == "plain":
             return chunk
+        if self.markup == "slack_mrkdwn":
+            return html.unescape(chunk)
         return render_plain(chunk)
 
 

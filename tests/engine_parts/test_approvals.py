@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from core.approvals import ApprovalDecision, Approvals
+from core.approvals import Approvals
 from core.approver import ApprovalRequest, Decision, RequestKind
 from core.cancellation import CancellationToken
 from core.store.base import ApprovalRecord
@@ -91,7 +91,7 @@ async def test_requester_approval_is_returned_persisted_and_settled(
     assert await approvals.resolve(request.id, "approved", "alice") == "resolved"
     decision = await asyncio.wait_for(asking, WAIT)
     assert (decision.outcome, decision.by) == ("approved", "alice")
-    assert isinstance(decision, ApprovalDecision) and decision.request_id == request.id
+    assert decision.request_id == request.id
     record = await store.get_approval(request.id)
     assert record is not None
     assert (record.state, record.resolved_by, record.requested_by) == ("approved", "alice", "alice")

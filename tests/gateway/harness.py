@@ -63,6 +63,14 @@ class Gateway:
         await self.adapter.wait_for(lambda: len(self.cards()) > nth)
         return self.cards()[nth]
 
+    async def settled(self, card: Call) -> Call:
+        """The first edit of ``card`` (its outcome), once it happens."""
+        await self.adapter.wait_for(lambda: bool(self.edits(card)))
+        return self.edits(card)[0]
+
+    def edits(self, card: Call) -> list[Call]:
+        return [e for e in self.adapter.of("edit") if e.message == card.message]
+
     def cards(self) -> list[Call]:
         return [c for c in self.adapter.of("send") if c.buttons or "Approval needed" in c.text]
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
+from core.store.base import ApprovalRecord
+from core.store.sqlite import open_store
 from gateway.commands import COMMANDS, parse_press
 from tests.gateway.conftest import GatewayFactory
 from tests.gateway.fakes import Step, event
@@ -57,10 +60,7 @@ async def test_stop_during_pending_approval_cancels_it_and_settles_the_card(
         card = await gw.card()
         await gw.say(ALICE, "/stop")
         await gw.idle()
-        await gw.adapter.wait_for(
-            lambda: any(e.message == card.message for e in gw.adapter.of("edit"))
-        )
-        settled = next(e for e in gw.adapter.of("edit") if e.message == card.message)
+        settled = await gw.settled(card)
         assert settled.text.endswith("⏹ Cancelled") and settled.buttons == ()
         assert gw.ran == [] and gw.service.approvals.pending() == []
 
@@ -94,8 +94,8 @@ async def test_stranger_press_is_refused_and_the_requester_press_resolves(
         assert alice.text == ""
         await gw.idle()
         assert gw.ran == ["danger rm -rf build"]
-        settled = [e for e in gw.adapter.of("edit") if e.message == card.message]
-        assert settled[-1].text.endswith("✅ Approved by Alice") and settled[-1].buttons == ()
+        settled = await gw.settled(card)
+        assert settled.text.endswith("✅ Approved by Alice") and settled.buttons == ()
         assert gw.adapter.texts()[-1] == "cleaned"
 
 
@@ -106,8 +106,7 @@ async def test_configured_approver_may_answer_for_someone_else(running: GatewayF
         await gw.press(CAROL, payloads(card)[1], card)
         await gw.idle()
         assert gw.ran == []
-        settled = [e for e in gw.adapter.of("edit") if e.message == card.message]
-        assert settled[-1].text.endswith("❌ Denied by Carol")
+        assert (await gw.settled(card)).text.endswith("❌ Denied by Carol")
 
 
 async def test_stale_press_says_already_decided_and_leaves_the_newer_request(
@@ -148,10 +147,7 @@ async def test_approval_timeout_edits_the_card_to_expired(running: GatewayFactor
         await gw.say(ALICE, "clean up")
         card = await gw.card()
         await gw.idle()
-        await gw.adapter.wait_for(
-            lambda: any(e.message == card.message for e in gw.adapter.of("edit"))
-        )
-        settled = next(e for e in gw.adapter.of("edit") if e.message == card.message)
+        settled = await gw.settled(card)
         assert settled.text.endswith("⌛ Expired — no action taken") and settled.buttons == ()
         assert gw.ran == []
 
@@ -177,8 +173,7 @@ async def test_deny_with_id_and_reason_reaches_the_model(running: GatewayFactory
         assert "❌ Denied." in gw.adapter.texts() and gw.ran == []
         tool_result = gw.model.requests[-1].messages[-1].text()
         assert tool_result == "Not approved (denied): not on Fridays"
-        settled = [e for e in gw.adapter.of("edit") if e.message == card.message]
-        assert settled[-1].text.endswith("❌ Denied by Alice: not on Fridays")
+        assert (await gw.settled(card)).text.endswith("❌ Denied by Alice: not on Fridays")
 
 
 async def test_approve_with_a_stale_id_never_approves_a_newer_request(
@@ -210,8 +205,7 @@ async def test_choice_buttons_answer_clarify(running: GatewayFactory) -> None:
         await gw.press(ALICE, payloads(card)[1], card)
         await gw.idle()
         assert gw.model.requests[-1].messages[-1].text() == "green"
-        settled = [e for e in gw.adapter.of("edit") if e.message == card.message]
-        assert settled[-1].text.endswith("✅ Alice chose: green")
+        assert (await gw.settled(card)).text.endswith("✅ Alice chose: green")
 
 
 async def test_steer_during_a_tool_reaches_the_next_model_request(
@@ -302,3 +296,21 @@ def test_button_payloads_parse_strictly() -> None:
     assert parse_press("ch:abc:2").index == 2  # type: ignore[union-attr]
     for bad in (None, "", "ap:abc:x", "ap::a", "ch:abc:two", "zz:abc:a", "ap:abc"):
         assert parse_press(bad) is None
+
+
+async def test_start_closes_approvals_a_crashed_run_left_pending(
+    tmp_path: Path, running: GatewayFactory
+) -> None:
+    store = await open_store(tmp_path / "gateway.db")
+    session = await store.create_session("fake:dm:100", "default")
+    await store.start_turn(session.id, "t1")
+    record = ApprovalRecord("old-id-123", session.id, "fake:dm:100", "t1", "danger", "{}", "?", 1.0)
+    await store.create_approval(record)
+    await store.close()
+    async with running() as gw:
+        old = await gw.store.get_approval("old-id-123")
+        assert old is not None and old.state == "cancelled"
+        turn = await gw.store.get_turn("t1")
+        assert turn is not None and turn.status == "failed"
+        await gw.service.router(event(ALICE, button="ap:old-id-123:a"))
+        assert [c.text for c in gw.adapter.of("answer")] == ["Already decided."]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from adapters.base import ChatRef, Forbidden, MessageGone, NotModified, RateLimited
@@ -45,8 +46,7 @@ async def test_edits_are_never_closer_than_the_edit_interval() -> None:
     adapter, clock, view = make()
     for i in range(8):
         view.step(i + 2, [tool("terminal", command=f"echo {i}")])
-        line = f"echo {i}"
-        await adapter.wait_for(lambda: any(line in t for t in writes_text(adapter)))
+        await adapter.wait_for(shown(adapter, f"echo {i}"))
         clock.now += 0.3
     await view.finish("completed")
     times = [c.at for c in adapter.calls if c.method in ("send", "edit")]
@@ -55,8 +55,8 @@ async def test_edits_are_never_closer_than_the_edit_interval() -> None:
     assert clock.sleeps and all(0 < s <= 1.0 for s in clock.sleeps)
 
 
-def writes_text(adapter: FakeAdapter) -> list[str]:
-    return [c.text for c in adapter.calls if c.method in ("send", "edit")]
+def shown(adapter: FakeAdapter, line: str) -> Callable[[], bool]:
+    return lambda: any(line in c.text for c in adapter.calls if c.method in ("send", "edit"))
 
 
 class HeldSleep:

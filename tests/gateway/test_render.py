@@ -133,3 +133,16 @@ def test_plain_fallback_of_a_chunk_is_its_visible_text() -> None:
     renderer = renderer_for("telegram_html")
     chunk = renderer.render("**a** < `b` & [c](https://c.io)")
     assert renderer.plain(chunk) == visible(chunk)[0] == "a < b & c"
+
+
+def test_slack_mrkdwn_dialect() -> None:
+    renderer = renderer_for("slack_mrkdwn")
+    rendered = renderer.render("**b** *i* ~~s~~ [docs](https://d.io) a<b & `x`")
+    assert rendered == "*b* _i_ ~s~ <https://d.io|docs> a&lt;b &amp; `x`"
+
+
+def test_discord_markdown_passes_through_and_chunks_on_lines() -> None:
+    renderer = renderer_for("discord_markdown")
+    reply = "**keep** this\n" + "line\n" * 600
+    chunks = renderer.chunk(renderer.render(reply), 2000, "codepoints")
+    assert chunks[0].startswith("**keep** this") and all(len(c) <= 2000 for c in chunks)

@@ -13,8 +13,7 @@ from core.types import TurnStatus
 from gateway.access import AccessPolicy
 from gateway.service import FAILED_REPLY, reply_text
 from tests.gateway.conftest import GatewayFactory
-from tests.gateway.fakes import FakeAdapter, FakeClock, Step
-from tests.gateway.fakes import Person
+from tests.gateway.fakes import FakeAdapter, FakeClock, Person, Step
 from tests.gateway.harness import ALICE, MALLORY, with_profile
 
 

@@ -23,6 +23,7 @@ with warnings.catch_warnings():
     import discord.http
 
 from tests.platform_sim.discord_sim import DiscordSim
+from tests.platform_sim.slack_sim import SlackSim
 from tests.platform_sim.telegram_sim import TelegramSim
 
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
@@ -55,6 +56,18 @@ async def discord_sim(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[DiscordS
     monkeypatch.setattr(
         discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(sim.gateway_url)
     )
+    try:
+        yield sim
+    finally:
+        await sim.stop()
+    assert sim.errors == [], f"simulator bugs: {sim.errors}"
+
+
+@pytest.fixture
+async def slack_sim(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SlackSim]:
+    clear_proxies(monkeypatch)  # slack_sdk honours HTTP(S)_PROXY and ignores NO_PROXY
+    sim = SlackSim()
+    await sim.start()
     try:
         yield sim
     finally:

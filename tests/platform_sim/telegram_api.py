@@ -15,16 +15,11 @@ from urllib.parse import urlparse
 
 from tests.platform_sim.base import Json, SimMessage
 from tests.platform_sim.telegram_markup import MarkupError, parse, utf16_len
-from tests.platform_sim.telegram_sim import (
-    TelegramSim,
-    TgChat,
-    Webhook,
-    bad_request,
-    buttons_of,
-)
+from tests.platform_sim.telegram_sim import TelegramSim, buttons_of
+from tests.platform_sim.telegram_types import TgChat, Upload, Webhook, bad_request
 
 Method = Callable[[TelegramSim, Json], Awaitable[Any]]
-MAX_TEXT = 4096
+MAX_TEXT, MAX_CAPTION = 4096, 1024
 CHAT_ACTIONS = {
     "typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice",
     "upload_document", "choose_sticker", "find_location", "record_video_note",
@@ -56,6 +51,54 @@ async def send_message(sim: TelegramSim, p: Json) -> Json:
         raw["reply_to_message"] = reply.raw
     sim.store(chat.id, raw)
     return raw
+
+
+async def send_document(sim: TelegramSim, p: Json) -> Json:
+    return await _send_file(sim, p, "document")
+
+
+async def send_photo(sim: TelegramSim, p: Json) -> Json:
+    return await _send_file(sim, p, "photo")
+
+
+async def _send_file(sim: TelegramSim, p: Json, kind: str) -> Json:
+    chat = _known_chat(sim, p)
+    upload = p.get(kind)
+    if isinstance(upload, str) and upload in sim.files:
+        upload = sim.files[upload]
+    if not isinstance(upload, Upload):
+        raise bad_request(f"there is no {kind} in the request")
+    caption, entities = _caption(p)
+    markup, thread = _inline_markup(p), _thread(chat, p)
+    sim.check_flood(chat.id)
+    file_id = f"file{sim.next_id()}"
+    sim.files[file_id] = upload
+    raw = sim.new_message(chat, sim.bot, "", thread=thread)
+    del raw["text"]
+    raw[kind] = _file_json(kind, file_id, upload)
+    if caption:
+        raw["caption"] = caption
+    _set_content(raw, [], markup)
+    if entities:
+        raw["caption_entities"] = entities
+    sim.store(chat.id, raw).text = caption
+    return raw
+
+
+def _file_json(kind: str, file_id: str, upload: Upload) -> Any:
+    base = {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": len(upload.data)}
+    if kind == "photo":
+        return [base | {"width": 100, "height": 100}]
+    return base | {"file_name": upload.filename, "mime_type": upload.content_type}
+
+
+async def get_file(sim: TelegramSim, p: Json) -> Json:
+    file_id = str(p.get("file_id", ""))
+    if file_id not in sim.files:
+        raise bad_request("invalid file_id")
+    size = len(sim.files[file_id].data)
+    return {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": size,
+            "file_path": f"files/{file_id}"}  # fmt: skip
 
 
 async def edit_message_text(sim: TelegramSim, p: Json) -> Json:
@@ -202,6 +245,16 @@ def _text(p: Json) -> tuple[str, list[Json]]:
     return text, entities
 
 
+def _caption(p: Json) -> tuple[str, list[Json]]:
+    try:
+        caption, entities = parse(str(p.get("caption", "")), p.get("parse_mode"))
+    except MarkupError as exc:
+        raise bad_request(f"can't parse entities: {exc}") from None
+    if utf16_len(caption) > MAX_CAPTION:
+        raise bad_request("message caption is too long")
+    return caption, entities
+
+
 def _inline_markup(p: Json) -> Json | None:
     """The inline keyboard to store (other keyboards are accepted but not echoed back)."""
     markup = p.get("reply_markup")
@@ -292,6 +345,9 @@ def _drop_pending(sim: TelegramSim, p: Json) -> None:
 METHODS: dict[str, Method] = {
     "getMe": get_me,
     "sendMessage": send_message,
+    "sendDocument": send_document,
+    "sendPhoto": send_photo,
+    "getFile": get_file,
     "editMessageText": edit_message_text,
     "editMessageReplyMarkup": edit_message_reply_markup,
     "deleteMessage": delete_message,

@@ -38,6 +38,10 @@ Faults: ``sim.fail_next("sendMessage", SimError.rate_limit(0.2))`` (also ``forbi
 ``not_found()``, ``server_error()``, ``platform("Bad Request: chat not found")``);
 ``await sim.drop_connection()`` resets every in-flight getUpdates; flood control is
 ``TelegramSim(flood=FloodLimits(per_chat=3, window=1.0, retry_after=0.2))``.
+``TelegramSim(privacy_mode=True)`` delivers only commands, @mentions of the bot and replies
+to it from groups (the message still appears in ``messages(chat)``, with no ``event_id``).
+Files: sendDocument/sendPhoto (multipart) are kept in ``sim.files``; getFile and the
+download URL serve them back; captions are limited to 1024 UTF-16 units.
 
 Enforced with the real error texts: 4096 UTF-16 units ("message is too long"), 64-byte
 callback_data (BUTTON_DATA_INVALID), "message is not modified", "message to edit not found",
@@ -57,15 +61,31 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
 from aiohttp import ClientSession, web
+from aiohttp.web_request import FileField
 
 from tests.platform_sim.base import Json, SimButton, SimError, SimMessage, SimServer
 from tests.platform_sim.telegram_markup import utf16_len
+from tests.platform_sim.telegram_types import (
+    ALICE,
+    BOB,
+    CallbackQuery,
+    Confirmation,
+    FloodLimits,
+    TgApiError,
+    TgChat,
+    TgUpdate,
+    TgUser,
+    Upload,
+    Webhook,
+    bad_request,
+)
 
+__all__ = ["ALICE", "BOB", "FloodLimits", "TelegramSim", "TgChat", "TgUpdate", "TgUser"]
 TOKEN = "123456:TEST-TOKEN"
 JSON_FIELDS = {
     "reply_markup", "entities", "allowed_updates", "commands", "scope", "link_preview_options",
@@ -87,118 +107,6 @@ POLL_CONFLICT = (
 )
 _COMMAND = re.compile(r"(?<!\S)/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]+)?")
 _MENTION = re.compile(r"(?<!\S)@[A-Za-z0-9_]{5,32}")
-
-
-class TgApiError(Exception):
-    """A Bot API error answer: HTTP ``status`` with ``description`` (and retry_after on 429)."""
-
-    def __init__(self, status: int, description: str, retry_after: float | None = None) -> None:
-        super().__init__(description)
-        self.status, self.description, self.retry_after = status, description, retry_after
-
-    def body(self) -> Json:
-        body: Json = {"ok": False, "error_code": self.status, "description": self.description}
-        if self.retry_after is not None:
-            body["parameters"] = {"retry_after": self.retry_after}
-        return body
-
-
-def bad_request(what: str) -> TgApiError:
-    return TgApiError(400, f"Bad Request: {what}")
-
-
-@dataclass(frozen=True, slots=True)
-class TgUser:
-    id: int
-    first_name: str
-    username: str | None = None
-    is_bot: bool = False
-
-    def to_json(self) -> Json:
-        data: Json = {"id": self.id, "is_bot": self.is_bot, "first_name": self.first_name}
-        if self.username:
-            data["username"] = self.username
-        return data
-
-
-ALICE = TgUser(42, "Alice", "alice")
-BOB = TgUser(43, "Bob", "bob")
-
-
-@dataclass(slots=True)
-class TgChat:
-    """A chat: ``type`` private / group / supergroup / channel; forums have ``topics``."""
-
-    id: int
-    type: str
-    title: str | None = None
-    is_forum: bool = False
-    topics: set[int] = field(default_factory=set)
-    owner: TgUser | None = None
-
-    def to_json(self) -> Json:
-        data: Json = {"id": self.id, "type": self.type}
-        if self.title:
-            data["title"] = self.title
-        if self.owner is not None:
-            data["first_name"] = self.owner.first_name
-            if self.owner.username:
-                data["username"] = self.owner.username
-        if self.is_forum:
-            data["is_forum"] = True
-        return data
-
-
-@dataclass(slots=True)
-class TgUpdate:
-    """One update; confirmed by a later getUpdates offset (or a 2xx webhook answer)."""
-
-    update_id: int
-    kind: str
-    payload: Json
-    deliveries: int = 0
-    confirmed_at: float | None = None
-
-    def to_json(self) -> Json:
-        return {"update_id": self.update_id, self.kind: self.payload}
-
-
-@dataclass(frozen=True, slots=True)
-class Confirmation:
-    offset: int
-    update_ids: list[int]
-    at: float
-
-
-@dataclass(slots=True)
-class CallbackQuery:
-    id: str
-    message: SimMessage
-    data: str
-    user: TgUser
-    created: float
-    answer: Json | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FloodLimits:
-    """Flood control on sends and edits: ``per_chat`` / ``total`` requests per ``window`` s.
-
-    Over the limit the answer is 429 with ``retry_after`` (or the time until the window
-    frees, rounded up to whole seconds as Telegram does, when ``retry_after`` is ``None``).
-    """
-
-    per_chat: int = 20
-    total: int = 30
-    window: float = 1.0
-    retry_after: float | None = None
-
-
-@dataclass(slots=True)
-class Webhook:
-    url: str
-    secret_token: str | None
-    last_error: str | None = None
 
 
 @dataclass(slots=True)
@@ -223,6 +131,7 @@ class TelegramSim(SimServer):
         flood: FloodLimits | None = None,
         callback_window: float = 15.0,
         webhook_retry_delay: float = 0.05,
+        privacy_mode: bool = False,
     ) -> None:
         super().__init__()
         self.token = token
@@ -230,6 +139,7 @@ class TelegramSim(SimServer):
         self.flood = flood or FloodLimits()
         self.callback_window = callback_window
         self.webhook_retry_delay = webhook_retry_delay
+        self.privacy_mode = privacy_mode
         self.chats: dict[int, TgChat] = {}
         self.users: dict[int, TgUser] = {u.id: u for u in (ALICE, BOB)}
         self.updates: list[TgUpdate] = []
@@ -239,6 +149,7 @@ class TelegramSim(SimServer):
         self.my_commands: dict[tuple[str, str], list[Json]] = {}
         self.webhook: Webhook | None = None
         self.webhook_posts: list[tuple[int, int]] = []
+        self.files: dict[str, Upload] = {}
         self.allowed_updates: set[str] = set(DEFAULT_UPDATES)
         self._messages: dict[int, list[SimMessage]] = {}
         self._message_ids: dict[int, itertools.count[int]] = {}
@@ -334,9 +245,25 @@ class TelegramSim(SimServer):
         if reply_to is not None:
             raw["reply_to_message"] = reply_to.raw
         msg = self.store(tg_chat.id, raw)
+        if self.privacy_mode and not self._meant_for_bot(tg_chat, raw, reply_to):
+            await self.changed()  # seen by the group, not delivered to a bot in privacy mode
+            return msg
         update = await self.push_update("message", raw)
         msg.event_id = str(update.update_id)
         return msg
+
+    def _meant_for_bot(self, chat: TgChat, raw: Json, reply_to: SimMessage | None) -> bool:
+        """Privacy mode: in groups a bot gets commands, mentions of it and replies to it."""
+        if chat.type == "private" or (reply_to is not None and reply_to.from_bot):
+            return True
+        text, me = raw["text"], f"@{self.bot.username}"
+        for e in raw.get("entities", []):
+            part = text[e["offset"] : e["offset"] + e["length"]]  # ASCII: units == chars
+            if e["type"] == "mention" and part == me:
+                return True
+            if e["type"] == "bot_command" and ("@" not in part or part.endswith(me)):
+                return True
+        return False
 
     async def user_edits(self, msg: SimMessage, text: str) -> SimMessage:
         """The user edits their message ``msg``: an ``edited_message`` update."""
@@ -437,8 +364,13 @@ class TelegramSim(SimServer):
         app.router.add_route("*", "/file/bot{token}/{path:.*}", self._file)
 
     async def _file(self, request: web.Request) -> web.Response:
-        return web.json_response({"ok": False, "error_code": 404, "description": "Not Found"},
-                                 status=404)  # fmt: skip
+        """File downloads: ``{base_file_url}{token}/{file_path}`` as given by getFile."""
+        file_id = request.match_info["path"].rpartition("/")[2]
+        upload = self.files.get(file_id)
+        if request.match_info["token"] != self.token or upload is None:
+            return web.json_response({"ok": False, "error_code": 404, "description": "Not Found"},
+                                     status=404)  # fmt: skip
+        return web.Response(body=upload.data, content_type=upload.content_type)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["method"]
@@ -614,7 +546,8 @@ async def _params(request: web.Request) -> Json:
         "application/x-www-form-urlencoded", "multipart/form-data"
     ):  # fmt: skip
         form = await request.post()
-        params.update({k: v for k, v in form.items() if isinstance(v, str)})
+        for key, value in form.items():
+            params[key] = Upload.of(value) if isinstance(value, FileField) else value
     return {k: _decode(k, v) for k, v in params.items()}
 
 

@@ -202,6 +202,25 @@ async def test_html_parse_mode_becomes_plain_text_with_entities(
 
 
 @pytest.mark.parametrize(
+    ("text", "mode", "plain", "entities"),
+    [
+        ("*bold* and _it_", "MarkdownV2", "bold and it", [("bold", 0, 4), ("italic", 9, 2)]),
+        ("[docs](https://x.y) `c`", "MarkdownV2", "docs c", [("text_link", 0, 4), ("code", 5, 1)]),
+        ("Done\\. 😀 __u__", "MarkdownV2", "Done. 😀 u", [("underline", 9, 1)]),
+        ("<pre><code class='language-py'>x</code></pre>", "HTML", "x", [("pre", 0, 1)]),
+    ],
+)
+async def test_markup_becomes_entities_in_utf16_offsets(
+    telegram_sim: TelegramSim, bot: Bot, text: str, mode: str, plain: str,
+    entities: list[tuple[str, int, int]],
+) -> None:  # fmt: skip
+    telegram_sim.chat(ALICE.id)
+    sent = await bot.send_message(ALICE.id, text, parse_mode=mode)
+    assert sent.text == plain
+    assert [(e.type, e.offset, e.length) for e in sent.entities] == entities
+
+
+@pytest.mark.parametrize(
     ("text", "mode", "error"),
     [
         ("<b>open", "HTML", 'Can\'t find end tag corresponding to start tag "b"'),
@@ -268,6 +287,41 @@ async def test_user_edit_arrives_as_edited_message(telegram_sim: TelegramSim, bo
     edited = updates[-1].edited_message
     assert edited is not None and edited.text == "/status" and edited.message_id == int(said.id)
     assert [v["text"] for v in said.history] == ["/stat"]
+
+
+async def test_privacy_mode_delivers_only_what_is_meant_for_the_bot(
+    telegram_sim: TelegramSim, bot: Bot
+) -> None:
+    telegram_sim.privacy_mode = True
+    chatter = await telegram_sim.user_says(-100500, "lunch?")
+    command = await telegram_sim.user_says(-100500, "/status@test_bot")
+    other = await telegram_sim.user_says(-100500, "/status@other_bot")
+    mention = await telegram_sim.user_says(-100500, "@test_bot ping")
+    texts = [u.message.text for u in await bot.get_updates(timeout=0) if u.message]
+    assert texts == ["/status@test_bot", "@test_bot ping"]
+    assert (chatter.event_id, other.event_id) == (None, None)
+    assert command.event_id and mention.event_id
+    assert len(telegram_sim.messages(-100500)) == 4
+
+
+# files ------------------------------------------------------------------------------------------
+async def test_uploaded_document_can_be_downloaded_again(
+    telegram_sim: TelegramSim, bot: Bot
+) -> None:
+    telegram_sim.chat(ALICE.id)
+    sent = await bot.send_document(ALICE.id, b"line 1\nline 2", filename="out.txt",
+                                   caption="<b>full</b> output", parse_mode="HTML")  # fmt: skip
+    assert sent.document is not None and sent.document.file_name == "out.txt"
+    assert sent.caption == "full output"
+    file = await bot.get_file(sent.document.file_id)
+    assert bytes(await file.download_as_bytearray()) == b"line 1\nline 2"
+    assert telegram_sim.bot_messages(ALICE.id)[0].text == "full output"
+
+
+async def test_caption_over_1024_is_too_long(telegram_sim: TelegramSim, bot: Bot) -> None:
+    telegram_sim.chat(ALICE.id)
+    with pytest.raises(BadRequest, match="Message caption is too long"):
+        await bot.send_photo(ALICE.id, b"\x89PNG", caption="x" * 1025)
 
 
 # edits, deletes, callbacks ---------------------------------------------------------------------
