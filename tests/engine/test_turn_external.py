@@ -35,12 +35,12 @@ sys.exit(3)
 """
 
 HANGING = """
-import json, os, sys, time
+import json, os, signal, sys
 sys.stdin.readline()
 with open("runtime.pid", "w") as out:  # the workspace is the working directory
     out.write(str(os.getpid()))
 print(json.dumps({"type": "progress", "text": "working"}), flush=True)
-time.sleep(60)
+signal.pause()  # hang until killed: the runtime never answers
 """
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from gateway.render import measure, render_plain, render_telegram_html, renderer_for
@@ -146,3 +148,21 @@ def test_discord_markdown_passes_through_and_chunks_on_lines() -> None:
     reply = "**keep** this\n" + "line\n" * 600
     chunks = renderer.chunk(renderer.render(reply), 2000, "codepoints")
     assert chunks[0].startswith("**keep** this") and all(len(c) <= 2000 for c in chunks)
+
+
+FUZZ_PIECES = [*"ab *_~`[]()<>&#>|-\n\n 1.😀\\!:/", "```", "```py\n", "http://x.io", "&amp;", "> "]
+
+
+def test_random_markdown_always_renders_and_chunks_to_valid_html_losing_nothing() -> None:
+    rng = random.Random(7)
+    renderer = renderer_for("telegram_html")
+    for _ in range(300):
+        source = "".join(rng.choice(FUZZ_PIECES) for _ in range(rng.randint(1, 150)))
+        markup = renderer.render(source)
+        if not markup.strip():
+            continue
+        whole = "".join(visible(markup)[0].split())
+        for limit in (5, 17, 40):
+            chunks = [visible(c)[0] for c in renderer.chunk(markup, limit, "utf16")]
+            assert all(0 < utf16_len(c) <= limit for c in chunks)
+            assert "".join("".join(c.split()) for c in chunks) == whole

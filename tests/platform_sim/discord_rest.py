@@ -25,6 +25,7 @@ from tests.platform_sim.discord_sim import (
 
 MAX_CONTENT, MAX_ROWS, MAX_PER_ROW, MAX_CUSTOM_ID, MAX_LABEL = 2000, 5, 5, 100, 80
 EPHEMERAL, LOADING = 1 << 6, 1 << 7
+VALID_TYPES = "(4, 5, 6, 7, 9)"  # 6 and 7 only for component interactions
 Handler = Callable[[DiscordSim, web.Request, Json], Awaitable[Any]]
 
 ROUTES = [
@@ -139,16 +140,16 @@ async def interaction_callback(sim: DiscordSim, request: web.Request, body: Json
         raise DcApiError(404, 10062, "Unknown interaction")
     if inter.responses:
         raise DcApiError(400, 40060, "Interaction has already been acknowledged.")
-    inter.responses.append(body)
     kind, data = int(body.get("type", 0)), body.get("data") or {}
     raw = await _respond(sim, inter, kind, data)
+    inter.responses.append(body)
     if request.query.get("with_response") not in ("1", "true", "True"):
         return None
     return _callback_response(inter, kind, raw)
 
 
 async def _respond(sim: DiscordSim, inter: Interaction, kind: int, data: Json) -> Json | None:
-    channel = sim.channels[inter.message.chat]
+    channel = sim.channels[inter.channel]
     if kind in (4, 5):
         _check_content(data, creating=kind == 4)
         flags = int(data.get("flags", 0)) | (LOADING if kind == 5 else 0)
@@ -157,12 +158,12 @@ async def _respond(sim: DiscordSim, inter: Interaction, kind: int, data: Json) -
         raw = await _post_bot_message(sim, channel, data.get("content") or "", extra)
         inter.original = sim.find_message(channel.id, raw["id"])
         return raw
-    if kind in (6, 7):
+    if kind in (6, 7) and inter.message is not None:
         inter.original = inter.message
         return await _edit(sim, inter.message, data) if kind == 7 else inter.message.raw
     if kind == 9:
         return None
-    raise invalid_form("type", "BASE_TYPE_CHOICES", f"Value must be one of (4, 5, 6, 7, 9): {kind}")
+    raise invalid_form("type", "BASE_TYPE_CHOICES", f"Value must be one of {VALID_TYPES}: {kind}")
 
 
 def _callback_response(inter: Interaction, kind: int, raw: Json | None) -> Json:
@@ -204,10 +205,12 @@ async def webhook_followup(sim: DiscordSim, request: web.Request, body: Json) ->
     if not inter.responses:
         raise DcApiError(404, 10015, "Unknown Webhook")
     _check_content(body, creating=True)
-    channel = sim.channels[inter.message.chat]
+    channel = sim.channels[inter.channel]
     extra = _content_fields(body) | {"flags": int(body.get("flags", 0)), "webhook_id": sim.app_id}
     raw = await _post_bot_message(sim, channel, body.get("content") or "", extra)
-    inter.followups.append(sim.find_message(channel.id, raw["id"]) or inter.message)
+    followup = sim.find_message(channel.id, raw["id"])
+    assert followup is not None
+    inter.followups.append(followup)
     return raw
 
 
@@ -217,11 +220,13 @@ async def get_commands(sim: DiscordSim, request: web.Request, body: Json) -> lis
 
 async def put_commands(sim: DiscordSim, request: web.Request, body: Any) -> list[Json]:
     commands = body if isinstance(body, list) else []
+    guild = request.match_info.get("guild_id")
+    scope = {"guild_id": guild} if guild else {}
     stored = [{"id": sim.snowflake(), "application_id": sim.app_id, "version": "1",
                "type": 1, "default_member_permissions": None, "dm_permission": True,
-               "nsfw": False, "integration_types": [0], "contexts": None, **c}
+               "nsfw": False, "integration_types": [0], "contexts": None, **scope, **c}
               for c in commands]  # fmt: skip
-    sim.commands[request.match_info.get("guild_id", "global")] = stored
+    sim.commands[guild or "global"] = stored
     return stored
 
 

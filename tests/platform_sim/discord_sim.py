@@ -69,12 +69,17 @@ def invalid_form(field_name: str, code: str, message: str) -> DcApiError:
 
 @dataclass(slots=True)
 class Interaction:
-    """A button press: the bot must answer once (``responses``) within the window."""
+    """A button press or slash command: answered once (``responses``) within the window.
+
+    ``message`` is the message whose button was pressed (``None`` for a slash command);
+    ``original`` the message the response created or updated.
+    """
 
     id: str
     token: str
-    message: SimMessage
-    custom_id: str
+    channel: str
+    message: SimMessage | None
+    name: str
     user: DcUser
     created: float
     responses: list[Json] = field(default_factory=list)
@@ -230,13 +235,42 @@ class DiscordSim(SimServer):
         """Click the button ``custom_id`` on ``msg``: INTERACTION_CREATE (type 3)."""
         if msg.deleted or custom_id not in {b.data for b in msg.buttons}:
             raise ValueError(f"message {msg.id} has no button {custom_id!r}")
-        chan = self.channels[msg.chat]
+        inter = self._interaction(msg.chat, msg, custom_id, user)
+        data = {"custom_id": custom_id, "component_type": 2}
+        return await self._dispatch_interaction(inter, type=3, message=msg.raw, data=data)
+
+    async def use_command(
+        self,
+        channel: str | DcChannel,
+        name: str,
+        options: dict[str, str] | None = None,
+        *,
+        user: DcUser = ALICE,
+    ) -> Interaction:
+        """Run the registered slash command ``name``: INTERACTION_CREATE (type 2)."""
+        channel_id = channel if isinstance(channel, str) else channel.id
+        registered = [*self.commands.get("global", []), *self.commands.get(GUILD, [])]
+        command = next((c for c in registered if c["name"] == name), None)
+        if command is None:
+            raise ValueError(f"no application command {name!r} is registered")
+        inter = self._interaction(channel_id, None, name, user)
+        opts = [{"name": k, "type": 3, "value": v} for k, v in (options or {}).items()]
+        data = {"id": command["id"], "name": name, "type": 1, "options": opts}
+        if command.get("guild_id"):
+            data["guild_id"] = command["guild_id"]
+        return await self._dispatch_interaction(inter, type=2, data=data)
+
+    def _interaction(
+        self, channel: str, msg: SimMessage | None, name: str, user: DcUser
+    ) -> Interaction:
         ident = self.snowflake()
-        inter = Interaction(ident, f"itoken-{ident}", msg, custom_id, user, time.monotonic())
+        inter = Interaction(ident, f"itoken-{ident}", channel, msg, name, user, time.monotonic())
         self.interactions[ident] = inter
-        data = dp.interaction_json(ident, inter.token, self.app_id, chan, user, type=3,
-                                   message=msg.raw, data={"custom_id": custom_id,
-                                                          "component_type": 2})  # fmt: skip
+        return inter
+
+    async def _dispatch_interaction(self, inter: Interaction, **fields: Any) -> Interaction:
+        chan = self.channels[inter.channel]
+        data = dp.interaction_json(inter.id, inter.token, self.app_id, chan, inter.user, **fields)
         await self.gateway.dispatch("INTERACTION_CREATE", data, 0)
         await self.changed()
         return inter

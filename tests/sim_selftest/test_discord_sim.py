@@ -97,6 +97,7 @@ async def test_client_gets_ready_replies_with_button_and_edits_on_click(
     assert reply.buttons == []
     assert discord_sim.gateway.identify is not None
     assert discord_sim.gateway.identify["intents"] & (1 << 15)
+    assert discord_sim.gateway.heartbeats >= 1  # sent at once after HELLO, ACKed
 
 
 async def test_deferred_click_edits_original_and_sends_followup(discord_sim: DiscordSim) -> None:
@@ -204,6 +205,14 @@ async def test_thread_creation_and_messages_in_it_reach_the_client(
     assert [m.text for m in discord_sim.bot_messages(thread)] == ["reply in thread"]
 
 
+async def test_bot_can_open_a_dm_and_write_there(discord_sim: DiscordSim) -> None:
+    async with running_client(discord_sim) as client:
+        alice = await client.fetch_user(int(ALICE.id))
+        await alice.send("private hello")
+    dm = discord_sim.dm_channel(ALICE)
+    assert [m.text for m in discord_sim.bot_messages(dm)] == ["private hello"]
+
+
 async def test_typing_and_deletes_are_recorded(discord_sim: DiscordSim) -> None:
     async with running_client(discord_sim) as client:
         channel = client.get_channel(int(GENERAL))
@@ -215,7 +224,7 @@ async def test_typing_and_deletes_are_recorded(discord_sim: DiscordSim) -> None:
     assert discord_sim.bot_messages(GENERAL)[0].deleted
 
 
-async def test_command_tree_sync_stores_commands(discord_sim: DiscordSim) -> None:
+async def test_slash_command_synced_by_the_tree_can_be_used(discord_sim: DiscordSim) -> None:
     client = discord.Client(intents=all_intents(), guild_ready_timeout=0.05)
     tree = app_commands.CommandTree(client)
 
@@ -225,8 +234,16 @@ async def test_command_tree_sync_stores_commands(discord_sim: DiscordSim) -> Non
 
     async with running_client(discord_sim, client):
         synced = await tree.sync()
+        used = await discord_sim.use_command(GENERAL, "stop")
+        reply = await discord_sim.wait_for_bot_message(GENERAL)
     assert [c.name for c in synced] == ["stop"]
     assert [c["name"] for c in discord_sim.commands["global"]] == ["stop"]
+    assert (reply.text, used.original) == ("stopped", reply)
+
+
+async def test_unregistered_slash_command_cannot_be_used(discord_sim: DiscordSim) -> None:
+    with pytest.raises(ValueError, match="no application command 'stop'"):
+        await discord_sim.use_command(GENERAL, "stop")
 
 
 # limits -----------------------------------------------------------------------------------------
