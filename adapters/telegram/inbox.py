@@ -80,7 +80,9 @@ class Inbox:
         records = await self.store.unfinished_inbound(PLATFORM)
         for record in records:
             update = self._revive(record)
-            if update is not None:
+            if update is None:
+                await self.store.set_inbound_state(PLATFORM, record.update_id, "failed")
+            else:
                 await self._deliver(record.update_id, update)
         if records:
             _log.info("telegram: replaying %d unfinished update(s)", len(records))
@@ -102,7 +104,11 @@ class Inbox:
             data: dict[str, Any] = json.loads(record.payload)
             return Update.de_json(data, self.bot)
         except (ValueError, TypeError, KeyError) as exc:
-            _log.error("telegram update %s unreadable in store: %s", record.update_id, exc)
+            _log.error(
+                "telegram update %s in the store is unreadable (%s); marked failed, kept",
+                record.update_id,
+                exc,
+            )
             return None
 
     async def _deliver(self, update_id: str, update: Update) -> None:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.gateway.fakes import ScriptedModel, Step
-from tests.gateway.harness import Gateway, build_gateway
-
-GatewayFactory = Callable[..., AbstractAsyncContextManager[Gateway]]
+from tests.gateway.harness import Gateway, GatewayFactory, build_gateway
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ the model (:class:`ScriptedModel`). Tools: ``echo``, ``slow`` (runs until its ga
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,9 @@ from gateway.access import AccessPolicy
 from gateway.progress import ProgressConfig
 from gateway.service import GatewayService
 from tests.gateway.fakes import Call, FakeAdapter, FakeClock, Person, ScriptedModel, event
+
+GatewayFactory = Callable[..., AbstractAsyncContextManager["Gateway"]]
+"""The ``running`` fixture: ``async with running(Step(...), **options) as gateway``."""
 
 ALICE = Person("1", "Alice")
 BOB = Person("2", "Bob")

@@ -8,9 +8,8 @@ from pathlib import Path
 from core.store.base import ApprovalRecord
 from core.store.sqlite import open_store
 from gateway.commands import COMMANDS, parse_press
-from tests.gateway.conftest import GatewayFactory
 from tests.gateway.fakes import Step, event
-from tests.gateway.harness import ALICE, BOB, CAROL, MALLORY, with_profile
+from tests.gateway.harness import ALICE, BOB, CAROL, MALLORY, GatewayFactory, with_profile
 
 DANGER = Step(None, tools=(("danger", {"command": "rm -rf build"}),))
 SLOW = Step(None, tools=(("slow", {}),))

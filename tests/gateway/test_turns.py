@@ -12,9 +12,8 @@ from core.agent.turn import TurnResult
 from core.types import TurnStatus
 from gateway.access import AccessPolicy
 from gateway.service import FAILED_REPLY, reply_text
-from tests.gateway.conftest import GatewayFactory
 from tests.gateway.fakes import FakeAdapter, FakeClock, Person, Step
-from tests.gateway.harness import ALICE, MALLORY, with_profile
+from tests.gateway.harness import ALICE, MALLORY, GatewayFactory, with_profile
 
 
 async def test_dm_message_gets_exactly_one_rendered_reply(running: GatewayFactory) -> None:
@@ -52,7 +51,6 @@ async def test_group_text_needs_a_mention(running: GatewayFactory) -> None:
         await gw.say(ALICE, "chatter", chat_type="group", chat_id="-5")
         assert gw.model.requests == []
         await gw.say(ALICE, "@bot help me", chat_type="group", chat_id="-5", mentioned=True)
-        await gw.idle(ALICE)
         await gw.adapter.wait_for(lambda: "answered" in gw.adapter.texts())
 
 

@@ -34,6 +34,7 @@ ROUTES = [
     ("GET", "/gateway", "get_gateway"),
     ("GET", "/gateway/bot", "get_gateway_bot"),
     ("POST", "/users/@me/channels", "create_dm"),
+    ("GET", "/users/{user_id}", "get_user"),
     ("GET", "/channels/{channel_id}", "get_channel"),
     ("POST", "/channels/{channel_id}/messages", "create_message"),
     ("GET", "/channels/{channel_id}/messages/{message_id}", "get_message"),
@@ -73,8 +74,15 @@ async def get_gateway_bot(sim: DiscordSim, request: web.Request, body: Json) -> 
     return {"url": sim.gateway_url, "shards": 1, "session_start_limit": limit}
 
 
+async def get_user(sim: DiscordSim, request: web.Request, body: Json) -> Json:
+    user = next((u for u in sim.users() if u.id == request.match_info["user_id"]), None)
+    if user is None:
+        raise DcApiError(404, 10013, "Unknown User")
+    return user.to_json()
+
+
 async def create_dm(sim: DiscordSim, request: web.Request, body: Json) -> Json:
-    user = next((u for u in sim._users() if u.id == str(body.get("recipient_id"))), None)
+    user = next((u for u in sim.users() if u.id == str(body.get("recipient_id"))), None)
     if user is None:
         raise DcApiError(400, 50033, "Invalid Recipient(s)")
     return sim.dm_channel(user).to_json()
@@ -153,8 +161,11 @@ async def _respond(sim: DiscordSim, inter: Interaction, kind: int, data: Json) -
     if kind in (4, 5):
         _check_content(data, creating=kind == 4)
         flags = int(data.get("flags", 0)) | (LOADING if kind == 5 else 0)
-        extra = _content_fields(data) | {"flags": flags, "type": 20,
-                                         "interaction": {"id": inter.id, "type": 3}}  # fmt: skip
+        kind_of = 3 if inter.message is not None else 2
+        origin = {"id": inter.id, "type": kind_of, "name": inter.name,
+                  "user": inter.user.to_json()}  # fmt: skip
+        extra = _content_fields(data) | {"flags": flags, "type": 20 if kind_of == 2 else 0,
+                                         "interaction": origin}  # fmt: skip
         raw = await _post_bot_message(sim, channel, data.get("content") or "", extra)
         inter.original = sim.find_message(channel.id, raw["id"])
         return raw

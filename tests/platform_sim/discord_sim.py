@@ -223,7 +223,7 @@ class DiscordSim(SimServer):
         """A user's message in ``channel`` (or in ``thread``), dispatched as MESSAGE_CREATE."""
         target = thread or channel
         chan = self.channels[target if isinstance(target, str) else target.id]
-        mentions = [u.to_json() for u in self._users() if f"<@{u.id}>" in text]
+        mentions = [u.to_json() for u in self.users() if f"<@{u.id}>" in text]
         raw = dp.message_json(self.snowflake(), chan, user, text, mentions=mentions)
         msg = self.store(raw)
         await self.echo("MESSAGE_CREATE", raw, from_user=True)
@@ -275,7 +275,7 @@ class DiscordSim(SimServer):
         await self.changed()
         return inter
 
-    def _users(self) -> list[DcUser]:
+    def users(self) -> list[DcUser]:
         return [ALICE, BOB, self.bot]
 
     # faults ---------------------------------------------------------------------------------

@@ -210,23 +210,39 @@ METHODS: dict[str, Method] = {
 
 # response_url -----------------------------------------------------------------------------------
 async def handle_response_url(sim: SlackSim, request: web.Request) -> web.Response:
-    """A POST to a block_actions ``response_url``: replace, delete, or post a new message."""
+    """A POST to a ``response_url`` (button or slash command).
+
+    ``replace_original`` / ``delete_original`` act on the button's message; otherwise the
+    response is a new message, ephemeral to the user unless ``response_type`` is in_channel.
+    """
     body = await request.json()
-    channel, ts = request.match_info["channel"], request.match_info["ts"]
-    sim.record("response_url", {"channel": channel, "ts": ts, **body})
+    channel, ts, user = (request.match_info[k] for k in ("channel", "ts", "user"))
+    sim.record("response_url", {"channel": channel, "ts": ts, **body}).status = 200
     msg = sim.find_message(channel, ts)
-    if msg is None or msg.deleted:
-        return web.Response(status=404, text="expired_url")
-    if body.get("delete_original"):
-        msg.deleted = True
-    elif body.get("replace_original"):
-        _replace(msg, {**msg.raw, "text": body.get("text", ""), "blocks": body.get("blocks", [])})
+    if body.get("delete_original") or body.get("replace_original"):
+        if msg is None or msg.deleted:
+            return web.Response(status=404, text="message_not_found")
+        if body.get("delete_original"):
+            msg.deleted = True
+        else:
+            _replace(msg, {**msg.raw, "text": body.get("text", ""),
+                           "blocks": body.get("blocks", [])})  # fmt: skip
     else:
-        await chat_post_message(sim, {"channel": channel, "text": body.get("text", ""),
-                                      "blocks": body.get("blocks"),
-                                      "thread_ts": body.get("thread_ts")})  # fmt: skip
+        await respond(sim, channel, user, body)
     await sim.changed()
     return web.Response(text="ok")
+
+
+async def respond(sim: SlackSim, channel: str, user: str, body: Json) -> None:
+    """A response (response_url or a slash command's ack): in channel or ephemeral."""
+    text, blocks = str(body.get("text", "")), body.get("blocks")
+    if body.get("response_type") == "in_channel":
+        params = {"channel": channel, "text": text, "blocks": blocks,
+                  "thread_ts": body.get("thread_ts")}  # fmt: skip
+        await chat_post_message(sim, {k: v for k, v in params.items() if v is not None})
+    else:
+        sim.ephemerals.append({"channel": channel, "user": user, "text": text,
+                               "blocks": blocks or [], "ts": sim.new_ts()})  # fmt: skip
 
 
 # validation -------------------------------------------------------------------------------------

@@ -209,12 +209,36 @@ class SlackSim(SimServer):
                                  "is_ephemeral": False},
                    "channel": {"id": msg.chat, "name": self.channels[msg.chat]["name"]},
                    "message": msg.raw, "state": {"values": {}},
-                   "response_url": f"{self.url}/response/{msg.chat}/{msg.id}",
+                   "response_url": f"{self.url}/response/{msg.chat}/{msg.id}/{user.id}",
                    "actions": [{"type": "button", "action_id": button.get("action_id"),
                                 "block_id": block_id, "text": button.get("text"),
                                 "value": button.get("value"),
                                 "action_ts": self.new_ts()}]}  # fmt: skip
         return await self.deliver("interactive", payload)
+
+    async def use_command(
+        self, channel: str, command: str, text: str = "", *, user: SlackUser = ALICE
+    ) -> Envelope:
+        """Run the slash command ``command`` (e.g. ``"/stop"``) with ``text``."""
+        name = self.channels[channel]["name"]
+        key = f"cmd{self.next_id()}"
+        payload = {"token": "verif", "team_id": TEAM, "team_domain": "sim", "channel_id": channel,
+                   "channel_name": name, "user_id": user.id, "user_name": user.name,
+                   "command": command, "text": text, "api_app_id": APP,
+                   "is_enterprise_install": "false", "trigger_id": f"trig{self.next_id()}",
+                   "response_url": f"{self.url}/response/{channel}/{key}/{user.id}"}  # fmt: skip
+        return await self.deliver("slash_commands", payload)
+
+    async def _acked(self, env: Envelope, payload: Json | None) -> None:
+        """Record an ack; a slash command's ack payload is shown as its response."""
+        if env.acked_at is not None:
+            return
+        env.acked_at, env.ack_payload = time.monotonic(), payload
+        if env.type == "slash_commands" and payload:
+            from tests.platform_sim.slack_api import respond
+
+            p = env.payload
+            await respond(self, p["channel_id"], p["user_id"], payload)
 
     # delivery -------------------------------------------------------------------------------
     async def deliver_event(self, event: Json) -> Envelope | None:
@@ -259,11 +283,13 @@ class SlackSim(SimServer):
 
     async def _post(self, env: Envelope, attempt: int) -> None:
         assert self.http_url is not None
+        form = "application/x-www-form-urlencoded"
         if env.type == "events_api":
             body, ctype = json.dumps(env.payload), "application/json"
+        elif env.type == "slash_commands":
+            body, ctype = urlencode(env.payload), form
         else:
-            body, ctype = urlencode({"payload": json.dumps(env.payload)}), (
-                "application/x-www-form-urlencoded")  # fmt: skip
+            body, ctype = urlencode({"payload": json.dumps(env.payload)}), form
         headers = self.sign(body) | {"Content-Type": ctype}
         if attempt:
             headers |= {"X-Slack-Retry-Num": str(attempt), "X-Slack-Retry-Reason": "http_error"}
@@ -281,9 +307,9 @@ class SlackSim(SimServer):
         except (OSError, TimeoutError):
             status, text = 0, ""
         self.http_deliveries.append((env.envelope_id, status))
-        if status == 200 and env.acked_at is None:
-            env.acked_at = time.monotonic()
-            env.ack_payload = json.loads(text) if text.startswith("{") else None
+        if status == 200:  # a plain-text body is the response's text, as on Slack
+            payload = json.loads(text) if text.startswith("{") else {"text": text}
+            await self._acked(env, payload if text else None)
         await self.changed()
 
     def sign(self, body: str, timestamp: int | None = None) -> dict[str, str]:
@@ -318,8 +344,8 @@ class SlackSim(SimServer):
 
     async def _ack(self, frame: Json) -> None:
         env = next((e for e in self.envelopes if e.envelope_id == frame.get("envelope_id")), None)
-        if env is not None and env.acked_at is None:
-            env.acked_at, env.ack_payload = time.monotonic(), frame.get("payload")
+        if env is not None:
+            await self._acked(env, frame.get("payload"))
         self.record("ack", frame, "WS").status = 200
         await self.changed()
 
@@ -351,7 +377,7 @@ class SlackSim(SimServer):
     # HTTP -----------------------------------------------------------------------------------
     def routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/api/{method}", self._api)
-        app.router.add_post("/response/{channel}/{ts}", self._response_url)
+        app.router.add_post("/response/{channel}/{ts}/{user}", self._response_url)
         app.router.add_get("/link", self._socket)
 
     async def _api(self, request: web.Request) -> web.Response:

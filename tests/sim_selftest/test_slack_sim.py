@@ -72,6 +72,16 @@ async def http_mode(app: AsyncApp, sim: SlackSim) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
+@asynccontextmanager
+async def serving(app: AsyncApp, sim: SlackSim, mode: str) -> AsyncIterator[None]:
+    if mode == "socket":
+        async with socket_mode(app, sim):
+            yield
+    else:
+        async with http_mode(app, sim):
+            yield
+
+
 async def converse(sim: SlackSim) -> None:
     await sim.user_says(GENERAL, "hi there")
     prompt = await sim.wait_for_bot_message(GENERAL)
@@ -170,6 +180,25 @@ async def test_respond_replaces_the_original_message(slack_sim: SlackSim) -> Non
         await slack_sim.press_button(prompt, "other")
         await slack_sim.wait_for(lambda: prompt.text == "replaced")
     assert slack_sim.calls_to("response_url")[0].params["replace_original"] is True
+
+
+@pytest.mark.parametrize("mode", ["socket", "http"])
+async def test_slash_command_ack_is_ephemeral_and_respond_in_channel_is_public(
+    slack_sim: SlackSim, mode: str
+) -> None:
+    app = AsyncApp(client=web_client(slack_sim), signing_secret=slack_sim.signing_secret)
+
+    @app.command("/stop")
+    async def stop(ack: Any, command: Any, respond: Any) -> None:
+        await ack(f"stopping {command['text']}")
+        await respond(text="stopped", response_type="in_channel")
+
+    async with serving(app, slack_sim, mode):
+        await slack_sim.use_command(GENERAL, "/stop", "turn 7", user=BOB)
+        reply = await slack_sim.wait_for_bot_message(GENERAL)
+        await slack_sim.wait_for(lambda: slack_sim.ephemerals)
+    assert reply.text == "stopped"
+    assert [(e["user"], e["text"]) for e in slack_sim.ephemerals] == [(BOB.id, "stopping turn 7")]
 
 
 async def test_disconnect_makes_the_client_open_a_new_connection(slack_sim: SlackSim) -> None:

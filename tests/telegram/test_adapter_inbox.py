@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from adapters.base import InboundEvent
@@ -200,3 +201,23 @@ async def test_polling_waits_retry_after_when_get_updates_is_rate_limited(
     polls = telegram_sim.calls_to("getUpdates")
     limited = next(i for i, c in enumerate(polls) if c.status == 429)
     assert polls[limited + 1].at - polls[limited].at >= 0.3
+
+
+async def test_unreadable_stored_update_is_marked_failed_and_the_rest_replay(
+    start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
+) -> None:
+    await store.enqueue_inbound(
+        InboundRecord("telegram", "7", "telegram:dm:42", '{"update_id": "no message"', 1.0)
+    )
+    telegram_sim.chat(ALICE.id)
+    good = {"update_id": 8, "message": {"message_id": 1, "date": 1700000000, "text": "kept",
+            "chat": {"id": 42, "type": "private"}, "from": ALICE.to_json()}}  # fmt: skip
+    await store.enqueue_inbound(
+        InboundRecord("telegram", "8", "telegram:dm:42", json.dumps(good), 2.0)
+    )
+    adapter = await start_adapter()
+    assert (await events.next_event()).text == "kept"
+    await adapter.drain()
+    broken = await store.get_inbound("telegram", "7")
+    assert broken is not None and broken.state == "failed"
+    assert await store.unfinished_inbound("telegram") == []

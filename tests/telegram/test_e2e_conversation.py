@@ -78,3 +78,29 @@ async def test_unknown_user_is_denied_without_a_turn(
     assert replies(telegram_sim, carol.id, "") == []
     record = await store.get_inbound("telegram", said.event_id or "")
     assert record is not None and record.state == "done"
+
+
+async def test_group_text_needs_a_mention_or_a_reply_to_the_bot(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_text("You called?"), reply_text("Following up."))
+    run = await gateway()
+    telegram_sim.add_group(GROUP)
+    chatter = await telegram_sim.user_says(GROUP, "just chatting with Bob", user=ALICE)
+    await telegram_sim.user_says(GROUP, "hey @test_bot", user=ALICE)
+    first = await telegram_sim.wait_for_bot_message(GROUP, lambda m: m.text == "You called?")
+    await telegram_sim.user_says(GROUP, "and one more thing", user=ALICE, reply_to=first)
+    await telegram_sim.wait_for_bot_message(GROUP, lambda m: m.text == "Following up.")
+    await run.idle(f"telegram:group:{GROUP}:{ALICE.id}")
+    user_turns = [r.messages[-1]["content"] for r in model_server.requests]
+    assert user_turns == ["hey @test_bot", "and one more thing"]
+    assert chatter.text not in str(model_server.requests[1].messages)
+
+
+async def test_command_menu_is_published_from_the_router(
+    gateway: GatewayFactory, telegram_sim: TelegramSim
+) -> None:
+    run = await gateway()
+    published = [(c["command"], c["description"]) for c in telegram_sim.commands()]
+    assert published == [(c.name, c.description) for c in run.service.router.commands]
+    assert ("stop", "Stop the current task") in published

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+
+from tests.platform_sim.base import Call, SimMessage
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import (
     ScriptedModelServer,
@@ -12,6 +15,15 @@ from tests.support.model_server import (
 from tests.telegram.harness import GatewayFactory, replies
 
 EDIT_INTERVAL = 0.25
+
+
+def wrote_progress(call: Call, progress: SimMessage) -> bool:
+    """A successful send of the progress message, or an edit of it."""
+    if call.status != 200:
+        return False
+    if call.method == "sendMessage":
+        return "terminal" in str(call.params.get("text"))
+    return call.method == "editMessageText" and call.params.get("message_id") == int(progress.id)
 
 
 async def test_progress_is_one_message_edited_no_faster_than_the_edit_interval(
@@ -30,16 +42,9 @@ async def test_progress_is_one_message_edited_no_faster_than_the_edit_interval(
     await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "All three ran.")
     await run.idle(f"telegram:dm:{ALICE.id}")
     [progress] = replies(telegram_sim, ALICE.id, "terminal")
-    writes = [
-        call.at
-        for call in telegram_sim.calls
-        if call.method in ("sendMessage", "editMessageText")
-        and call.status == 200
-        and (call.method == "sendMessage" and "terminal" in str(call.params.get("text"))
-             or call.params.get("message_id") == int(progress.id))
-    ]  # fmt: skip
+    writes = [call.at for call in telegram_sim.calls if wrote_progress(call, progress)]
     assert len(writes) == len(progress.history) + 1 >= 2
-    gaps = [later - earlier for earlier, later in zip(writes, writes[1:], strict=False)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(writes)]
     assert min(gaps) >= EDIT_INTERVAL - 0.01, gaps
     for shown in ("echo one", "echo two", "read_file", "echo three", "Done — 4 steps"):
         assert shown in progress.text
