@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import resource
 import sys
 import time
@@ -34,8 +35,8 @@ class Row:
 def percentile(values: Sequence[float], fraction: float) -> float:
     """Nearest-rank percentile (no interpolation): a value that was actually measured."""
     ordered = sorted(values)
-    rank = max(1, round(fraction * len(ordered) + 0.5 - 1e-9))
-    return ordered[min(rank, len(ordered)) - 1]
+    rank = min(len(ordered), max(1, math.ceil(fraction * len(ordered))))
+    return ordered[rank - 1]
 
 
 def rss_peak_mib() -> float:

@@ -118,15 +118,22 @@ class Dispatcher:
         self._closing = False
 
     # submitting ----------------------------------------------------------------
-    async def submit(self, session_key: str, message: UserMessage) -> SubmitOutcome:
-        """Start, queue or fold in ``message``; never waits for a turn."""
+    async def submit(
+        self, session_key: str, message: UserMessage, *, policy: BusyPolicy | None = None
+    ) -> SubmitOutcome:
+        """Start, queue or fold in ``message``; never waits for a turn.
+
+        ``policy`` overrides the session's busy policy for this message (``/queue`` forces
+        ``"queue"`` whatever the profile says).
+        """
         if self._closing:
             return SubmitOutcome("rejected_shutting_down")
         lane = self._lanes.get(session_key)
         if lane is None:
             self._start(session_key, message)
             return SubmitOutcome("started")
-        policy, running = self._policy(session_key), _live(lane.control)
+        policy = policy or self._policy(session_key)
+        running = _live(lane.control)
         if policy == "steer" and running is not None:
             running.steer(message.text)
             return SubmitOutcome("steered")

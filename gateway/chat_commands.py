@@ -7,9 +7,11 @@ Replies are short plain-text notices; ``None`` means the command answers nothing
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from typing import Protocol
 
 from adapters.base import InboundEvent
+from core.agent.profile import BusyPolicy
 from core.approvals import Approvals, ResolveOutcome
 from core.approver import ApprovalRequest
 from core.dispatcher import Dispatcher
@@ -19,7 +21,16 @@ from gateway.commands import canonical, help_text
 logger = logging.getLogger(__name__)
 
 Reply = str | None
-SubmitText = Callable[[InboundEvent, str], Awaitable[Reply]]
+
+
+class SubmitText(Protocol):
+    """Start or queue a turn with ``text`` (the router's ``submit_text``)."""
+
+    def __call__(
+        self, event: InboundEvent, text: str, *, policy: BusyPolicy | None = None
+    ) -> Awaitable[Reply]: ...
+
+
 SHORT_ID = 8
 MIN_ID_PREFIX = 4
 
@@ -91,7 +102,7 @@ class ChatCommands:
     async def _cmd_queue(self, event: InboundEvent, key: str, args: str) -> Reply:
         if not args:
             return "Usage: /queue <text>"
-        return await self._submit(event, args)
+        return await self._submit(event, args, policy="queue")
 
     async def _cmd_status(self, event: InboundEvent, key: str, args: str) -> Reply:
         status = self._dispatcher.status(key)

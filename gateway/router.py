@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 
 from adapters.base import Adapter, InboundEvent
+from core.agent.profile import BusyPolicy
 from core.agent.turn import UserMessage
 from core.approvals import Approvals
 from core.dispatcher import Dispatcher, SubmitOutcome
@@ -110,13 +111,15 @@ class Router:
         else:
             await self.submit_text(event, event.text)
 
-    async def submit_text(self, event: InboundEvent, text: str) -> Reply:
+    async def submit_text(
+        self, event: InboundEvent, text: str, *, policy: BusyPolicy | None = None
+    ) -> Reply:
         """Start (or queue) a turn with ``text``; acknowledges a queued message itself."""
         if not text.strip():
             return None
         message = UserMessage(text, sender_id=event.sender.id, sender_name=event.sender.name)
         key = str(event.session_key)
-        outcome = await self._dispatcher.submit(key, message)
+        outcome = await self._dispatcher.submit(key, message, policy=policy)
         await self._acknowledge(event, key, outcome)
         return None
 

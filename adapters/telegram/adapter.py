@@ -39,7 +39,7 @@ from adapters.telegram.normalize import (
     SessionKeyRule,
     default_session_key,
 )
-from adapters.telegram.polling import LongPoller, PollSettings
+from adapters.telegram.polling import LongPoller, PollSettings, RawUpdates
 from adapters.telegram.webhook import WebhookServer, WebhookSettings
 from core.store.base import Store
 
@@ -125,6 +125,7 @@ class TelegramAdapter:
 
     def _build_bot(self, token: str) -> ExtBot[int]:
         poll_read = float(self.settings.poll.timeout) + 5.0
+        self._raw_updates = RawUpdates(connection_pool_size=1, read_timeout=poll_read)
         limiter = AIORateLimiter(
             group_max_rate=self.settings.group_rate_per_minute,
             max_retries=self.settings.max_retries,
@@ -134,7 +135,7 @@ class TelegramAdapter:
             base_url=self.settings.base_url,
             base_file_url=self.settings.base_file_url,
             request=HTTPXRequest(connection_pool_size=64),
-            get_updates_request=HTTPXRequest(connection_pool_size=1, read_timeout=poll_read),
+            get_updates_request=self._raw_updates,
             rate_limiter=limiter,
         )
 
@@ -157,7 +158,7 @@ class TelegramAdapter:
     async def _start_polling(self, inbox: Inbox) -> None:
         with platform_errors():
             await self.bot.delete_webhook()
-        self._poller = LongPoller(self.bot, inbox, self.settings.poll)
+        self._poller = LongPoller(self.bot, inbox, self.settings.poll, self._raw_updates)
         self._poll_task = asyncio.get_running_loop().create_task(
             self._poller.run(), name="telegram-poll"
         )

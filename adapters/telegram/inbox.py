@@ -75,6 +75,26 @@ class Inbox:
         await self._deliver(record.update_id, update)
         return True
 
+    async def accept_raw(self, data: dict[str, Any]) -> int:
+        """An update PTB could not parse as part of its batch: parse it alone, or store it
+        as ``failed`` (payload kept) so it never blocks the queue. Returns its update id."""
+        update_id = int(data["update_id"])
+        try:
+            update = Update.de_json(data, self.bot)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            await self._reject(update_id, data, exc)
+            return update_id
+        await self.accept(update)
+        return update_id
+
+    async def _reject(self, update_id: int, data: dict[str, Any], exc: Exception) -> None:
+        _log.error("telegram update %s is unreadable (%s); stored as failed", update_id, exc)
+        record = InboundRecord(
+            PLATFORM, str(update_id), "", json.dumps(data), time.time(), state="failed"
+        )
+        if await self.store.enqueue_inbound(record):
+            await self.store.set_inbound_state(PLATFORM, record.update_id, "failed")
+
     async def replay(self) -> int:
         """Deliver the updates a previous run left unfinished; returns how many."""
         records = await self.store.unfinished_inbound(PLATFORM)

@@ -6,7 +6,10 @@ update is either in the store or still unconfirmed on Telegram's side — never 
 A failed persist leaves the offset where it was and the update is fetched again.
 
 The loop survives everything but cancellation: flood control waits ``retry_after``, other
-failures back off exponentially (capped) and are logged.
+failures back off exponentially (capped) and are logged. A batch PTB cannot parse is taken
+apart from the raw JSON (:class:`RawUpdates`): readable updates go on as usual, an
+unreadable one is stored as ``failed`` with its payload — one error, nothing lost, and it
+never blocks the updates behind it.
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from telegram import Bot, Update
-from telegram.error import RetryAfter
+from telegram.error import RetryAfter, TelegramError
+from telegram.request import HTTPXRequest
 
 from adapters.telegram.errors import retry_after_seconds
 from adapters.telegram.inbox import Inbox
@@ -25,6 +30,24 @@ from adapters.telegram.inbox import Inbox
 _log = logging.getLogger(__name__)
 
 ALLOWED_UPDATES: tuple[str, ...] = ("message", "callback_query")
+Fetched = Update | dict[str, Any]
+"""A parsed update, or the raw JSON of one PTB could not parse."""
+
+
+class RawUpdates(HTTPXRequest):
+    """The getUpdates transport; keeps the raw result of its latest call."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.latest: list[dict[str, Any]] = []
+
+    async def post(self, *args: Any, **kwargs: Any) -> Any:
+        self.latest = []
+        result = await super().post(*args, **kwargs)
+        self.latest = (
+            [item for item in result if isinstance(item, dict)] if isinstance(result, list) else []
+        )
+        return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,22 +62,25 @@ class PollSettings:
 class LongPoller:
     """Fetch → persist → advance offset, forever, until cancelled."""
 
-    def __init__(self, bot: Bot, inbox: Inbox, settings: PollSettings) -> None:
+    def __init__(
+        self, bot: Bot, inbox: Inbox, settings: PollSettings, raw: RawUpdates | None = None
+    ) -> None:
         self.bot = bot
         self.inbox = inbox
         self.settings = settings
+        self.raw = raw
         self.offset: int | None = None
         self._failures = 0
 
     async def run(self) -> None:
         while True:
-            updates = await self._fetch()
-            for update in updates:
-                if not await self._persist(update):
+            for fetched in await self._fetch():
+                update_id = await self._persist(fetched)
+                if update_id is None:
                     break
-                self.offset = update.update_id + 1
+                self.offset = update_id + 1
 
-    async def _fetch(self) -> tuple[Update, ...]:
+    async def _fetch(self) -> Sequence[Fetched]:
         try:
             updates = await self.bot.get_updates(
                 offset=self.offset,
@@ -66,19 +92,31 @@ class LongPoller:
             _log.warning("telegram getUpdates rate limited; retrying in %.1fs", delay)
             await asyncio.sleep(delay)
             return ()
-        except Exception as exc:
+        except TelegramError as exc:
             await self._back_off("getUpdates failed", exc)
             return ()
+        except Exception as exc:
+            return await self._unparsed(exc)
         self._failures = 0
         return updates
 
-    async def _persist(self, update: Update) -> bool:
+    async def _unparsed(self, exc: Exception) -> Sequence[Fetched]:
+        if self.raw is None or not self.raw.latest:
+            await self._back_off("getUpdates failed", exc)
+            return ()
+        _log.error("telegram: PTB could not read a batch of updates (%s); taking it apart", exc)
+        return list(self.raw.latest)
+
+    async def _persist(self, fetched: Fetched) -> int | None:
+        """Store one update; its id, or None when storing failed (the offset stays)."""
         try:
-            await self.inbox.accept(update)
+            if isinstance(fetched, Update):
+                await self.inbox.accept(fetched)
+                return fetched.update_id
+            return await self.inbox.accept_raw(fetched)
         except Exception as exc:
-            await self._back_off(f"could not persist update {update.update_id}", exc)
-            return False
-        return True
+            await self._back_off("could not store an update", exc)
+            return None
 
     async def _back_off(self, what: str, exc: Exception) -> None:
         self._failures += 1

@@ -169,3 +169,21 @@ def test_reply_text_per_turn_outcome() -> None:
     assert reply_text(result("failed", None)) == FAILED_REPLY
     assert reply_text(result("budget_exhausted", "summary")) == "summary"
     assert reply_text(result("completed", "  ")) is None
+
+
+async def test_queue_command_queues_even_under_the_interrupt_policy(
+    running: GatewayFactory,
+) -> None:
+    profile = with_profile(busy_policy="interrupt")
+    async with running(
+        Step("", tools=(("slow", {}),)), Step("first"), Step("second"), profile=profile
+    ) as gw:
+        await gw.say(ALICE, "long job")
+        await asyncio.wait_for(gw.tool_started.wait(), 5)
+        await gw.say(ALICE, "/queue after that")
+        gw.gate.set()
+        await gw.adapter.wait_for(lambda: "second" in gw.adapter.texts())
+        await gw.idle()
+        assert gw.ran == ["slow"]
+        assert gw.adapter.texts()[0].startswith("⏳ Queued")
+        assert [t for t in gw.adapter.texts() if t in ("first", "second")] == ["first", "second"]

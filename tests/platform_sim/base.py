@@ -8,7 +8,19 @@ API request for protocol assertions (order, pacing).
 
 Waiting is event-driven: every state change notifies one ``asyncio.Condition``;
 ``wait_for(predicate, timeout)`` re-checks the predicate on each change and returns its first
-truthy value, or raises ``TimeoutError`` naming what was awaited.
+truthy value, or raises ``TimeoutError`` naming what was awaited. Only the simulator's own
+state wakes it: to wait for something on the bot's side (a handler ran), use an
+``asyncio.Event``/``Queue`` the handler sets.
+
+A bot message is visible in ``messages()`` as soon as the simulator stores it, which is a
+moment *before* the library's send call returns to the bot. A library that registers state
+after the send returns (discord.py ``View``) needs the test to wait for the bot's side too
+before pressing a button.
+
+Faults: ``fail_next(method, SimError.rate_limit(0.2) | .forbidden() | .not_found() |
+.server_error(502) | .platform(code, status))`` answers the next call(s) to ``method`` with
+the platform's own error shape. A request the simulator cannot handle (a simulator bug) is
+answered with a clear 400 and kept in ``errors``; the fixtures fail the test if any occurred.
 """
 
 from __future__ import annotations

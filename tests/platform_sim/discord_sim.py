@@ -13,7 +13,10 @@ World: guild ``GUILD`` with text channel ``GENERAL``; users ``ALICE``/``BOB``;
 ``sim.dm_channel(user)``; ``await sim.add_thread(parent, name)`` (THREAD_CREATE).
 User side: ``await sim.user_says(channel, text, user=ALICE, thread=None)`` (``<@id>`` in the
 text becomes a mention; ``sim.mention`` is the bot's), ``await sim.press_button(msg,
-custom_id, user=...)`` -> :class:`Interaction` (``responses`` list its callbacks).
+custom_id, user=...)`` -> :class:`Interaction` (``responses`` list its callbacks),
+``await sim.use_command(channel, name, {"opt": "v"})`` runs a slash command registered by
+``tree.sync()``. A ``discord.Client`` waits 5 s before identifying again after an
+INVALID_SESSION (``before_identify_hook``); override that hook in tests.
 Conversation: ``messages(channel)``, ``bot_messages(channel)``, ``wait_for_bot_message``,
 ``typing(channel)``; protocol: ``calls`` (method = route name, e.g. ``create_message``),
 ``gateway.identify``, ``gateway.resumes``, ``commands``.

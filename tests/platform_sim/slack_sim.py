@@ -17,8 +17,11 @@ World: channel ``GENERAL`` (``C0000GEN``), DM channels from ``sim.dm_channel(use
 User side: ``await sim.user_says(channel, text, user=ALICE, thread=ts)`` sends a ``message``
 event, plus ``app_mention`` when the text mentions the bot; ``await sim.press_button(msg,
 data, user=...)`` sends ``block_actions`` (``data`` matches a button's ``value`` or
-``action_id``). Conversation: ``messages``/``bot_messages``/``wait_for_bot_message`` (a thread
-reply has ``thread`` = parent ts), ``ephemerals``, ``reactions``. Protocol: ``calls`` (method
+``action_id``); ``await sim.use_command(channel, "/stop", "text", user=...)`` sends
+``slash_commands`` (an ack with text becomes an ephemeral response, as does a
+``response_url`` post unless ``response_type`` is ``in_channel``).
+Conversation: ``messages``/``bot_messages``/``wait_for_bot_message`` (a thread reply has
+``thread`` = parent ts), ``ephemerals``, reactions in ``raw``. Protocol: ``calls`` (method
 = Web API name, ``response_url`` for response-URL posts), ``envelopes`` (``Envelope`` with
 ``attempts``, ``acked_at``, ``ack_payload``), ``unacked()``.
 
