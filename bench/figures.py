@@ -69,7 +69,9 @@ async def traced_peak(work: Callable[[], Awaitable[object]]) -> float:
     return (peak - base) / MIB
 
 
-async def sample(what: str, op: Operation, n: int, *, traced: int, offset: int = 0) -> Row:
+async def sample(
+    what: str, op: Operation, n: int, *, traced: int, offset: int = 0, unit: str = "op"
+) -> Row:
     """``traced`` iterations under tracemalloc (also the warm-up), then ``n`` timed ones.
 
     The operation gets iteration numbers ``offset + i``; the timed pass continues after the
@@ -77,11 +79,11 @@ async def sample(what: str, op: Operation, n: int, *, traced: int, offset: int =
     """
     peak = await traced_peak(lambda: timed(lambda i: op(offset + i), traced))
     latencies, seconds = await timed(lambda i: op(offset + traced + i), n)
-    return Row(what, n, latencies, seconds, peak)
+    return Row(what, n, latencies, seconds, peak, unit)
 
 
 def print_table(title: str, rows: Sequence[Row], notes: Sequence[str] = ()) -> None:
-    header = ("case", "n", "p50 ms", "p95 ms", "max ms", "per s", "traced peak MiB")
+    header = ("case", "n", "p50 ms", "p95 ms", "max ms", "rate", "traced peak MiB")
     lines = [header, *(_cells(row) for row in rows)]
     widths = [max(len(line[col]) for line in lines) for col in range(len(header))]
     print(f"\n== {title}  (RSS peak {rss_peak_mib():.1f} MiB)")
@@ -98,6 +100,6 @@ def _cells(row: Row) -> tuple[str, ...]:
     lat = row.latencies_ms
     peak = "-" if row.traced_peak_mib is None else f"{row.traced_peak_mib:.2f}"
     if not lat:
-        return (row.what, str(row.n), "-", "-", "-", f"{row.rate:.0f} {row.unit}", peak)
+        return (row.what, str(row.n), "-", "-", "-", f"{row.rate:.0f} {row.unit}/s", peak)
     spread = (f"{percentile(lat, 0.5):.2f}", f"{percentile(lat, 0.95):.2f}", f"{max(lat):.2f}")
-    return (row.what, str(row.n), *spread, f"{row.rate:.0f} {row.unit}", peak)
+    return (row.what, str(row.n), *spread, f"{row.rate:.0f} {row.unit}/s", peak)

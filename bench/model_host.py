@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import sys
 from types import TracebackType
 
@@ -35,28 +36,29 @@ START_SECONDS = 10.0
 STOP_SECONDS = 5.0
 
 
-def answer(request: ReceivedRequest) -> Reply:
-    """The reply for ``request`` (see the module docstring)."""
+def answer(request: ReceivedRequest, number: int) -> Reply:
+    """The reply for ``request``, the ``number``-th one (see the module docstring)."""
     messages = request.messages
     last = messages[-1] if messages else {}
     if last.get("role") == "tool":
         return reply_text("done")
     text = request.last_user_text
     if text.startswith("/tool"):
-        return reply_tool_call(TOOL_NAME, {"text": "x"}, id=f"call_{request.index}")
+        return reply_tool_call(TOOL_NAME, {"text": "x"}, id=f"call_{number}")
     if text.startswith("/hang"):
-        print(f"hang {request.index}", flush=True)
+        print(f"hang {number}", flush=True)
         return reply_hang()
     return reply_text(TEXT_REPLY)
 
 
 async def serve() -> None:
+    numbers = itertools.count()
     async with ScriptedModelServer() as server:
 
         def respond(request: ReceivedRequest) -> Reply:
             server.script(respond)  # always exactly one pending item: itself
             server.requests.clear()  # a benchmark sends thousands; keep none
-            return answer(request)
+            return answer(request, next(numbers))
 
         server.script(respond)
         print(f"port {server.port}", flush=True)

@@ -3,11 +3,12 @@
 :class:`Gateway` owns the long-lived parts and their order::
 
     start():  data dir → store (opened, migrated, crashed turns marked failed)
-              → model client → default profile (SOUL.md read) → adapters → ready
+              → model client → default profile (SOUL.md read) → service + adapters → ready
     stop():   in reverse; each part is closed even when another fails to close
 
-At this stage no platform adapter is wired: ``start`` says so in the log. The dispatcher
-and adapters plug in between the model client and ``ready``.
+Between the model client and ``ready`` the :class:`~gateway.service.GatewayService`
+(engine, dispatcher, approvals, chat layer and the configured adapters) is composed by
+:mod:`gateway.wiring` and started; ``stop`` stops it first.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 from core.model.base import ModelClient
 from core.store.base import Store, StoreError
 from gateway.config_schema import Config, ModelSection
+from gateway.service import GatewayService
+from gateway.wiring import build_service
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,7 @@ class Gateway:
         """Set once everything has started; cleared again by :meth:`stop`."""
         self._store: Store | None = None
         self._model: ModelClient | None = None
+        self._service: GatewayService | None = None
 
     @property
     def store(self) -> Store:
@@ -75,11 +79,18 @@ class Gateway:
         await _recover_turns(self._store)
         self._model = _build_model(self.config.model)
         _check_profile(self.config)
-        _log_adapters(self.config)
+        self._service = build_service(self.config, self._store, self._model)
+        try:
+            await self._service.start()
+        except Exception as exc:
+            raise StartupError(f"cannot start the platform adapters: {_one_line(exc)}") from exc
 
     async def stop(self) -> None:
         """Close whatever started, in reverse order; safe to call more than once."""
         self.ready.clear()
+        service, self._service = self._service, None
+        if service is not None:
+            await _close("service", service.stop())
         model, self._model = self._model, None
         store, self._store = self._store, None
         if model is not None:
@@ -144,12 +155,9 @@ def _check_profile(config: Config) -> None:
     )
 
 
-def _log_adapters(config: Config) -> None:
-    platforms = config.enabled_platforms()
-    if not platforms:
-        log.info("no platform adapters configured")
-    for platform in platforms:
-        log.warning("[%s] is configured, but its adapter is not wired yet", platform)
+def _one_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 async def run_until_signalled(gateway: Gateway) -> None:

@@ -15,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 
 from core.store.base import StoreError
+from gateway import log_redaction
 from gateway.app import Gateway, StartupError, run_until_signalled
 from gateway.config import ConfigError, load_config
 from gateway.config_render import render_config
@@ -91,6 +92,7 @@ def run_command(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return fail(exc.errors)
     configure_logging(config.gateway.log_level)
+    log_redaction.install(config)
     try:
         asyncio.run(run_until_signalled(Gateway(config)))
     except (StartupError, StoreError) as exc:

@@ -224,8 +224,11 @@ def read_telegram(table: Table, ctx: Context, enabled: bool) -> TelegramSection:
         allowed_users=table.ids("allowed_users"),
         approvers=table.ids("approvers"),
     )
-    if enabled and mode == "webhook" and section.webhook_url is None:
-        table.error("webhook_url", 'required when mode = "webhook"')
+    if enabled and mode == "webhook":
+        if section.webhook_url is None:
+            table.error("webhook_url", 'required when mode = "webhook"')
+        secret = section.webhook_secret
+        require(table, "webhook_secret", secret, "COMMONOS_TELEGRAM_WEBHOOK_SECRET", "")
     table.finish()
     return section
 

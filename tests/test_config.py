@@ -180,8 +180,13 @@ BAD_CONFIGS = {
         "set signing_secret here or the env var COMMONOS_SLACK_SIGNING_SECRET",
     ),
     "webhook_without_url": (
-        '[telegram]\ntoken = "t"\nmode = "webhook"\n',
+        '[telegram]\ntoken = "t"\nmode = "webhook"\nwebhook_secret = "s3cret"\n',
         'telegram.webhook_url: required when mode = "webhook"',
+    ),
+    "webhook_without_secret_token": (
+        '[telegram]\ntoken = "t"\nmode = "webhook"\nwebhook_url = "https://bot.example/tg"\n',
+        "telegram.webhook_secret: missing secret: "
+        "set webhook_secret here or the env var COMMONOS_TELEGRAM_WEBHOOK_SECRET",
     ),
     "bad_listen_address": (
         '[web]\nlisten = "8080"\n',

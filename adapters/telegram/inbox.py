@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from telegram import Bot, Update
+from telegram.error import TelegramError
 
 from adapters.base import EventSink, InboundEvent
 from adapters.telegram.normalize import PLATFORM, Normalizer
@@ -133,17 +134,19 @@ class Inbox:
 
     async def _deliver(self, update_id: str, update: Update) -> None:
         await self.store.set_inbound_state(PLATFORM, update_id, "processing")
-        event = self.normalizer.event(update)
         task = asyncio.get_running_loop().create_task(
-            self._hand_over(update_id, event), name=f"telegram-update-{update_id}"
+            self._hand_over(update_id, update), name=f"telegram-update-{update_id}"
         )
         self._tasks.add(task)
         task.add_done_callback(self._finished)
 
-    async def _hand_over(self, update_id: str, event: InboundEvent | None) -> None:
+    async def _hand_over(self, update_id: str, update: Update) -> None:
         state: InboundState = "done"
         try:
-            if event is not None:
+            event = self.normalizer.event(update)
+            if event is None:
+                await _answer_unhandled_press(update)
+            else:
                 await self.sink(event)
                 if not await self._settle(event):
                     _log.info("telegram update %s: work cut short; replays next run", update_id)
@@ -162,3 +165,13 @@ class Inbox:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             _log.error("%s failed", task.get_name(), exc_info=task.exception())
+
+
+async def _answer_unhandled_press(update: Update) -> None:
+    """A press we make no event of (no payload) is still answered, or the client spins."""
+    if update.callback_query is None:
+        return
+    try:
+        await update.callback_query.answer()
+    except TelegramError as exc:
+        _log.warning("telegram: could not answer press %s: %s", update.callback_query.id, exc)

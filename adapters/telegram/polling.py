@@ -15,6 +15,7 @@ never blocks the updates behind it.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,19 +36,25 @@ Fetched = Update | dict[str, Any]
 
 
 class RawUpdates(HTTPXRequest):
-    """The getUpdates transport; keeps the raw result of its latest call."""
+    """The getUpdates transport; keeps the raw ``result`` list of its latest answer."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.latest: list[dict[str, Any]] = []
 
-    async def post(self, *args: Any, **kwargs: Any) -> Any:
+    async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
         self.latest = []
-        result = await super().post(*args, **kwargs)
-        self.latest = (
-            [item for item in result if isinstance(item, dict)] if isinstance(result, list) else []
-        )
-        return result
+        status, payload = await super().do_request(*args, **kwargs)
+        self.latest = _raw_result(payload) if status == 200 else []
+        return status, payload
+
+
+def _raw_result(payload: bytes) -> list[dict[str, Any]]:
+    try:
+        result = json.loads(payload).get("result")
+    except (ValueError, AttributeError):
+        return []
+    return [item for item in result if isinstance(item, dict)] if isinstance(result, list) else []
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 from tests.platform_sim.base import Json, SimMessage
 from tests.platform_sim.telegram_markup import MarkupError, parse, utf16_len
 from tests.platform_sim.telegram_sim import TelegramSim, buttons_of
-from tests.platform_sim.telegram_types import TgChat, Upload, Webhook, bad_request
+from tests.platform_sim.telegram_types import TgApiError, TgChat, Upload, Webhook, bad_request
 
 Method = Callable[[TelegramSim, Json], Awaitable[Any]]
 MAX_TEXT, MAX_CAPTION = 4096, 1024
@@ -227,7 +227,13 @@ def _known_chat(sim: TelegramSim, p: Json) -> TgChat:
     chat_id = p.get("chat_id")
     if not isinstance(chat_id, int) or chat_id not in sim.chats:
         raise bad_request("chat not found")
-    return sim.chats[chat_id]
+    chat = sim.chats[chat_id]
+    if chat.id in sim.blocked:
+        gone = (
+            "blocked by the user" if chat.type == "private" else f"kicked from the {chat.type} chat"
+        )
+        raise TgApiError(403, f"Forbidden: bot was {gone}")
+    return chat
 
 
 def _text(p: Json) -> tuple[str, list[Json]]:

@@ -9,6 +9,11 @@ Fixture: ``telegram_sim`` (started and stopped per test, proxies cleared). Point
     ...
     await app.updater.stop(); await app.stop(); await app.shutdown()
 
+Imports: ``from tests.platform_sim.telegram_sim import ALICE, BOB, FloodLimits, SimError,
+TelegramSim``. Settings are plain attributes a test may change: ``flood``, ``privacy_mode``,
+``callback_window``, ``webhook_retry_delay``. The bot can only write to chats the simulator
+knows: one a user has spoken in, or one made with ``sim.chat(id)`` / ``sim.add_group(...)``.
+
 Acting as users (each returns at once; the bot receives the update on its next getUpdates)::
 
     msg = await sim.user_says(ALICE.id, "/start")              # private chat with Alice
@@ -36,8 +41,11 @@ updates to ``url`` with ``X-Telegram-Bot-Api-Secret-Token``; only a 2xx confirms
 
 Faults: ``sim.fail_next("sendMessage", SimError.rate_limit(0.2))`` (also ``forbidden()``,
 ``not_found()``, ``server_error()``, ``platform("Bad Request: chat not found")``);
-``await sim.drop_connection()`` resets every in-flight getUpdates; flood control is
-``TelegramSim(flood=FloodLimits(per_chat=3, window=1.0, retry_after=0.2))``.
+``sim.block_bot(chat)`` makes every later send to the chat 403 (blocked / kicked);
+``await sim.drop_connection()`` resets every in-flight getUpdates (or, with none in flight,
+the next one; PTB then retries after ~1 s); flood control:
+``sim.flood = FloodLimits(per_chat=3, window=1.0, retry_after=0.2)`` (default 20 per chat and
+30 in all per second, over which sends and edits get 429 with ``parameters.retry_after``).
 ``TelegramSim(privacy_mode=True)`` delivers only commands, @mentions of the bot and replies
 to it from groups (the message still appears in ``messages(chat)``, with no ``event_id``).
 Files: sendDocument/sendPhoto (multipart) are kept in ``sim.files``; getFile and the
@@ -85,8 +93,11 @@ from tests.platform_sim.telegram_types import (
     bad_request,
 )
 
-__all__ = ["ALICE", "BOB", "FloodLimits", "TelegramSim", "TgChat", "TgUpdate", "TgUser"]
+__all__ = [
+    "ALICE", "BOB", "FloodLimits", "SimError", "TelegramSim", "TgChat", "TgUpdate", "TgUser",
+]  # fmt: skip
 TOKEN = "123456:TEST-TOKEN"
+ChatRef = int | str | TgChat  # a chat id (as int or as SimMessage.chat) or the chat itself
 JSON_FIELDS = {
     "reply_markup", "entities", "allowed_updates", "commands", "scope", "link_preview_options",
     "reply_parameters", "caption_entities", "message_ids",
@@ -150,12 +161,14 @@ class TelegramSim(SimServer):
         self.webhook: Webhook | None = None
         self.webhook_posts: list[tuple[int, int]] = []
         self.files: dict[str, Upload] = {}
+        self.blocked: set[int] = set()
         self.allowed_updates: set[str] = set(DEFAULT_UPDATES)
         self._messages: dict[int, list[SimMessage]] = {}
         self._message_ids: dict[int, itertools.count[int]] = {}
         self._update_ids = itertools.count(1)
         self.actions: list[tuple[int, str, int | None, float]] = []
         self._polls: list[_Poll] = []
+        self._drop_next = False
         self._sends: list[tuple[int, float]] = []
 
     # chats and users ------------------------------------------------------------------------
@@ -168,9 +181,9 @@ class TelegramSim(SimServer):
         self.chats[chat_id] = chat
         return chat
 
-    def chat(self, chat: int | TgChat) -> TgChat:
+    def chat(self, chat: ChatRef) -> TgChat:
         """The chat with this id, created on first use (positive: private, negative: group)."""
-        chat_id = chat if isinstance(chat, int) else chat.id
+        chat_id = chat.id if isinstance(chat, TgChat) else int(chat)
         if chat_id not in self.chats:
             if chat_id > 0:
                 self.chats[chat_id] = TgChat(chat_id, "private", owner=self.user(chat_id))
@@ -178,17 +191,21 @@ class TelegramSim(SimServer):
                 self.add_group(chat_id, supergroup=str(chat_id).startswith("-100"))
         return self.chats[chat_id]
 
+    def block_bot(self, chat: ChatRef) -> None:
+        """The user blocks the bot (private chat) or removes it (group): sends get 403."""
+        self.blocked.add(self.chat(chat).id)
+
     def user(self, user_id: int) -> TgUser:
         return self.users.setdefault(user_id, TgUser(user_id, f"User{user_id}", f"user{user_id}"))
 
     # the conversation -----------------------------------------------------------------------
-    def messages(self, chat: int | TgChat) -> list[SimMessage]:
+    def messages(self, chat: ChatRef) -> list[SimMessage]:
         return list(self._messages.get(self.chat(chat).id, []))
 
-    def bot_messages(self, chat: int | TgChat) -> list[SimMessage]:
+    def bot_messages(self, chat: ChatRef) -> list[SimMessage]:
         return [m for m in self.messages(chat) if m.from_bot]
 
-    def last_bot_message(self, chat: int | TgChat) -> SimMessage | None:
+    def last_bot_message(self, chat: ChatRef) -> SimMessage | None:
         sent = [m for m in self.bot_messages(chat) if not m.deleted]
         return sent[-1] if sent else None
 
@@ -200,7 +217,7 @@ class TelegramSim(SimServer):
 
     async def wait_for_bot_message(
         self,
-        chat: int | TgChat,
+        chat: ChatRef,
         pred: Callable[[SimMessage], bool] | None = None,
         timeout: float = 5.0,
     ) -> SimMessage:
@@ -212,7 +229,7 @@ class TelegramSim(SimServer):
 
         return await self.wait_for(found, timeout)
 
-    def chat_actions(self, chat: int | TgChat) -> list[tuple[str, int | None, float]]:
+    def chat_actions(self, chat: ChatRef) -> list[tuple[str, int | None, float]]:
         chat_id = self.chat(chat).id
         return [(a, thread, at) for c, a, thread, at in self.actions if c == chat_id]
 
@@ -228,7 +245,7 @@ class TelegramSim(SimServer):
     # acting as users ------------------------------------------------------------------------
     async def user_says(
         self,
-        chat: int | TgChat,
+        chat: ChatRef,
         text: str,
         *,
         user: TgUser | None = None,
@@ -319,9 +336,13 @@ class TelegramSim(SimServer):
 
     # faults ---------------------------------------------------------------------------------
     async def drop_connection(self) -> int:
-        """Reset every in-flight getUpdates connection; returns how many were dropped."""
+        """Reset every in-flight getUpdates connection; returns how many were dropped.
+
+        With none in flight, the next getUpdates is reset instead (and 0 is returned).
+        """
         for poll in self._polls:
             poll.dropped = True
+        self._drop_next = not self._polls
         await self.changed()
         return len(self._polls)
 
@@ -426,6 +447,7 @@ class TelegramSim(SimServer):
             other.superseded = True
         poll = _Poll(request)
         self._polls.append(poll)
+        poll.dropped, self._drop_next = self._drop_next, False
         try:
             return await self._long_poll(poll, float(p.get("timeout", 0)), int(p.get("limit", 100)))
         finally:

@@ -176,6 +176,28 @@ class QuickReidentify(discord.Client):
         """discord.py waits 5 s before identifying again; tests need not."""
 
 
+async def test_gateway_close_makes_the_client_resume(discord_sim: DiscordSim) -> None:
+    client = discord.Client(intents=all_intents(), guild_ready_timeout=0.05)
+    seen = contents(client)
+    async with running_client(discord_sim, client):
+        assert await discord_sim.drop_connection("close") == 1
+        await discord_sim.wait_for(lambda: discord_sim.gateway.resumes)
+        await discord_sim.user_says(GENERAL, "back")
+        assert await asyncio.wait_for(seen.get(), 5) == "back"
+
+
+async def test_guild_messages_need_the_guild_messages_intent(discord_sim: DiscordSim) -> None:
+    intents = discord.Intents.none()
+    intents.guilds = intents.dm_messages = intents.message_content = True
+    client = discord.Client(intents=intents, guild_ready_timeout=0.05)
+    seen = contents(client)
+    async with running_client(discord_sim, client):
+        await discord_sim.user_says(GENERAL, "in the guild")
+        await discord_sim.user_says(discord_sim.dm_channel(ALICE).id, "in a DM")
+        assert await asyncio.wait_for(seen.get(), 5) == "in a DM"
+    assert seen.empty()
+
+
 async def test_invalid_session_makes_the_client_identify_again(discord_sim: DiscordSim) -> None:
     client = QuickReidentify(intents=all_intents(), guild_ready_timeout=0.05)
     async with running_client(discord_sim, client):
@@ -266,6 +288,8 @@ async def test_empty_message_is_rejected(http: discord.Client) -> None:
         ([[{"custom_id": "x" * 101}]], "components.0.components.0.custom_id"),
         ([[{"custom_id": f"b{i}"}] for i in range(6)], "Must be 5 or fewer in length"),
         ([[{"custom_id": f"b{i}"} for i in range(6)]], "components.0.components"),
+        ([[{"custom_id": "same"}, {"custom_id": "same"}]], "custom id cannot be duplicated"),
+        ([[{"custom_id": "x", "label": "y" * 81}]], "Must be 80 or fewer"),
     ],
 )
 async def test_component_limits_are_enforced(
@@ -305,6 +329,29 @@ async def test_interaction_is_answered_once_within_its_window(
     with pytest.raises(discord.NotFound, match="Unknown interaction"):
         await http.http.request(post("/interactions/{i}/{t}/callback", i=late.id, t=late.token),
                                 json={"type": 6})  # fmt: skip
+
+
+async def test_unknown_channel_and_message_are_not_found(
+    discord_sim: DiscordSim, http: discord.Client
+) -> None:
+    with pytest.raises(discord.NotFound, match="Unknown Channel"):
+        await http.http.send_message(999, params=_params("x"))
+    route = Route("PATCH", "/channels/{c}/messages/{m}", c=GENERAL, m="123")
+    with pytest.raises(discord.NotFound, match="Unknown Message"):
+        await http.http.request(route, json={"content": "x"})
+
+
+async def test_followup_before_any_response_is_unknown_webhook(
+    discord_sim: DiscordSim, http: discord.Client
+) -> None:
+    components = [{"type": 1, "components": [{"type": 2, "style": 1, "label": "Go",
+                                              "custom_id": "go"}]}]  # fmt: skip
+    route = post("/channels/{channel_id}/messages", channel_id=GENERAL)
+    await http.http.request(route, json={"content": "pick", "components": components})
+    pressed = await discord_sim.press_button(discord_sim.bot_messages(GENERAL)[0], "go")
+    followup = post("/webhooks/{a}/{t}", a=discord_sim.app_id, t=pressed.token)
+    with pytest.raises(discord.NotFound, match="Unknown Webhook"):
+        await http.http.request(followup, json={"content": "too early"})
 
 
 # faults -----------------------------------------------------------------------------------------

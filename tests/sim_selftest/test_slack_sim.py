@@ -226,6 +226,18 @@ async def test_thread_replies_are_listed_under_their_parent(slack_sim: SlackSim)
         ({"channel": "C404", "text": "x"}, "channel_not_found"),
         ({"channel": GENERAL, "text": "x", "blocks": [{"type": "divider"}] * 51}, "invalid_blocks"),
         ({"channel": GENERAL, "text": "x", "blocks": [{"type": "bogus"}]}, "invalid_blocks"),
+        (
+            {"channel": GENERAL, "text": "x", "blocks": [{"type": "divider", "block_id": "a"}] * 2},
+            "invalid_blocks",
+        ),
+        (
+            {
+                "channel": GENERAL,
+                "text": "x",
+                "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "y" * 3001}}],
+            },
+            "invalid_blocks",
+        ),
         ({"channel": GENERAL, "text": "x", "thread_ts": "1.000001"}, "thread_not_found"),
     ],
 )
@@ -286,6 +298,16 @@ async def test_bad_tokens_are_refused(slack_sim: SlackSim, token: str, error: st
     assert caught.value.response["error"] == error
 
 
+async def test_socket_mode_needs_the_app_token(slack_sim: SlackSim) -> None:
+    with pytest.raises(SlackApiError, match="invalid_auth"):
+        await web_client(slack_sim).apps_connections_open(app_token=slack_sim.bot_token)
+
+
+async def test_unknown_method_is_reported(slack_sim: SlackSim) -> None:
+    with pytest.raises(SlackApiError, match="unknown_method"):
+        await web_client(slack_sim).api_call("chat.scheduleMessage", json={"channel": GENERAL})
+
+
 # faults -----------------------------------------------------------------------------------------
 async def test_rate_limit_answers_429_with_retry_after(slack_sim: SlackSim) -> None:
     slack_sim.rate_limit = RateLimit(per_channel=2, window=10.0, retry_after=3)
@@ -306,6 +328,7 @@ async def test_rate_limit_answers_429_with_retry_after(slack_sim: SlackSim) -> N
         (SimError.forbidden(), "not_in_channel"),
         (SimError.not_found(), "channel_not_found"),
         (SimError.platform("is_archived"), "is_archived"),
+        (SimError.server_error(), "internal_error"),
     ],
 )
 async def test_injected_fault_reaches_slack_sdk(

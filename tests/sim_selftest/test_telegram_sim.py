@@ -431,6 +431,20 @@ async def test_injected_fault_reaches_ptb_as_its_exception(
     assert (await bot.send_message(ALICE.id, "y")).text == "y"  # only the next call fails
 
 
+@pytest.mark.parametrize(
+    ("chat", "text"),
+    [(ALICE.id, "bot was blocked by the user"), (-100500, "kicked from the supergroup chat")],
+)
+async def test_blocked_bot_is_forbidden_to_send(
+    telegram_sim: TelegramSim, bot: Bot, chat: int, text: str
+) -> None:
+    telegram_sim.block_bot(chat)
+    with pytest.raises(Forbidden, match=text):
+        await bot.send_message(chat, "hello?")
+    with pytest.raises(Forbidden):
+        await bot.send_chat_action(chat, "typing")
+
+
 async def test_drop_connection_resets_the_in_flight_poll(
     telegram_sim: TelegramSim, bot: Bot
 ) -> None:
@@ -439,6 +453,29 @@ async def test_drop_connection_resets_the_in_flight_poll(
     assert await telegram_sim.drop_connection() == 1
     with pytest.raises(NetworkError, match="RemoteProtocolError"):
         await asyncio.wait_for(poll, 5)
+
+
+async def test_drop_connection_with_no_poll_resets_the_next_one(
+    telegram_sim: TelegramSim, bot: Bot
+) -> None:
+    assert await telegram_sim.drop_connection() == 0
+    with pytest.raises(NetworkError, match="RemoteProtocolError"):
+        await bot.get_updates(timeout=5)
+    assert await bot.get_updates(timeout=0) == ()
+
+
+async def test_ptb_polling_recovers_from_a_dropped_connection(telegram_sim: TelegramSim) -> None:
+    async def echo(update: Update, _: Ctx) -> None:
+        assert update.message is not None
+        await update.message.reply_text(f"echo: {update.message.text}")
+
+    async with running_app(telegram_sim, MessageHandler(filters.TEXT, echo)):
+        await telegram_sim.wait_for(telegram_sim.in_flight_polls)
+        assert await telegram_sim.drop_connection() == 1
+        await telegram_sim.user_says(ALICE.id, "still there?")
+        reply = await telegram_sim.wait_for_bot_message(ALICE.id)  # PTB retries after ~1 s
+    assert reply.text == "echo: still there?"
+    assert [c.status for c in telegram_sim.calls_to("getUpdates")].count(499) == 1
 
 
 # webhook mode -----------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """The whole gateway for end-to-end tests: real PTB against the Telegram simulator, the
 scripted model server over real HTTP, a real SQLite file, composed by ``GatewayService``.
 
-One :class:`Gateway` is one run of the service. ``restart`` builds a new one on the same
-database and simulator, as a process restart would.
+One :class:`Gateway` is one run of the service; calling the ``gateway`` fixture again
+builds another on the same database and simulator, as a process restart would. Updates
+count as handled once their session is idle, unless a stop cut the turn short
+(:meth:`Gateway._settled`) — the wiring ``GatewayService`` should adopt.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, TypeVar
 
 from adapters.base import InboundEvent
 from adapters.telegram import PollSettings, TelegramAdapter, TelegramSettings
-from core.agent.profile import AgentProfile
+from core.agent.profile import AgentProfile, BusyPolicy
 from core.hooks.builtin import register_builtin_hooks
 from core.hooks.registry import HookRegistry
 from core.model.openai_client import OpenAIClient
@@ -30,6 +32,8 @@ from gateway.session_keys import session_key
 from tests.platform_sim.base import SimMessage
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
 from tests.support.model_server import ScriptedModelServer
+
+T = TypeVar("T")
 
 
 class EventLog:
@@ -76,7 +80,6 @@ def sim_settings(sim: TelegramSim, **changes: Any) -> TelegramSettings:
     return TelegramSettings(**values)
 
 
-T = TypeVar("T")
 ALLOWED = frozenset({str(ALICE.id), str(BOB.id)})
 MENU = [(command.name, command.description) for command in COMMANDS]
 
@@ -85,7 +88,7 @@ MENU = [(command.name, command.description) for command in COMMANDS]
 class GatewaySetup:
     """What a test may vary about the gateway it runs."""
 
-    busy_policy: str = "queue"
+    busy_policy: BusyPolicy = "queue"
     approval_timeout: float = 30.0
     edit_interval: float = 0.25
     progress: ProgressConfig = field(default_factory=lambda: ProgressConfig(mode="all"))
@@ -119,7 +122,7 @@ class Gateway:
             soul="You are a test agent.",
             workspace=self.workspace,
             approval_timeout=self.setup.approval_timeout,
-            busy_policy=self.setup.busy_policy,  # type: ignore[arg-type]
+            busy_policy=self.setup.busy_policy,
         )
         return GatewayService(
             store=self.store,

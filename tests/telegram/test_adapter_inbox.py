@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
-from adapters.base import InboundEvent
+from adapters.base import ChatRef, InboundEvent
 from core.store.base import InboundRecord, StoreError
 from core.store.sqlite import SqliteStore
 from tests.platform_sim.base import SimError
-from tests.platform_sim.telegram_sim import ALICE, TelegramSim
+from tests.platform_sim.telegram_sim import ALICE, CallbackQuery, TelegramSim
 from tests.telegram.conftest import AdapterFactory
 from tests.telegram.harness import EventLog
 
@@ -221,3 +222,32 @@ async def test_unreadable_stored_update_is_marked_failed_and_the_rest_replay(
     broken = await store.get_inbound("telegram", "7")
     assert broken is not None and broken.state == "failed"
     assert await store.unfinished_inbound("telegram") == []
+
+
+async def test_update_ptb_cannot_read_is_stored_as_failed_and_does_not_block_the_next(
+    adapter: Any, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
+) -> None:
+    broken = await telegram_sim.push_update("message", {"message_id": 5, "text": "no chat"})
+    said = await telegram_sim.user_says(ALICE.id, "after the broken one")
+    assert (await events.next_event()).text == "after the broken one"
+    await adapter.drain()
+    record = await store.get_inbound("telegram", str(broken.update_id))
+    assert record is not None and record.state == "failed" and "no chat" in record.payload
+    await telegram_sim.wait_for(lambda: telegram_sim.is_confirmed(broken.update_id))
+    assert [e.update_id for e in events.events] == [said.event_id]
+
+
+async def test_press_without_payload_is_still_answered(
+    adapter: Any, telegram_sim: TelegramSim, events: EventLog
+) -> None:
+    card = await adapter.send(ChatRef("telegram", str(ALICE.id)), "a game card")
+    message = telegram_sim.find_message(ALICE.id, int(card.message_id))
+    query = CallbackQuery("q-game", message, "", ALICE, time.monotonic())  # type: ignore[arg-type]
+    telegram_sim.queries[query.id] = query
+    await telegram_sim.push_update("callback_query", {
+        "id": query.id, "from": ALICE.to_json(), "message": message.raw,  # type: ignore[union-attr]
+        "chat_instance": "ci42", "game_short_name": "snake",
+    })  # fmt: skip
+    await telegram_sim.wait_for(lambda: query.id in telegram_sim.answers)
+    await adapter.drain()
+    assert events.events == []

@@ -1,0 +1,72 @@
+"""Secrets never reach the logs.
+
+Libraries log request URLs (python-telegram-bot's token is part of every Bot API URL,
+httpx logs each request at INFO); a traceback may quote a header. :class:`RedactSecrets`
+sits on the log handlers and replaces every configured secret in the rendered message and
+traceback with a mask before anything is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Iterator
+
+from gateway.config_render import mask
+from gateway.config_schema import Config
+
+MIN_SECRET_LENGTH = 6
+"""Shorter values are too likely to occur in ordinary text to be replaced."""
+
+
+class RedactSecrets(logging.Filter):
+    def __init__(self, secrets: Iterable[str]) -> None:
+        super().__init__()
+        unique = {s for s in secrets if len(s) >= MIN_SECRET_LENGTH}
+        self._secrets = sorted(unique, key=len, reverse=True)
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, mask(secret))
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = self.redact(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        return True
+
+
+def config_secrets(config: Config) -> list[str]:
+    """Every value of a field marked secret, in every section, plus header values."""
+    found = [value for section in _sections(config) for value in _secret_values(section)]
+    return [*found, *config.model.headers.values()]
+
+
+def install(config: Config, logger: logging.Logger | None = None) -> RedactSecrets:
+    """Attach a redacting filter to every handler of ``logger`` (the root by default)."""
+    redactor = RedactSecrets(config_secrets(config))
+    for handler in (logger or logging.getLogger()).handlers:
+        handler.addFilter(redactor)
+    return redactor
+
+
+def _sections(config: Config) -> Iterator[object]:
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value):
+            yield value
+
+
+def _secret_values(section: object) -> Iterator[str]:
+    assert dataclasses.is_dataclass(section)
+    for field in dataclasses.fields(section):
+        value = getattr(section, field.name)
+        if field.metadata.get("secret") and isinstance(value, str) and value:
+            yield value

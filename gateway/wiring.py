@@ -1,0 +1,111 @@
+"""From a validated :class:`~gateway.config_schema.Config` to a :class:`GatewayService`.
+
+This is the only place that knows both the config schema and the constructors of the
+engine, the gateway and the adapters. Platforms whose adapter is not built yet are named
+in the log, never silently ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from adapters.base import Adapter
+from adapters.telegram import TelegramAdapter, TelegramSettings, WebhookSettings
+from core.hooks.builtin import register_builtin_hooks
+from core.hooks.loader import load_hooks
+from core.hooks.registry import HookRegistry
+from core.model.base import ModelClient
+from core.store.base import Store
+from core.tools.base import ToolRegistry
+from core.tools.builtin import builtin_tools
+from gateway.access import AccessPolicy
+from gateway.commands import COMMANDS
+from gateway.config_schema import Config, TelegramSection
+from gateway.progress import ProgressConfig
+from gateway.service import GatewayService
+from gateway.session_keys import KeyStrategy, key_rule
+
+log = logging.getLogger(__name__)
+
+WIRED_PLATFORMS = ("telegram",)
+
+
+def build_service(config: Config, store: Store, model: ModelClient) -> GatewayService:
+    """Compose the engine, the chat layer and every configured adapter."""
+    holder: list[GatewayService] = []
+    adapters = _adapters(config, store, holder)
+    service = GatewayService(
+        store=store,
+        model=model,
+        tools=ToolRegistry(builtin_tools()),
+        hooks=_hooks(config.gateway.data_dir / "hooks"),
+        adapters=adapters,
+        profiles={name: config.agent_profile(name) for name in config.profiles},
+        default_profile=config.gateway.default_profile,
+        access={p: _access(config, p) for p in WIRED_PLATFORMS if config.platform(p)},
+        approvers={p: config.approvers(p) for p in WIRED_PLATFORMS},
+        progress=ProgressConfig(mode=config.progress.mode, cleanup=config.progress.cleanup),
+    )
+    holder.append(service)
+    return service
+
+
+def _hooks(directory: Path) -> HookRegistry:
+    hooks = HookRegistry()
+    register_builtin_hooks(hooks)
+    report = load_hooks(hooks, directory=directory if directory.is_dir() else None)
+    for error in report.errors:
+        log.error("hook not loaded: %s: %s", error.source, error.message)
+    return hooks
+
+
+def _access(config: Config, platform: str) -> AccessPolicy:
+    section = config.platform(platform)
+    assert section is not None
+    return AccessPolicy(
+        allowed_users=config.allowed_users(platform),
+        approvers=config.approvers(platform),
+        require_mention=section.require_mention,
+        allow_bots=section.allow_bots,
+    )
+
+
+def _adapters(config: Config, store: Store, holder: list[GatewayService]) -> list[Adapter]:
+    adapters: list[Adapter] = []
+    if config.telegram is not None:
+        adapters.append(_telegram(config.telegram, store, holder))
+    for platform in config.enabled_platforms():
+        if platform not in WIRED_PLATFORMS:
+            log.warning("[%s] is configured, but its adapter is not built yet", platform)
+    if not adapters:
+        log.info("no platform adapters configured")
+    return adapters
+
+
+def _telegram(
+    section: TelegramSection, store: Store, holder: list[GatewayService]
+) -> TelegramAdapter:
+    async def settled(session_key: str) -> bool:
+        return await holder[0].settled(session_key)
+
+    settings = TelegramSettings(
+        base_url=section.base_url,
+        base_file_url=section.base_file_url,
+        commands=[(c.name, c.description) for c in COMMANDS],
+        webhook=_webhook(section),
+    )
+    rule = key_rule(KeyStrategy(group=section.group_sessions))
+    return TelegramAdapter(section.token, store, settings, key_rule=rule, settled=settled)
+
+
+def _webhook(section: TelegramSection) -> WebhookSettings | None:
+    if section.mode != "webhook":
+        return None
+    host, _, port = section.webhook_listen.rpartition(":")
+    return WebhookSettings(
+        secret_token=section.webhook_secret or "",
+        public_url=section.webhook_url or "",
+        listen=host,
+        port=int(port),
+    )
