@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from bench import dispatch, model_client, stop, turn
+from bench import dispatch, model_client, render, stop, store, turn
 from bench.sizes import FULL, QUICK, Sizes
 
 Benchmark = Callable[[Sizes], Awaitable[None]]
@@ -19,6 +19,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "turn": turn.run,
     "dispatch": dispatch.run,
     "stop": stop.run,
+    "store": store.run,
+    "render": render.run,
 }
 
 

@@ -56,6 +56,6 @@ async def _round(rig: Engine, key: str) -> float:
         elapsed = (time.perf_counter() - began) * 1000
     finally:
         await dispatcher.aclose()
-    if result.status != "interrupted":
+    if (result.status, result.exit_reason) != ("interrupted", "cancelled"):
         raise RuntimeError(f"{key}: stop gave {result}")
     return elapsed

@@ -21,6 +21,9 @@ Acting as users (each returns at once; the bot receives the update on its next g
     await sim.user_says(FORUM, "in topic", thread=7)            # forum topic 7 (see add_group)
     await sim.user_says(chat, "re", reply_to=some_sim_message)
     query_id = await sim.press_button(bot_msg, "approve:1", user=ALICE)
+    await sim.press_button(bot_msg, "approve:1", seen=bot_msg.history[0])  # a stale copy
+    await sim.redeliver(int(msg.event_id))     # the confirmation was lost: delivered again
+    await sim.push_update("message", raw_json)  # any hand-made update (e.g. a malformed one)
 
 Looking at the conversation (``SimMessage``: ``text`` plain, ``raw`` wire JSON, ``history``
 earlier versions, ``buttons`` [``SimButton(label, data, url)``], ``deleted``)::
@@ -169,6 +172,7 @@ class TelegramSim(SimServer):
         self.actions: list[tuple[int, str, int | None, float]] = []
         self._polls: list[_Poll] = []
         self._drop_next = False
+        self._redelivering: set[int] = set()
         self._sends: list[tuple[int, float]] = []
 
     # chats and users ------------------------------------------------------------------------
@@ -293,18 +297,38 @@ class TelegramSim(SimServer):
         await self.push_update("edited_message", raw)
         return msg
 
-    async def press_button(self, msg: SimMessage, data: str, *, user: TgUser | None = None) -> str:
-        """Press the inline button carrying ``data`` on ``msg``; returns the callback query id."""
-        if msg.deleted or data not in {b.data for b in msg.buttons}:
+    async def press_button(
+        self,
+        msg: SimMessage,
+        data: str,
+        *,
+        user: TgUser | None = None,
+        seen: Json | None = None,
+    ) -> str:
+        """Press the inline button carrying ``data`` on ``msg``; returns the callback query id.
+
+        ``seen`` is the message as the user's client still shows it (e.g. ``msg.history[0]``):
+        a press on a stale copy of a message that has since been edited.
+        """
+        shown = seen if seen is not None else msg.raw
+        if msg.deleted or data not in {b.data for b in buttons_of(shown)}:
             raise ValueError(f"message {msg.id} has no live button with data {data!r}")
         chat = self.chat(int(msg.chat))
         sender = user or chat.owner or ALICE
         query = CallbackQuery(str(self.next_id() + 1000), msg, data, sender, time.monotonic())
         self.queries[query.id] = query
-        payload = {"id": query.id, "from": sender.to_json(), "message": msg.raw,
+        payload = {"id": query.id, "from": sender.to_json(), "message": shown,
                    "chat_instance": f"ci{chat.id}", "data": data}  # fmt: skip
         await self.push_update("callback_query", payload)
         return query.id
+
+    async def redeliver(self, update_id: int) -> None:
+        """Telegram lost the confirmation of ``update_id``: the next getUpdates (or the one in
+        flight) delivers it again whatever its offset, and a later offset confirms it again."""
+        update = next(u for u in self.updates if u.update_id == update_id)
+        update.confirmed_at = None
+        self._redelivering.add(update_id)
+        await self.changed()
 
     def new_message(
         self, chat: TgChat, sender: TgUser, text: str, *, thread: int | None = None
@@ -464,6 +488,7 @@ class TelegramSim(SimServer):
         batch = self.deliverable()[: max(1, min(limit, 100))]
         for update in batch:
             update.deliveries += 1
+            self._redelivering.discard(update.update_id)
         return [u.to_json() for u in batch]
 
     def _poll_done(self, poll: _Poll) -> bool:
@@ -478,7 +503,7 @@ class TelegramSim(SimServer):
         return self.pending()
 
     def _confirm_before(self, offset: int) -> None:
-        pending = self.pending()
+        pending = [u for u in self.pending() if u.update_id not in self._redelivering]
         if offset < 0:
             keep = {u.update_id for u in pending[offset:]}
             done = [u for u in pending if u.update_id not in keep]

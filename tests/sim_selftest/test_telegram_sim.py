@@ -372,6 +372,34 @@ async def test_callback_query_is_answered_only_once(telegram_sim: TelegramSim, b
         await bot.answer_callback_query(query_id)
 
 
+async def test_press_on_a_stale_copy_carries_the_old_message(
+    telegram_sim: TelegramSim, bot: Bot
+) -> None:
+    telegram_sim.chat(ALICE.id)
+    sent = await bot.send_message(ALICE.id, "v1", reply_markup=APPROVE)
+    await bot.edit_message_text("v2", ALICE.id, sent.message_id)
+    card = telegram_sim.bot_messages(ALICE.id)[0]
+    with pytest.raises(ValueError, match="no live button"):
+        await telegram_sim.press_button(card, "approve:1")
+    await telegram_sim.press_button(card, "approve:1", seen=card.history[0])
+    [update] = await bot.get_updates(timeout=0)
+    assert update.callback_query is not None and update.callback_query.message is not None
+    assert update.callback_query.message.text == "v1"  # type: ignore[union-attr]
+
+
+async def test_redelivered_update_comes_again_until_confirmed(
+    telegram_sim: TelegramSim, bot: Bot
+) -> None:
+    said = await telegram_sim.user_says(ALICE.id, "once")
+    update_id = int(said.event_id or 0)
+    await bot.get_updates(timeout=0)
+    await bot.get_updates(offset=update_id + 1, timeout=0)
+    await telegram_sim.redeliver(update_id)
+    again = await bot.get_updates(offset=update_id + 1, timeout=0)
+    assert [u.update_id for u in again] == [update_id]
+    assert telegram_sim.updates[0].deliveries == 2
+
+
 async def test_late_callback_answer_is_too_old(telegram_sim: TelegramSim, bot: Bot) -> None:
     telegram_sim.chat(ALICE.id)
     await bot.send_message(ALICE.id, "pick", reply_markup=APPROVE)

@@ -240,6 +240,7 @@ async def test_update_ptb_cannot_read_is_stored_as_failed_and_does_not_block_the
 async def test_press_without_payload_is_still_answered(
     adapter: Any, telegram_sim: TelegramSim, events: EventLog
 ) -> None:
+    telegram_sim.chat(ALICE.id)
     card = await adapter.send(ChatRef("telegram", str(ALICE.id)), "a game card")
     message = telegram_sim.find_message(ALICE.id, int(card.message_id))
     query = CallbackQuery("q-game", message, "", ALICE, time.monotonic())  # type: ignore[arg-type]

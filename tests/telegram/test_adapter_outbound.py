@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.base import (
+    AdapterError,
     BadMarkup,
     Button,
     ChatRef,
@@ -19,10 +20,11 @@ from adapters.base import (
     TooLong,
 )
 from adapters.telegram import TelegramAdapter
+from core.store.sqlite import SqliteStore
 from tests.platform_sim.base import SimError
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.telegram.conftest import AdapterFactory
-from tests.telegram.harness import EventLog
+from tests.telegram.harness import EventLog, sim_settings
 
 DM = ChatRef("telegram", str(ALICE.id))
 APPROVE = [[Button("Approve", "ap:abc:a"), Button("Deny", "ap:abc:d")]]
@@ -195,3 +197,13 @@ async def test_capabilities_describe_telegram(start_adapter: AdapterFactory) -> 
         64, 0.3, "telegram_html",
     )  # fmt: skip
     assert caps.supports_edit
+
+
+async def test_wrong_token_fails_start_with_one_clear_error(
+    telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
+) -> None:
+    adapter = TelegramAdapter("999:WRONG", store, sim_settings(telegram_sim))
+    with pytest.raises(AdapterError, match="InvalidToken"):
+        await adapter.start(events)
+    await adapter.stop()
+    assert await store.unfinished_inbound("telegram") == []
