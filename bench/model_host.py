@@ -84,7 +84,12 @@ class ModelHost:
             sys.executable, "-m", "bench.model_host",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip
-        self.port = await asyncio.wait_for(self._read_port(), START_SECONDS)
+        try:
+            self.port = await asyncio.wait_for(self._read_port(), START_SECONDS)
+        except BaseException:  # not swallowed: the child is reaped, then the error goes on
+            self._process.kill()
+            await self._process.wait()
+            raise
         self._reader = asyncio.create_task(self._read_holds(), name="model-host-reader")
         return self
 

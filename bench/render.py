@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 from bench.figures import print_table, sample
 from bench.sizes import Sizes
@@ -46,12 +46,23 @@ def sample_markdown(chars: int = TARGET_CHARS) -> str:
     return "".join(parts)[: chars - 1].rstrip() + "\n"
 
 
-def _renderer() -> Any | None:
+class ReplyRenderer(Protocol):
+    """The part of ``gateway.render.Renderer`` measured here."""
+
+    def render(self, markdown: str) -> str: ...
+
+    def chunk(self, text: str, limit: int, unit: str) -> list[str]: ...
+
+    def plain(self, chunk: str) -> str: ...
+
+
+def _renderer() -> ReplyRenderer | None:
+    """The Telegram renderer, or None when ``gateway.render`` does not offer one yet."""
     try:
         module = importlib.import_module("gateway.render")
     except ImportError:
         return None
-    factory: Callable[[str], Any] | None = getattr(module, "renderer_for", None)
+    factory: Callable[[str], ReplyRenderer] | None = getattr(module, "renderer_for", None)
     return None if factory is None else factory("telegram_html")
 
 

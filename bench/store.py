@@ -25,8 +25,10 @@ async def _session(store: SqliteStore, key: str) -> str:
 
 
 def _message(index: int) -> ChatMessage:
-    role = "user" if index % 2 == 0 else "assistant"
-    return ChatMessage(role=role, content=f"message {index}: " + "lorem ipsum " * 8)
+    text = f"message {index}: " + "lorem ipsum " * 8
+    if index % 2 == 0:
+        return ChatMessage(role="user", content=text)
+    return ChatMessage(role="assistant", content=text)
 
 
 async def _appends(store: SqliteStore, sizes: Sizes) -> Row:

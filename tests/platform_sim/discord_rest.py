@@ -97,7 +97,9 @@ async def create_message(sim: DiscordSim, request: web.Request, body: Json) -> J
     _check_content(body, creating=True)
     extra = _content_fields(body)
     ref = body.get("message_reference")
-    if ref:
+    if ref:  # snowflakes go back as strings, whatever the client sent
+        ids = ("message_id", "channel_id", "guild_id")
+        ref = {k: str(v) if k in ids and v is not None else v for k, v in ref.items()}
         target = sim.find_message(channel.id, str(ref.get("message_id")))
         if target is None and ref.get("fail_if_not_exists", True):
             raise invalid_form("message_reference", "MESSAGE_REFERENCE_UNKNOWN_MESSAGE",

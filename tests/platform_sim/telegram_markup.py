@@ -93,9 +93,10 @@ class _Html:
     def _step(self, i: int) -> int:
         ch = self.text[i]
         if ch == "&":
-            m = re.match(r"&(#\d+|#x[0-9a-fA-F]+|[a-zA-Z]+);", self.text[i:])
-            if m and (decoded := html.unescape(m.group(0))) != m.group(0):
-                self.out.add(decoded)
+            # numeric entities and only &lt; &gt; &amp; &quot; (others stay literal text)
+            m = re.match(r"&(#\d+|#x[0-9a-fA-F]+|lt|gt|amp|quot);", self.text[i:])
+            if m:
+                self.out.add(html.unescape(m.group(0)))
                 return i + len(m.group(0))
         if ch != "<":
             self.out.add(ch)
@@ -117,6 +118,8 @@ class _Html:
         if tag not in HTML_TAGS or (tag == "span" and attrs.get("class") != "tg-spoiler"):
             at = _byte_offset(self.text, i)
             raise MarkupError(f'Unsupported start tag "{tag}" at byte offset {at}')
+        if tag == "blockquote" and re.search(r"\bexpandable\b", body):
+            tag = "blockquote expandable"
         self.open.append((tag, self.out.pos, self._extras(tag, attrs)))
 
     def _extras(self, tag: str, attrs: dict[str, str]) -> Json:
@@ -133,14 +136,14 @@ class _Html:
         if not self.open:
             raise MarkupError(f"Unexpected end tag at byte offset {at}")
         open_tag, start, extras = self.open.pop()
-        if open_tag != tag:
+        if open_tag.split()[0] != tag:
             raise MarkupError(
                 f'Unmatched end tag at byte offset {at}, expected "</{open_tag}>", found "</{tag}>"'
             )
         self._close(open_tag, start, extras)
 
     def _close(self, tag: str, start: int, extras: Json) -> None:
-        kind = HTML_TAGS[tag]
+        kind = "expandable_blockquote" if tag == "blockquote expandable" else HTML_TAGS[tag]
         if tag == "code" and self.open and self.open[-1][0] == "pre":
             self.open[-1][2].update(extras)  # <pre><code class="language-x"> is one pre entity
             return

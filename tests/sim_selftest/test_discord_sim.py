@@ -227,6 +227,21 @@ async def test_thread_creation_and_messages_in_it_reach_the_client(
     assert [m.text for m in discord_sim.bot_messages(thread)] == ["reply in thread"]
 
 
+async def test_reply_references_the_users_message(discord_sim: DiscordSim) -> None:
+    client = discord.Client(intents=all_intents(), guild_ready_timeout=0.05)
+
+    @client.event
+    async def on_message(message: discord.Message) -> None:
+        if message.author != client.user:
+            await message.reply("answer")
+
+    async with running_client(discord_sim, client):
+        said = await discord_sim.user_says(GENERAL, "question")
+        reply = await discord_sim.wait_for_bot_message(GENERAL)
+    assert reply.raw["message_reference"]["message_id"] == said.id
+    assert reply.raw["referenced_message"]["content"] == "question"
+
+
 async def test_bot_can_open_a_dm_and_write_there(discord_sim: DiscordSim) -> None:
     async with running_client(discord_sim) as client:
         alice = await client.fetch_user(int(ALICE.id))
@@ -366,7 +381,7 @@ async def test_rate_limit_is_waited_out_by_discord_py(
 async def test_route_bucket_answers_429_when_exhausted(
     discord_sim: DiscordSim, http: discord.Client
 ) -> None:
-    discord_sim.bucket = Bucket(limit=2, window=0.2)
+    discord_sim.bucket = Bucket(limit=2, window=0.5)
     for text in ("1", "2", "3"):
         await http.http.send_message(int(GENERAL), params=_params(text))
     assert [c.status for c in discord_sim.calls_to("create_message")] == [200, 200, 429, 200]

@@ -208,6 +208,8 @@ async def test_html_parse_mode_becomes_plain_text_with_entities(
         ("[docs](https://x.y) `c`", "MarkdownV2", "docs c", [("text_link", 0, 4), ("code", 5, 1)]),
         ("Done\\. 😀 __u__", "MarkdownV2", "Done. 😀 u", [("underline", 9, 1)]),
         ("<pre><code class='language-py'>x</code></pre>", "HTML", "x", [("pre", 0, 1)]),
+        ("&lt;a&gt; &nbsp;&#128512;", "HTML", "<a> &nbsp;😀", []),
+        ("<blockquote expandable>q</blockquote>", "HTML", "q", [("expandable_blockquote", 0, 1)]),
     ],
 )
 async def test_markup_becomes_entities_in_utf16_offsets(
