@@ -27,8 +27,6 @@ from tests.support.model_server import (
     reply_tool_calls,
 )
 
-pytest_plugins = ["tests.support.fixtures"]
-
 HELLO = ModelRequest(messages=[ChatMessage(role="user", content="hello")])
 TERMINAL = ToolSpec(
     name="terminal",

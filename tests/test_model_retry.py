@@ -28,8 +28,6 @@ from tests.support.model_server import (
     reply_text,
 )
 
-pytest_plugins = ["tests.support.fixtures"]
-
 HELLO = ModelRequest(messages=[ChatMessage(role="user", content="hello")])
 QUICK = RetryPolicy(max_attempts=4, base_delay=0.001, max_delay=0.01)
 

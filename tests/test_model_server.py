@@ -21,8 +21,6 @@ from tests.support.model_server import (
     reply_tool_call,
 )
 
-pytest_plugins = ["tests.support.fixtures"]
-
 
 def said(text: str) -> ModelRequest:
     return ModelRequest(messages=[ChatMessage(role="user", content=text)])

@@ -21,10 +21,9 @@ from core.hooks.registry import HookRegistry
 from core.hooks.spec import HOOK_NAMES
 from core.model.openai_client import OpenAIClient
 from core.model.retry import RetryPolicy
-from core.store.sqlite import SqliteStore, open_store
+from core.store.sqlite import SqliteStore
 from core.tools.base import Tool, ToolContext, ToolRegistry, ToolResult
 from core.types import ToolSpec
-from tests.support.fixtures import model_server  # noqa: F401  (fixture)
 from tests.support.model_server import ScriptedModelServer
 
 KEY = "test:dm:1"
@@ -148,18 +147,9 @@ class Rig:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await open_store(tmp_path / "store.db")
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
-@pytest.fixture
 async def rig(
     store: SqliteStore,
-    model_server: ScriptedModelServer,  # noqa: F811
+    model_server: ScriptedModelServer,
     tmp_path: Path,
 ) -> AsyncIterator[Rig]:
     client = OpenAIClient(

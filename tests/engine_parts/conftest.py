@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from core.store.sqlite import SqliteStore, open_store
+from core.store.sqlite import SqliteStore
 
 
 @dataclass(frozen=True)
@@ -16,15 +14,6 @@ class TurnRef:
     session_key: str
     session_id: str
     turn_id: str
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await open_store(tmp_path / "store.db")
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 @pytest.fixture

@@ -12,22 +12,10 @@ from typing import Any
 import pytest
 
 from adapters.telegram import TelegramAdapter, default_session_key
-from core.store.sqlite import SqliteStore, open_store
+from core.store.sqlite import SqliteStore
 from tests.platform_sim.telegram_sim import TelegramSim
-from tests.support.fixtures import model_server
 from tests.support.model_server import ScriptedModelServer
 from tests.telegram.harness import EventLog, Gateway, GatewayFactory, GatewaySetup, sim_settings
-
-__all__ = ["model_server"]
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    db = await open_store(tmp_path / "gateway.db")
-    try:
-        yield db
-    finally:
-        await db.close()
 
 
 @pytest.fixture
