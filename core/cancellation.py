@@ -3,18 +3,22 @@
 A ``CancellationToken`` is handed to every turn. ``cancel(reason)`` is idempotent, wakes
 everything waiting on the token and cascades to child tokens (child agents, tools).
 ``guard(awaitable)`` runs an awaitable and aborts it the moment the token is cancelled,
-raising :class:`Cancelled` — this is how an in-flight model call or tool is stopped.
+raising :class:`Cancelled` — this is how an in-flight model call or tool is stopped. Work
+that swallows the cancellation does not hold the caller: ``guard`` waits at most
+:data:`ABANDON_SECONDS`, then leaves it in a tracked set until it ends (its failure logged).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
+import logging
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 class Cancelled(Exception):
@@ -61,6 +65,20 @@ class CancellationToken:
     async def wait(self) -> None:
         await self._event.wait()
 
+    @staticmethod
+    async def time_boxed(awaitable: Awaitable[T], seconds: float) -> T:
+        """Await ``awaitable`` for at most ``seconds``; then abandon it, ``TimeoutError``."""
+        work = asyncio.ensure_future(awaitable)
+        try:
+            await asyncio.wait({work}, timeout=seconds)
+        except asyncio.CancelledError:
+            work.cancel()
+            raise
+        if work.done():
+            return work.result()
+        await _abandon(work)
+        raise TimeoutError(f"gave up after {seconds}s")
+
     async def guard(self, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable`` unless the token is cancelled first; then abort it."""
         if self.cancelled:
@@ -77,10 +95,42 @@ class CancellationToken:
             stop.cancel()
         if work.done():
             return work.result()
-        work.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await asyncio.wait_for(asyncio.shield(work), timeout=1.0)
+        await _abandon(work)
         raise Cancelled(self._reason or "cancelled")
+
+
+ABANDON_SECONDS = 0.05
+"""How long ``guard`` waits for a cancelled awaitable to wind down before leaving it."""
+
+_abandoned: set[asyncio.Future[Any]] = set()
+"""Cancelled work that ignored the cancellation: tracked until it ends, failures logged."""
+
+
+async def _abandon(work: asyncio.Future[Any]) -> None:
+    """Cancel ``work``; if it has not ended within :data:`ABANDON_SECONDS`, track it and go."""
+    work.cancel()
+    await asyncio.wait({work}, timeout=ABANDON_SECONDS)
+    if work.done():
+        _log_failure(work)
+        return
+    logger.warning("cancelled work %r ignores cancellation; left to finish on its own", work)
+    _abandoned.add(work)
+    work.add_done_callback(_forget)
+
+
+def _forget(work: asyncio.Future[Any]) -> None:
+    _abandoned.discard(work)
+    _log_failure(work)
+
+
+def _log_failure(work: asyncio.Future[Any]) -> None:
+    if not work.cancelled() and work.exception() is not None:
+        logger.error("cancelled work failed", exc_info=work.exception())
+
+
+def abandoned_count() -> int:
+    """Cancelled work still running after ``guard`` gave up on it (for tests and metrics)."""
+    return len(_abandoned)
 
 
 def _discard(awaitable: Awaitable[object]) -> None:

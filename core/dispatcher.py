@@ -6,10 +6,19 @@ per-key worker task. While a key is busy, a new message is handled by that key's
 
 * ``queue`` — FIFO, capped at ``queue_limit``; each message becomes its own turn;
 * ``interrupt`` — the running turn is stopped with reason ``interrupted_by_user`` and the
-  message is queued to run next (several interrupters run in arrival order);
+  message is put at the front of the queue to run next — ahead of ``/queue``'d backlog,
+  behind earlier interrupters still waiting (several interrupters run in arrival order);
 * ``steer`` — the text is folded into the running turn (``TurnControl.steer``). When no
   turn is in flight (between turns, delivering a reply, or already stopping) it is queued,
   so a steer never vanishes into a turn that is ending.
+
+**Leftovers.** A steer or redirect the turn never delivered to the model (it ended with
+no further tool batch, or it ran on an external runtime) is not lost: when ``run_turn``
+returns, the worker drains it from the turn's control (``TurnControl.drain_leftovers``)
+and queues it at the front (behind waiting interrupters) as a new :class:`UserMessage`
+from the same sender, so it runs as the next turn. Leftovers are dropped — like the
+queue — only when the turn was ended by ``stop`` with ``stop_clears_queue``, or on
+``aclose``.
 
 ``stop``/``steer``/``redirect``/``status`` act on the running turn immediately, from any
 task. ``stop(key)`` cancels the running turn with reason ``cancelled`` and, unless the
@@ -94,6 +103,23 @@ class _Lane:
     since: float | None = None
     turn_id: str | None = None
     worker: asyncio.Task[None] | None = None
+    urgent: int = 0
+    """How many messages at the front of ``queue`` jumped the backlog (interrupters,
+    leftovers); the next one goes right behind them."""
+
+    def push_front(self, message: UserMessage) -> int:
+        """Queue ``message`` behind the other urgent ones; its 1-based position."""
+        self.queue.insert(self.urgent, message)
+        self.urgent += 1
+        return self.urgent
+
+    def pop(self) -> UserMessage:
+        self.urgent = max(0, self.urgent - 1)
+        return self.queue.popleft()
+
+    def clear(self) -> None:
+        self.queue.clear()
+        self.urgent = 0
 
 
 class Dispatcher:
@@ -139,10 +165,13 @@ class Dispatcher:
             return SubmitOutcome("steered")
         if len(lane.queue) >= self._limit(session_key):
             return SubmitOutcome("rejected_queue_full")
-        lane.queue.append(message)
-        if policy == "interrupt" and running is not None:
+        if policy == "interrupt":
+            position = lane.push_front(message)
+            if running is None:
+                return SubmitOutcome("queued", position)
             running.stop("interrupted_by_user")
-            return SubmitOutcome("interrupted_and_queued", len(lane.queue))
+            return SubmitOutcome("interrupted_and_queued", position)
+        lane.queue.append(message)
         return SubmitOutcome("queued", len(lane.queue))
 
     def _policy(self, session_key: str) -> BusyPolicy:
@@ -187,13 +216,13 @@ class Dispatcher:
     def _next(self, lane: _Lane) -> UserMessage | None:
         if self._closing or not lane.queue:
             return None
-        return lane.queue.popleft()
+        return lane.pop()
 
     async def _run_one(self, session_key: str, lane: _Lane, message: UserMessage) -> TurnResult:
-        lane.control = TurnControl()
+        lane.control = control = TurnControl()
         lane.since = self._clock()
         try:
-            return await self._run_turn(session_key, message, lane.control)
+            return await self._run_turn(session_key, message, control)
         except Cancelled as exc:
             # The loop should report a stop as a result; tolerate one that raises it.
             return _crashed(exc, status="interrupted", exit_reason="cancelled")
@@ -202,6 +231,20 @@ class Dispatcher:
             return _crashed(exc)
         finally:
             lane.control, lane.since, lane.turn_id = None, None, None
+            self._keep_leftovers(session_key, lane, message, control)
+
+    def _keep_leftovers(
+        self, session_key: str, lane: _Lane, message: UserMessage, control: TurnControl
+    ) -> None:
+        """Queue what the turn never delivered as the next turn (see the module docstring)."""
+        text = control.drain_leftovers()
+        if text is None:
+            return
+        stopped = control.token.reason == "cancelled" and self._stop_clears_queue
+        if self._closing or stopped:
+            logger.info("%s: dropped an undelivered steer/redirect (turn stopped)", session_key)
+            return
+        lane.push_front(UserMessage(text, message.sender_id, message.sender_name))
 
     async def _deliver(self, session_key: str, message: UserMessage, result: TurnResult) -> None:
         if self._on_result is None:
@@ -222,7 +265,7 @@ class Dispatcher:
             return False
         dropped = bool(lane.queue) and self._stop_clears_queue
         if self._stop_clears_queue:
-            lane.queue.clear()
+            lane.clear()
         if lane.control is not None:
             lane.control.stop("cancelled")
             return True
@@ -287,7 +330,7 @@ class Dispatcher:
         """
         self._closing = True
         for lane in self._lanes.values():
-            lane.queue.clear()
+            lane.clear()
             if lane.control is not None:
                 lane.control.stop("shutdown")
         tasks = set(self._tasks)

@@ -152,6 +152,18 @@ async def test_update_message_content_replaces_it(store: SqliteStore) -> None:
         await store.update_message_content(9999, "x")
 
 
+async def test_update_message_content_keeps_list_content_as_blocks(store: SqliteStore) -> None:
+    session = await store.create_session("k", "default")
+    message = ChatMessage("tool", "plain", tool_call_id="c1")
+    message_id = await store.append_message(session.id, None, message)
+    blocks = [{"type": "image_url", "image_url": {"url": "u"}}, {"type": "text", "text": "x"}]
+
+    await store.update_message_content(message_id, blocks)
+
+    [loaded] = await store.load_active_messages(session.id)
+    assert loaded.message.content == blocks
+
+
 async def test_deactivated_messages_are_not_loaded_but_kept(store: SqliteStore) -> None:
     session = await store.create_session("k", "default")
     ids = [

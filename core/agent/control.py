@@ -3,10 +3,17 @@
 The Dispatcher creates one ``TurnControl`` per turn and keeps it while the turn runs;
 ``stop``/``steer``/``redirect`` act on it at once, from any task. The loop drains the
 pending steer and redirect before each model call (seed 001 §3.3).
+
+A redirect is seen twice: the turn's recorder persists it into the stored user message the
+moment it arrives (:meth:`drain_unrecorded`, woken by :attr:`redirect_arrived`), and the
+loop hands it to the model before the next model call (:meth:`drain_redirect`). Whatever
+the loop did not deliver when the turn ends is taken by :meth:`drain_leftovers` (the
+Dispatcher runs it as the next turn) — a steer or redirect is never silently lost.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from core.cancellation import CancellationToken
@@ -17,8 +24,13 @@ class TurnControl:
     token: CancellationToken = field(default_factory=CancellationToken)
     turn_id: str | None = None
     """Set by the loop once the turn is stored, so ``/status`` can name it."""
+    redirect_arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by :meth:`redirect`; the turn's recorder waits on it to persist at once."""
+    redirect_recorded: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once every redirect so far is stored with the user message (cleared by a new one)."""
     _steer: list[str] = field(default_factory=list)
     _redirect: list[str] = field(default_factory=list)
+    _unrecorded: list[str] = field(default_factory=list)
 
     def stop(self, reason: str = "cancelled") -> None:
         self.token.cancel(reason)
@@ -30,6 +42,9 @@ class TurnControl:
     def redirect(self, text: str) -> None:
         """Queue a correction that is also folded into the stored user message."""
         self._redirect.append(text)
+        self._unrecorded.append(text)
+        self.redirect_recorded.clear()
+        self.redirect_arrived.set()
 
     def drain_steer(self) -> str | None:
         if not self._steer:
@@ -48,6 +63,18 @@ class TurnControl:
         text = "\n".join(self._redirect)
         self._redirect.clear()
         return text
+
+    def drain_unrecorded(self) -> list[str]:
+        """Redirects not yet persisted into the stored user message (oldest first)."""
+        self.redirect_arrived.clear()
+        found = list(self._unrecorded)
+        self._unrecorded.clear()
+        return found
+
+    def drain_leftovers(self) -> str | None:
+        """Redirect and steer text the turn never delivered to the model, or None."""
+        parts = [text for text in (self.drain_redirect(), self.drain_steer()) if text]
+        return "\n".join(parts) if parts else None
 
     @property
     def has_pending_steer(self) -> bool:

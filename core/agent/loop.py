@@ -15,11 +15,19 @@
 
 ``run_turn`` never raises for a failed turn: a broken store, hook or bug ends the turn as
 ``failed``/``crashed`` with a readable reply. Only ``asyncio.CancelledError`` (the task
-itself cancelled) propagates, after the turn was recorded as interrupted.
+itself cancelled) propagates, after the turn was recorded as interrupted. Every hook call
+during the turn (and the step callback) runs under the turn's token, so ``/stop`` aborts
+a hook that hangs: the turn ends ``interrupted``.
 
 Child agents (the ``delegate`` tool): ``ToolContext.run_child(task, token)`` runs a child
-turn of this agent in the session ``"<parent key>/child:<call id>"`` with a child of
-``token`` (so stopping the parent stops the child) and the parent's ``IterationBudget``.
+turn of this agent in the session ``"<parent key>/child:<turn id>:<call id>"`` (servers
+reuse call ids such as ``call_1`` across turns) with a child of ``token`` (so stopping the
+parent stops the child), the parent's ``IterationBudget`` and the parent message's sender
+(so the user who asked can approve what the child wants to do).
+
+Redirects are recorded the moment they arrive (:func:`core.agent.steer.watch_redirects`
+runs beside the loop); a steer or redirect the turn never delivered stays on the
+``TurnControl`` for the Dispatcher, which runs it as the next turn.
 """
 
 from __future__ import annotations
@@ -37,15 +45,16 @@ from core.agent.control import TurnControl
 from core.agent.external import ExternalRuntime
 from core.agent.model_call import ModelCaller
 from core.agent.profile import AgentProfile
-from core.agent.prompt import Runtime, restore_or_build_prefix, system_prompt
+from core.agent.prompt import Runtime, SoulFile, restore_or_build_prefix, system_prompt
 from core.agent.scope import TurnScope
 from core.agent.session_lock import SessionLocks
+from core.agent.steer import record_redirects, watch_redirects
 from core.agent.tool_runner import ToolEnvironment, ToolRunner
 from core.agent.transcript import Transcript
 from core.agent.turn import StepCallback, TurnResult, UserMessage
-from core.agent.turn_run import TurnEnd, TurnParts, TurnRun
+from core.agent.turn_run import TurnEnd, TurnParts, TurnRun, stop_end
 from core.approver import ApprovalGate
-from core.cancellation import CancellationToken
+from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
@@ -96,6 +105,7 @@ class CommonAgent:
         self.clock = clock
         self.retry = retry or RetryPolicy()
         self.locks = SessionLocks()
+        self.soul = SoulFile(profile.soul, profile.soul_path)
 
     async def run_turn(
         self,
@@ -137,6 +147,7 @@ class CommonAgent:
         user = ChatMessage(role="user", content=turn.message.text)
         user_id = await self.store.append_message(scope.session_id, scope.turn_id, user)
         turn.transcript.add(user, user_id)
+        await record_redirects(turn.control, turn.transcript, self.store)
         turn.transcript.system_prompt = await self._system_prompt(turn.session)
         await self._session_hooks(turn, turn.is_new, turn.message.text)
 
@@ -147,30 +158,49 @@ class CommonAgent:
         return await self.store.create_session(key, self.profile.name), True
 
     async def _system_prompt(self, session: SessionRecord) -> str:
-        runtime = Runtime(self.model.model, tuple(self.tools.names()), self.profile.soul)
+        profile = self.profile
+        tools = tuple(self.tools.names())
+        soul = self.soul.current()
+        runtime = Runtime(self.model.model, tools, soul, profile.name, str(profile.workspace))
         prefix = await restore_or_build_prefix(self.store, session, self.profile, runtime)
         return system_prompt(prefix, self.clock())
 
     async def _session_hooks(self, turn: _OpenTurn, is_new: bool, text: str) -> None:
-        scope = turn.scope.hook_args()
+        scope, guard = turn.scope.hook_args(), turn.control.token.guard
         if is_new:
-            await self.hooks.notify("on_session_start", **scope)
-        found = await self.hooks.collect("pre_llm_call", **scope, user_message=text)
+            await guard(self.hooks.notify("on_session_start", **scope))
+        found = await guard(self.hooks.collect("pre_llm_call", **scope, user_message=text))
         turn.transcript.model_context = "\n\n".join(str(c) for c in found if str(c))
 
     # steps 5–6 ------------------------------------------------------------------------
     async def _drive(self, turn: _OpenTurn, step_callback: StepCallback | None) -> TurnResult:
         try:
             await self._prepare(turn)
-            end = await self._loop(turn, step_callback)
+            end = await self._watched_loop(turn, step_callback)
         except asyncio.CancelledError:
             cancelled = TurnEnd("interrupted", "cancelled", stopped_early=True)
             await _time_boxed(self._finish(turn, cancelled))
             raise
+        except Cancelled as stopped:  # a hook aborted by /stop
+            end = stop_end(stopped.reason)
         except Exception as error:
             logger.exception("turn %s crashed", turn.scope.turn_id)
             end = TurnEnd("failed", "crashed", CRASH_REPLY, f"{type(error).__name__}: {error}")
         return await self._finish(turn, end)
+
+    async def _watched_loop(self, turn: _OpenTurn, step_callback: StepCallback | None) -> TurnEnd:
+        """The loop, with redirects recorded at once while it runs (and any straggler after)."""
+        watcher = asyncio.create_task(
+            watch_redirects(turn.control, turn.transcript, self.store),
+            name=f"redirects:{turn.scope.turn_id}",
+        )
+        try:
+            end = await self._loop(turn, step_callback)
+        finally:
+            watcher.cancel()
+            await asyncio.wait({watcher})
+        await record_redirects(turn.control, turn.transcript, self.store)
+        return end
 
     async def _loop(self, turn: _OpenTurn, step_callback: StepCallback | None) -> TurnEnd:
         if self.profile.external_runtime:
@@ -195,18 +225,20 @@ class CommonAgent:
             token=turn.control.token,
             workspace=self.profile.workspace,
             clock=self.clock,
-            child_runner=lambda call_id: self._child_runner(scope.session_key, call_id, turn),
+            child_runner=lambda call_id: self._child_runner(call_id, turn),
         )
         caller = ModelCaller(self.model, self.hooks, self.retry, scope)
         parts = (self.store, self.hooks, self.profile, self.clock, self.tools.specs())
         return TurnParts(*parts, caller, ToolRunner(env))
 
-    def _child_runner(self, parent_key: str, call_id: str, turn: _OpenTurn) -> RunChild:
+    def _child_runner(self, call_id: str, turn: _OpenTurn) -> RunChild:
+        scope, sender = turn.scope, turn.message
+
         async def run_child(task: str, token: CancellationToken) -> str:
             child = TurnControl(token=token.child())
-            result = await self.run_turn(
-                f"{parent_key}/child:{call_id}", UserMessage(task), child, budget=turn.budget
-            )
+            key = f"{scope.session_key}/child:{scope.turn_id}:{call_id}"
+            message = UserMessage(task, sender.sender_id, sender.sender_name)
+            result = await self.run_turn(key, message, child, budget=turn.budget)
             return describe_child(result)
 
         return run_child

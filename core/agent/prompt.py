@@ -6,23 +6,29 @@
 * **volatile** — the current time, rebuilt every turn and sent *after* the cached prefix.
 
 The stable+context *prefix* is stored on the session (``Store.save_session_prompt``) with a
-fingerprint of the runtime it was built for: the model name, the enabled tool names and a
-hash of SOUL.md. On every turn :func:`restore_or_build_prefix` reuses the stored prefix
+fingerprint of the runtime it was built for: the model name, the enabled tool names, a
+hash of SOUL.md, and the profile name and workspace (both appear in the context tier).
+On every turn :func:`restore_or_build_prefix` reuses the stored prefix
 byte-for-byte when the fingerprint still matches (so the provider's prompt cache keeps
 hitting), and rebuilds and re-stores it when the runtime changed (model switched, toolset
-changed, SOUL.md edited) — a stale prompt would describe tools the agent no longer has.
+changed, SOUL.md edited — re-read each turn when its mtime changed, :class:`SoulFile`) —
+a stale prompt would describe tools the agent no longer has.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 from core.agent.profile import AgentProfile
 from core.store.base import SessionRecord, Store
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +38,18 @@ class Runtime:
     model: str
     tool_names: tuple[str, ...]
     soul: str
+    profile: str = ""
+    workspace: str = ""
 
     def fingerprint(self) -> str:
         soul_hash = hashlib.sha256(self.soul.encode()).hexdigest()
-        payload = {"model": self.model, "tools": sorted(self.tool_names), "soul": soul_hash}
+        payload = {
+            "model": self.model,
+            "tools": sorted(self.tool_names),
+            "soul": soul_hash,
+            "profile": self.profile,
+            "workspace": self.workspace,
+        }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
@@ -88,3 +102,37 @@ async def restore_or_build_prefix(
 
 def _utc(timestamp: float) -> datetime:
     return datetime.fromtimestamp(timestamp, tz=UTC)
+
+
+class SoulFile:
+    """The stable tier's text, re-read from SOUL.md when the file changed.
+
+    Each turn calls :meth:`current`: when the profile has a ``soul_path`` whose mtime
+    differs from the one last read, the file is read again, so the restore-or-build check
+    sees an edit without a restart. A file that cannot be read keeps the text loaded
+    before (logged), so a half-saved or vanished SOUL.md never breaks a turn.
+    """
+
+    def __init__(self, text: str, path: Path | None) -> None:
+        self._text = text
+        self._path = path
+        self._mtime = _mtime(path) if path is not None else None
+
+    def current(self) -> str:
+        if self._path is None:
+            return self._text
+        mtime = _mtime(self._path)
+        if mtime is not None and mtime != self._mtime:
+            try:
+                self._text = self._path.read_text(encoding="utf-8")
+                self._mtime = mtime
+            except (OSError, UnicodeError) as error:
+                logger.warning("SOUL.md %s not re-read: %s", self._path, error)
+        return self._text
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None

@@ -1,32 +1,40 @@
 """Mid-turn injection: ``/steer``, redirect and engine notes (seed 001 §3.3, §3.4).
 
-The channel is cache-safe: it never adds a message. Before each model call the loop calls
-:meth:`SteerChannel.deliver`, which
+The channel is cache-safe: it never adds a message.
 
-1. drains a pending **redirect** and folds it into this turn's original user message —
-   ``"<text>\\n\\nUser correction during the turn: <correction>"`` — in memory *and* in the
-   store at once (so it survives compaction and restarts). If a tool result exists in this
-   turn the correction is also appended there, so the model sees it at the end of the
-   context right now;
-2. drains the pending **steer** and appends it with a visible marker
-   (``"\\n\\n[User steer during the turn]: <text>"``) to the most recent tool-result message
-   of this turn — to the string content, or as a new text block for list content — and
-   updates that stored message. A user message is never added: it would break role
-   alternation and the prompt cache;
-3. appends engine **notes** (the wall-clock wrap-up reminder, the grace-call note) the same
-   way.
+* A **redirect** is recorded the moment it arrives: :func:`watch_redirects` runs beside the
+  loop and :func:`record_redirects` appends ``"User correction during the turn: <text>"`` to
+  this turn's original user message, in memory *and* in the store (so it survives
+  compaction, restarts and a turn that makes no further model call).
+* Before each model call the loop calls :meth:`SteerChannel.deliver`, which records any
+  redirect the watcher has not reached yet, then
+
+  1. drains the pending redirect for the model: if a tool result exists in this turn the
+     correction is also appended there, so the model sees it at the end of the context;
+  2. drains the pending **steer** and appends it with a visible marker
+     (``"\\n\\n[User steer during the turn]: <text>"``) to the most recent tool-result
+     message of this turn — to the string content, or as a new text block for list
+     content — and updates that stored message. A user message is never added: it would
+     break role alternation and the prompt cache;
+  3. appends engine **notes** (the wall-clock wrap-up reminder, the grace-call note) the
+     same way.
 
 When this turn has no tool result yet, the steer is put back on the ``TurnControl``
 (``restore_steer``) and notes stay queued here: both land after the next batch of tool
-results.
+results. A steer or redirect still pending when the turn ends is taken by the Dispatcher
+(``TurnControl.drain_leftovers``) and runs as the next turn — it is never lost.
 """
 
 from __future__ import annotations
+
+import logging
 
 from core.agent.control import TurnControl
 from core.agent.transcript import Entry, Transcript
 from core.store.base import Store
 from core.types import ChatMessage
+
+logger = logging.getLogger(__name__)
 
 CORRECTION_PREFIX = "User correction during the turn: "
 
@@ -49,7 +57,38 @@ def append_marker(message: ChatMessage, marker: str) -> None:
 
 
 def with_correction(text: str, correction: str) -> str:
-    return f"{text}\n\n{CORRECTION_PREFIX}{correction}"
+    return f"{text}{format_correction_marker(correction)}"
+
+
+def format_correction_marker(correction: str) -> str:
+    return f"\n\n{CORRECTION_PREFIX}{correction}"
+
+
+async def record_redirects(control: TurnControl, transcript: Transcript, store: Store) -> None:
+    """Append every redirect not yet recorded to this turn's user message, and store it."""
+    for correction in control.drain_unrecorded():
+        user = transcript.user_entry
+        append_marker(user.message, format_correction_marker(correction))
+        await store_content(store, user)
+    if not control.redirect_arrived.is_set():
+        control.redirect_recorded.set()
+
+
+async def watch_redirects(control: TurnControl, transcript: Transcript, store: Store) -> None:
+    """Record each redirect as it arrives; runs until cancelled. A failed write is logged."""
+    while True:
+        await control.redirect_arrived.wait()
+        try:
+            await record_redirects(control, transcript, store)
+        except Exception:
+            logger.exception("redirect could not be stored with the user message")
+
+
+async def store_content(store: Store, entry: Entry) -> None:
+    """Write an entry's changed content back to its stored message, as it is (a string or
+    a list of blocks — multimodal content is never flattened)."""
+    if entry.stored_id is not None:
+        await store.update_message_content(entry.stored_id, entry.message.content)
 
 
 class SteerChannel:
@@ -64,6 +103,7 @@ class SteerChannel:
         self._notes.append(format_note_marker(text))
 
     async def deliver(self) -> None:
+        await record_redirects(self._control, self._transcript, self._store)
         redirect = self._control.drain_redirect()
         if redirect:
             await self._apply_redirect(redirect)
@@ -80,15 +120,11 @@ class SteerChannel:
         await self._append(entry, "".join(markers))
 
     async def _apply_redirect(self, correction: str) -> None:
-        user = self._transcript.user_entry
-        user.message.content = with_correction(user.message.text(), correction)
-        if user.stored_id is not None:
-            await self._store.update_message_content(user.stored_id, user.message.text())
+        """The user message already carries it (recorded on arrival); tell the model now."""
         if self._transcript.latest_tool_entry() is not None:
             note = f"[User correction during the turn]: {correction}"
             self._notes.append(format_note_marker(note))
 
     async def _append(self, entry: Entry, marker: str) -> None:
         append_marker(entry.message, marker)
-        if entry.stored_id is not None:
-            await self._store.update_message_content(entry.stored_id, entry.message.text())
+        await store_content(self._store, entry)

@@ -11,11 +11,17 @@ asked for them. For each call:
 3. act on it: ``Block(reason)`` → ``Blocked: <reason>``; ``AskUser(prompt)`` → ask the
    approval gate, anything but ``approved`` → ``Not approved (<outcome>)``, and
    ``cancelled`` stops the turn; ``Modify(args)`` → merged into the arguments. A decision
-   hook that raises blocks the call (a broken policy must not allow a dangerous call);
+   hook that raises blocks the call (a broken policy must not allow a dangerous call), and
+   so does a result that is none of these (or a ``Modify`` whose args are not a dict):
+   ``Blocked: invalid pre_tool_call result (<type>)``, logged;
 4. run the handler under the turn's token; an exception becomes an error result;
 5. fire ``post_tool_call`` — for blocked, failed and cancelled calls too;
 6. ``transform_tool_result`` may replace the text;
 7. store the call (``Store.record_tool_call``) with its approval id and outcome.
+
+Every hook call runs under the turn's token (``token.guard``): ``/stop`` aborts a hook
+that hangs. After a call was cancelled, ``post_tool_call`` and ``transform_tool_result``
+still fire, time-boxed to :data:`AFTER_STOP_SECONDS`.
 
 A call stopped by cancellation yields ``cancelled=True`` with :data:`CANCELLED_RESULT` as its
 text, so the stored history stays valid (every tool call has a result) and the loop ends
@@ -26,10 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from core.agent.scope import TurnScope
 from core.approver import ApprovalGate, Decision
@@ -38,7 +45,15 @@ from core.hooks.registry import HookRegistry
 from core.hooks.results import AskUser, Block, Modify
 from core.store.base import Store, ToolCallRecord
 from core.tools.base import AskChoice, Choice, RunChild, Tool, ToolContext, ToolRegistry
+from core.tools.clarify import ChoiceNotMade
 from core.types import ApprovalState, ToolCall
+
+T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
+
+AFTER_STOP_SECONDS = 0.1
+"""Time box for the after-call hooks of a call the turn's stop cancelled."""
 
 CANCELLED_RESULT = "Cancelled: the turn was stopped before this tool finished."
 
@@ -101,17 +116,34 @@ class ToolRunner:
             attempt = await self._attempt(call)
         except Cancelled:
             attempt = _Attempt(CANCELLED_RESULT, is_error=True, cancelled=True)
-        await self._post(call, attempt)
-        text = await self._env.hooks.transform(
-            "transform_tool_result",
-            attempt.text,
-            **self._env.scope.hook_args(),
-            tool_name=call.name,
-            call_id=call.id,
-            is_error=attempt.is_error,
-        )
+        text = await self._after_call(call, attempt)
         await self._record(call, attempt, text, started)
         return CallOutcome(call, text, attempt.is_error, attempt.cancelled)
+
+    async def _after_call(self, call: ToolCall, attempt: _Attempt) -> str:
+        """``post_tool_call`` then ``transform_tool_result``; the text the model gets."""
+        try:
+            await self._hook(self._post(call, attempt))
+            return await self._hook(
+                self._env.hooks.transform(
+                    "transform_tool_result",
+                    attempt.text,
+                    **self._env.scope.hook_args(),
+                    tool_name=call.name,
+                    call_id=call.id,
+                    is_error=attempt.is_error,
+                )
+            )
+        except (Cancelled, TimeoutError):
+            attempt.cancelled = True
+            return attempt.text
+
+    async def _hook(self, work: Awaitable[T]) -> T:
+        """A hook call ``/stop`` can abort; once stopped, a short time box instead."""
+        token = self._env.token
+        if not token.cancelled:
+            return await token.guard(work)
+        return await CancellationToken.time_boxed(work, AFTER_STOP_SECONDS)
 
     async def _attempt(self, call: ToolCall) -> _Attempt:
         self._env.token.raise_if_cancelled()
@@ -128,14 +160,18 @@ class ToolRunner:
         self, tool: Tool, call: ToolCall, arguments: dict[str, Any]
     ) -> _Attempt:
         try:
-            decision = await self._env.hooks.first_result(
-                "pre_tool_call",
-                **self._env.scope.hook_args(),
-                tool_name=call.name,
-                arguments=dict(arguments),
-                risk=tool.spec.risk,
-                call_id=call.id,
+            decision = await self._env.token.guard(
+                self._env.hooks.first_result(
+                    "pre_tool_call",
+                    **self._env.scope.hook_args(),
+                    tool_name=call.name,
+                    arguments=dict(arguments),
+                    risk=tool.spec.risk,
+                    call_id=call.id,
+                )
             )
+        except Cancelled:
+            raise
         except Exception as error:
             text = f"Blocked: pre_tool_call policy failed ({type(error).__name__}: {error})"
             return _Attempt(text, is_error=True, arguments=arguments, blocked=True)
@@ -144,8 +180,10 @@ class ToolRunner:
             return _Attempt(text, is_error=True, arguments=arguments, blocked=True)
         if isinstance(decision, AskUser):
             return await self._ask_then_run(tool, call, arguments, decision.prompt)
-        if isinstance(decision, Modify):
+        if isinstance(decision, Modify) and isinstance(decision.args, dict):
             arguments = {**arguments, **decision.args}
+        elif decision is not None:
+            return _invalid_decision(call, decision, arguments)
         return await self._invoke(tool, call, arguments)
 
     async def _ask_then_run(
@@ -220,7 +258,11 @@ class ToolRunner:
                 token=self._env.token,
                 choices=choice.choices,
             )
-            return decision.choice if decision.outcome == "approved" else None
+            if decision.outcome == "approved":
+                return decision.choice
+            if decision.outcome == "timed_out":
+                return None
+            raise ChoiceNotMade(decision.outcome)
 
         return ask_choice
 
@@ -255,6 +297,15 @@ class ToolRunner:
                 approval_outcome=attempt.approval,
             )
         )
+
+
+def _invalid_decision(call: ToolCall, decision: object, arguments: dict[str, Any]) -> _Attempt:
+    kind = type(decision.args if isinstance(decision, Modify) else decision).__name__
+    logger.error(
+        "pre_tool_call for %s (%s) returned an invalid result: %r", call.name, call.id, decision
+    )
+    text = f"Blocked: invalid pre_tool_call result ({kind})"
+    return _Attempt(text, is_error=True, arguments=arguments, blocked=True)
 
 
 def parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str]:

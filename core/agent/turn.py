@@ -14,6 +14,9 @@ class UserMessage:
     text: str
     sender_id: str | None = None
     sender_name: str | None = None
+    origin: str | None = None
+    """The inbound update this message came from (``"<platform>:<update id>"``), so the
+    gateway can mark exactly that update handled when this message's turn is over."""
 
 
 @dataclass(frozen=True, slots=True)

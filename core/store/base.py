@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from core.types import ApprovalState, ChatMessage, ExitReason, TurnStatus
+from core.types import ApprovalState, ChatMessage, Content, ExitReason, TurnStatus
 
 InboundState = Literal["pending", "processing", "done", "failed"]
 
@@ -140,7 +140,9 @@ class Store(Protocol):
         """Store one message; returns its id (monotonic within the store)."""
         ...
 
-    async def update_message_content(self, message_id: int, content: str) -> None: ...
+    async def update_message_content(self, message_id: int, content: Content) -> None:
+        """Replace a stored message's content (str or list of blocks, kept as given)."""
+        ...
 
     async def deactivate_messages(self, message_ids: Sequence[int]) -> None:
         """Mark messages inactive (compaction); they stay stored."""

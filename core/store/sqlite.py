@@ -52,7 +52,7 @@ from core.store.base import (
     TurnRecord,
 )
 from core.store.migrations import apply_migrations, read_version, refuse_newer
-from core.types import ApprovalState, ChatMessage, ExitReason, TurnStatus
+from core.types import ApprovalState, ChatMessage, Content, ExitReason, TurnStatus
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +155,10 @@ class SqliteStore:
         assert written.lastrowid is not None  # an INSERT into a rowid table always sets it
         return written.lastrowid
 
-    async def update_message_content(self, message_id: int, content: str) -> None:
-        sql = "UPDATE messages SET content = ?, content_is_list = 0 WHERE id = ?"
-        await self._update_one(sql, (content, message_id), f"message {message_id}")
+    async def update_message_content(self, message_id: int, content: Content) -> None:
+        text, is_list = rows.encode_content(content)
+        sql = "UPDATE messages SET content = ?, content_is_list = ? WHERE id = ?"
+        await self._update_one(sql, (text, is_list, message_id), f"message {message_id}")
 
     async def deactivate_messages(self, message_ids: Sequence[int]) -> None:
         # One statement however many ids: atomic for readers, and no bound-variable limit.

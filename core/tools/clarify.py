@@ -2,9 +2,10 @@
 
 Interactive (``interactive=True``): the loop runs it alone, never in parallel with other
 calls. The question goes through ``ToolContext.ask_choice`` (the approvals registry with
-``kind="choice"``); the result is the chosen option, or ``No answer (timed_out)`` when
-nobody answered in time. When the turn was cancelled meanwhile,
-:class:`~core.cancellation.Cancelled` propagates.
+``kind="choice"``); the result is the chosen option, ``No answer (timed_out)`` when
+nobody answered in time, or ``No answer (<outcome>)`` when the question was otherwise
+settled without a choice (``ask_choice`` raises :class:`ChoiceNotMade`, e.g. ``denied``).
+When the turn was cancelled meanwhile, :class:`~core.cancellation.Cancelled` propagates.
 """
 
 from __future__ import annotations
@@ -15,6 +16,16 @@ from core.tools.base import Choice, Tool, ToolContext, ToolResult
 from core.types import ToolSpec
 
 NO_ANSWER = "No answer (timed_out)"
+
+
+class ChoiceNotMade(Exception):
+    """``ask_choice`` was settled without a choice for a reason other than a timeout."""
+
+    def __init__(self, outcome: str) -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
+
+
 MAX_CHOICES = 10
 
 PARAMETERS: dict[str, Any] = {
@@ -48,7 +59,11 @@ async def _clarify(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return ToolResult(choice, is_error=True)
     if ctx.ask_choice is None:
         return ToolResult("clarify is not available in this session", is_error=True)
-    answer = await ctx.ask_choice(choice)
+    try:
+        answer = await ctx.ask_choice(choice)
+    except ChoiceNotMade as declined:
+        ctx.token.raise_if_cancelled()
+        return ToolResult(f"No answer ({declined.outcome})")
     ctx.token.raise_if_cancelled()
     return ToolResult(answer if answer is not None else NO_ANSWER)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from core.agent.control import TurnControl
 from core.agent.turn import TurnResult
+from core.cancellation import abandoned_count
 from core.hooks.results import AskUser
 from core.tools.base import ToolContext, ToolResult
 from tests.engine.conftest import KEY, Rig, make_tool
@@ -139,7 +140,7 @@ async def test_stopping_the_parent_stops_its_child_agent(rig: Rig) -> None:
     result = await stop_and_time(control, turn)
 
     assert result.status == "interrupted"
-    child = await rig.store.get_active_session(f"{KEY}/child:d1")
+    child = await rig.store.get_active_session(f"{KEY}/child:{result.turn_id}:d1")
     assert child is not None
     [child_turn] = await rig.store.list_turns(child.id)
     assert (child_turn.status, child_turn.exit_reason) == ("interrupted", "cancelled")
@@ -164,3 +165,54 @@ async def test_cancelling_the_turn_task_records_the_turn_and_propagates(rig: Rig
     assert (stored.status, stored.exit_reason) == ("interrupted", "cancelled")
     assert rig.log.names()[-1] == "on_session_end"
     assert len(rig.agent().locks) == 0
+
+
+async def test_a_tool_that_ignores_cancellation_does_not_hold_the_turn(rig: Rig) -> None:
+    started, release, finished = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def stubborn(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        started.set()
+        try:
+            while not release.is_set():
+                try:
+                    await release.wait()
+                except asyncio.CancelledError:
+                    continue  # the misbehaviour under test: cancellation swallowed
+            return ToolResult("late")
+        finally:
+            finished.set()
+
+    rig.tools.register(make_tool("stubborn", stubborn))
+    rig.server.script(reply_tool_call("stubborn", {}))
+    control = TurnControl()
+    turn = asyncio.create_task(rig.turn("go", control=control))
+    await asyncio.wait_for(started.wait(), 5)
+    abandoned_before = abandoned_count()
+    try:
+        result = await stop_and_time(control, turn)
+
+        assert result.status == "interrupted"
+        assert abandoned_count() == abandoned_before + 1  # tracked, not forgotten
+    finally:
+        release.set()  # let the stubborn handler end, pass or fail
+        await asyncio.wait_for(finished.wait(), 5)
+
+
+async def test_stop_aborts_a_hanging_pre_tool_call_hook(rig: Rig) -> None:
+    entered = asyncio.Event()
+
+    async def hang(**kwargs: Any) -> None:
+        entered.set()
+        await asyncio.Event().wait()
+
+    rig.hooks.register("pre_tool_call", hang)
+    rig.server.script(reply_tool_call("echo", {"text": "x"}))
+    control = TurnControl()
+    turn = asyncio.create_task(rig.turn("go", control=control))
+    await asyncio.wait_for(entered.wait(), 5)
+
+    result = await stop_and_time(control, turn)
+
+    assert (result.status, result.exit_reason) == ("interrupted", "cancelled")
+    stored = await rig.store.get_turn(result.turn_id)
+    assert stored is not None and stored.status == "interrupted"

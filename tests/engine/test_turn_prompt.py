@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from core.agent.prompt import Runtime
 from tests.engine.conftest import KEY, Rig, echo_tool
 from tests.support.model_server import reply_text
@@ -83,8 +86,28 @@ async def test_prefix_is_rebuilt_when_the_toolset_changed(rig: Rig) -> None:
     assert "Tools: echo\n" in system_of(rig, 0)
 
 
-def test_fingerprint_changes_with_model_tools_and_soul_only() -> None:
+async def test_prefix_is_rebuilt_when_the_soul_md_file_was_edited_between_turns(
+    rig: Rig, tmp_path: Path
+) -> None:
+    soul_md = tmp_path / "SOUL.md"
+    soul_md.write_text("You are Test.", encoding="utf-8")
+    rig.agent(soul="You are Test.", soul_path=soul_md)
+    rig.server.script(reply_text("one"), reply_text("two"))
+    await rig.turn("first")
+
+    soul_md.write_text("You are Test, edited on disk.", encoding="utf-8")
+    later = soul_md.stat().st_mtime_ns + 1_000_000_000  # a distinct mtime, however fast
+    os.utime(soul_md, ns=(later, later))
+    await rig.turn("second")
+
+    assert system_of(rig, 0).startswith("You are Test.\n\n## Session")
+    assert system_of(rig, 1).startswith("You are Test, edited on disk.\n\n## Session")
+
+
+def test_fingerprint_changes_with_model_tools_soul_profile_and_workspace() -> None:
     base = Runtime("m", ("a", "b"), "soul")
+    assert base.fingerprint() != Runtime("m", ("a", "b"), "soul", profile="p").fingerprint()
+    assert base.fingerprint() != Runtime("m", ("a", "b"), "soul", workspace="/w").fingerprint()
 
     assert base.fingerprint() == Runtime("m", ("b", "a"), "soul").fingerprint()
     assert base.fingerprint() != Runtime("m2", ("a", "b"), "soul").fingerprint()

@@ -7,6 +7,7 @@ from typing import Any
 
 from core.hooks.results import AskUser, Block, Modify
 from core.tools.base import Choice, ToolContext, ToolResult
+from core.tools.clarify import clarify_tool
 from tests.engine.conftest import USER, Rig, echo_tool, make_tool
 from tests.support.model_server import reply_text, reply_tool_call, reply_tool_calls
 
@@ -276,3 +277,43 @@ async def test_streamed_replies_drive_the_same_loop(rig: Rig) -> None:
     assert all(r.stream for r in rig.server.requests)
     assert tool_results(rig, 1) == [("call_1", "echo:s")]
     assert result.reply == "streamed answer"
+
+
+async def test_modify_with_arguments_that_are_not_a_dict_blocks_the_call(rig: Rig) -> None:
+    rig.hooks.register("pre_tool_call", lambda **kw: Modify(["text", "x"]))  # type: ignore[arg-type]
+    rig.server.script(reply_tool_call("echo", {"text": "hi"}), reply_text("ok"))
+
+    result = await rig.turn("go")
+
+    assert result.status == "completed"
+    assert tool_results(rig, 1) == [("call_1", "Blocked: invalid pre_tool_call result (list)")]
+
+
+async def test_an_unknown_pre_tool_call_result_blocks_the_call(rig: Rig) -> None:
+    ran: list[str] = []
+
+    async def guarded(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        ran.append("ran")
+        return ToolResult("ran")
+
+    rig.tools.register(make_tool("guarded", guarded))
+    rig.hooks.register("pre_tool_call", lambda **kw: "allow")
+    rig.server.script(reply_tool_call("guarded", {}), reply_text("ok"))
+
+    await rig.turn("go")
+
+    assert tool_results(rig, 1) == [("call_1", "Blocked: invalid pre_tool_call result (str)")]
+    assert ran == []
+
+
+async def test_clarify_reports_a_denied_question_as_denied(rig: Rig) -> None:
+    rig.tools.register(clarify_tool())
+    args = {"question": "Which colour?", "choices": ["red", "blue"]}
+    rig.server.script(reply_tool_call("clarify", args), reply_text("ok"))
+    turn = asyncio.create_task(rig.turn("paint it"))
+
+    request = await rig.presenter.next_request()
+    await rig.approvals.resolve(request.id, "denied", USER)
+    await asyncio.wait_for(turn, 5)
+
+    assert tool_results(rig, 1) == [("call_1", "No answer (denied)")]

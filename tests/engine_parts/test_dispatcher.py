@@ -346,3 +346,72 @@ async def test_a_turn_that_raises_cancelled_is_reported_interrupted(
     (await turns.next()).release.set()
     _, _, result = await replies.next()
     assert (result.status, result.exit_reason) == ("interrupted", "cancelled")
+
+
+async def test_an_interrupter_runs_ahead_of_messages_queued_with_queue(
+    turns: ScriptedTurns, replies: Replies
+):
+    dispatcher = _dispatcher(turns, replies, "interrupt")
+    await dispatcher.submit("k", msg("long job"))
+    running = await turns.next()
+    await dispatcher.submit("k", msg("backlog"), policy="queue")
+
+    outcome = await dispatcher.submit("k", msg("urgent"))
+
+    assert outcome == SubmitOutcome("interrupted_and_queued", 1)
+    assert running.control.token.reason == "interrupted_by_user"
+    nxt = await turns.next()
+    assert nxt.message.text == "urgent"
+    nxt.release.set()
+    assert (await turns.next()).message.text == "backlog"
+
+
+async def test_interrupters_still_waiting_keep_their_arrival_order(
+    turns: ScriptedTurns, replies: Replies
+):
+    dispatcher = _dispatcher(turns, replies, "interrupt")
+    turns.ignore_stop = True  # the running turn keeps running, so both interrupters wait
+    await dispatcher.submit("k", msg("long job"))
+    running = await turns.next()
+    turns.ignore_stop = False
+    await dispatcher.submit("k", msg("backlog"), policy="queue")
+    await dispatcher.submit("k", msg("first"))
+    assert await dispatcher.submit("k", msg("second")) == SubmitOutcome("queued", 2)
+
+    running.release.set()
+    order = []
+    for _ in range(3):
+        turn = await turns.next()
+        order.append(turn.message.text)
+        turn.release.set()
+    assert order == ["first", "second", "backlog"]
+
+
+async def test_a_steer_the_turn_never_delivered_runs_next_from_the_same_sender(
+    turns: ScriptedTurns, replies: Replies
+):
+    dispatcher = _dispatcher(turns, replies)
+    await dispatcher.submit("k", UserMessage("hello", sender_id="u1", sender_name="Ann"))
+    running = await turns.next()
+    await dispatcher.submit("k", msg("backlog"))
+    assert dispatcher.steer("k", "in metric")
+    assert dispatcher.redirect("k", "no, in French")
+
+    running.release.set()
+
+    nxt = await turns.next()
+    assert nxt.message == UserMessage("no, in French\nin metric", "u1", "Ann")
+
+
+async def test_a_steer_left_by_a_stopped_turn_is_dropped_with_the_queue(
+    turns: ScriptedTurns, replies: Replies
+):
+    dispatcher = _dispatcher(turns, replies)
+    await dispatcher.submit("k", msg("hello"))
+    await turns.next()
+    dispatcher.steer("k", "in metric")
+
+    assert dispatcher.stop("k")
+
+    await asyncio.wait_for(dispatcher.wait_idle("k"), WAIT)
+    assert turns.started.empty()
