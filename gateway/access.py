@@ -2,7 +2,8 @@
 
 Default deny: a platform with no allowlist admits nobody. Each unknown user is logged
 once, with the line the operator needs to let them in. In groups the agent answers
-plain text only when it is mentioned or replied to (``require_mention``); commands and
+plain text only when it is mentioned or replied to (``require_mention``) — forum topics
+and threads included, they live in a group; DMs are always free. Commands and
 button presses are addressed to it by nature. Messages from bots — other bots and the
 agent's own — are ignored unless ``allow_bots`` is set.
 """
@@ -10,6 +11,7 @@ agent's own — are ignored unless ``allow_bots`` is set.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -23,6 +25,10 @@ Verdict = Literal["admit", "deny", "ignore"]
 ``ignore``: not meant for us (bot chatter, group text without a mention)."""
 
 EVERYONE = "*"
+REPORTED_CAPACITY = 1000
+"""Unknown users remembered as already logged (least recently seen forgotten first)."""
+SHARED_CHATS = ("group", "channel", "thread")
+"""Where plain text must mention (or reply to) the bot: a forum topic is part of a group."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +50,7 @@ class AccessPolicy:
 class AccessControl:
     def __init__(self, policies: Mapping[str, AccessPolicy]) -> None:
         self._policies = dict(policies)
-        self._reported: set[tuple[str, str]] = set()
+        self._reported: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     def policy(self, platform: str) -> AccessPolicy:
         return self._policies.get(platform, AccessPolicy())
@@ -63,8 +69,11 @@ class AccessControl:
     def _report_unknown(self, event: InboundEvent) -> None:
         who = (event.platform, event.sender.id)
         if who in self._reported:
+            self._reported.move_to_end(who)
             return
-        self._reported.add(who)
+        self._reported[who] = None
+        while len(self._reported) > REPORTED_CAPACITY:
+            self._reported.popitem(last=False)
         logger.warning(
             "%s user %s (%s) is not allowed; to allow them add %r to [%s] allowed_users",
             event.platform,
@@ -76,6 +85,6 @@ class AccessControl:
 
 
 def _needs_mention(event: InboundEvent) -> bool:
-    if event.kind != "text" or event.chat_type not in ("group", "channel"):
+    if event.kind != "text" or event.chat_type not in SHARED_CHATS:
         return False
     return not (event.mentioned or event.reply_to_bot)

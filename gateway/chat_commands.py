@@ -7,6 +7,7 @@ Replies are short plain-text notices; ``None`` means the command answers nothing
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable
 from typing import Protocol
 
@@ -17,6 +18,7 @@ from core.approver import ApprovalRequest
 from core.dispatcher import Dispatcher
 from core.store.base import Store
 from gateway.commands import canonical, help_text
+from gateway.ledger import TurnLedger
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,7 @@ class SubmitText(Protocol):
 
 
 SHORT_ID = 8
+_ID_LIKE = re.compile(rf"[A-Za-z0-9_-]{{{SHORT_ID},}}")
 MIN_ID_PREFIX = 4
 
 STOPPED = "⏹ Stopped."
@@ -40,12 +43,18 @@ STEER_QUEUED = "⏩ Steer queued — lands after the current tool."
 REDIRECT_QUEUED = "↪️ Redirect queued — the task is corrected before its next step."
 NEW_SESSION = "🆕 Fresh start — your next message begins a new session."
 NO_PENDING = "No pending request."
+NO_SUCH_APPROVAL = "No such approval."
 RESOLVE_REPLIES = {
     "already_decided": "Already decided.",
-    "unknown": "No pending request with that id.",
+    "unknown": "No such approval.",
     "forbidden": "Sorry — only the person who asked (or an approver) can answer this.",
     "invalid": "That request needs one of its options — use the buttons.",
 }
+
+
+def looks_like_id(word: str) -> bool:
+    """An approval id or its short form: at least ``SHORT_ID`` URL-safe characters."""
+    return _ID_LIKE.fullmatch(word) is not None
 
 
 def short_id(approval_id: str) -> str:
@@ -55,10 +64,16 @@ def short_id(approval_id: str) -> str:
 
 class ChatCommands:
     def __init__(
-        self, dispatcher: Dispatcher, approvals: Approvals, store: Store, submit: SubmitText
+        self,
+        dispatcher: Dispatcher,
+        approvals: Approvals,
+        store: Store,
+        submit: SubmitText,
+        ledger: TurnLedger | None = None,
     ) -> None:
         self._dispatcher, self._approvals, self._store = dispatcher, approvals, store
         self._submit = submit
+        self._ledger = ledger or TurnLedger()
 
     async def run(self, event: InboundEvent) -> Reply:
         name = canonical(event.command or "")
@@ -75,7 +90,14 @@ class ChatCommands:
         return help_text()
 
     async def _cmd_stop(self, event: InboundEvent, key: str, args: str) -> Reply:
-        return STOPPED if self._dispatcher.stop(key) else NOTHING_TO_STOP
+        """Answering "Stopped" is a promise: the stopped turn's reply is suppressed even if
+        the turn still completes (the stop raced its final answer)."""
+        turn_id = self._dispatcher.status(key).turn_id
+        if not self._dispatcher.stop(key):
+            return NOTHING_TO_STOP
+        if turn_id:
+            self._ledger.stop_acknowledged(turn_id)
+        return STOPPED
 
     async def _cmd_new(self, event: InboundEvent, key: str, args: str) -> Reply:
         self._dispatcher.stop(key)
@@ -126,24 +148,38 @@ class ChatCommands:
     ) -> Reply:
         """By id (a card's short form or the full id), else the session's oldest request.
 
-        ``/approve <id>`` never falls back to another request: a stale id must not approve
-        a newer one. ``/deny <words>`` reads unknown words as the reason.
+        ``/approve <word>`` always reads the word as an id; for ``/deny`` a first word that
+        names a pending approval, or looks like an id, is one. A stale or unknown id answers
+        "Already decided." / "No such approval." and never falls back to another request
+        (a stale ``/deny <id>`` must not deny a newer one). Otherwise ``/deny <words>``
+        reads the words as the reason.
         """
         first, _, rest = args.partition(" ")
-        target = self._by_id(first) if first else None
-        if target is None and first and outcome == "approved":
-            result = await self._approvals.resolve(first, outcome, event.sender.id)
-            return RESOLVE_REPLIES.get(result, NO_PENDING)
-        if target is None:
-            own = self._approvals.pending(key)
-            target, rest = (own[0] if own else None), args
-        if target is None:
+        by_id = outcome == "approved" or self._by_id(first) is not None or looks_like_id(first)
+        if first and by_id:
+            return await self._decide_by_id(event, first, rest, outcome)
+        own = self._approvals.pending(key)
+        if not own:
             return NO_PENDING
-        note = rest.strip() or None
-        result = await self._approvals.resolve(target.id, outcome, event.sender.id, note=note)
+        return await self._resolve(event, own[0], outcome, args)
+
+    async def _decide_by_id(
+        self, event: InboundEvent, given: str, rest: str, outcome: ResolveOutcome
+    ) -> Reply:
+        target = self._by_id(given)
+        if target is not None:
+            return await self._resolve(event, target, outcome, rest)
+        result = await self._approvals.resolve(given, outcome, event.sender.id)
+        return RESOLVE_REPLIES.get(result, NO_SUCH_APPROVAL)
+
+    async def _resolve(
+        self, event: InboundEvent, target: ApprovalRequest, outcome: ResolveOutcome, note: str
+    ) -> Reply:
+        by = event.sender.id
+        result = await self._approvals.resolve(target.id, outcome, by, note=note.strip() or None)
         if result == "resolved":
             return "✅ Approved." if outcome == "approved" else "❌ Denied."
-        return RESOLVE_REPLIES.get(result, NO_PENDING)
+        return RESOLVE_REPLIES.get(result, NO_SUCH_APPROVAL)
 
     def _by_id(self, prefix: str) -> ApprovalRequest | None:
         if len(prefix) < MIN_ID_PREFIX:

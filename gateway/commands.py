@@ -15,6 +15,7 @@ a newer request)::
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -49,6 +50,8 @@ def command_menu() -> tuple[tuple[str, str], ...]:
 ALIASES = {"reset": "new", "q": "queue"}
 
 ApproveAction = Literal["a", "d", "s"]
+_INDEX = re.compile(r"[0-9]{1,4}")
+"""A choice index: ASCII digits only (``str.isdigit`` accepts "²", which ``int`` refuses)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +79,14 @@ def choice_payload(approval_id: str, index: int) -> str:
 
 
 def parse_press(data: str | None) -> Press | None:
-    """Decode a button payload; None when it is not one of ours."""
+    """Decode a button payload; None when it is not one of ours (never raises)."""
     kind, _, rest = (data or "").partition(":")
     approval_id, _, action = rest.rpartition(":")
     if not approval_id:
         return None
     if kind == "ap" and action in ("a", "d", "s"):
         return ApprovalPress(approval_id, "denied" if action == "d" else "approved", action == "s")
-    if kind == "ch" and action.isdigit():
+    if kind == "ch" and _INDEX.fullmatch(action):
         return ChoicePress(approval_id, int(action))
     return None
 

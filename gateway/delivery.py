@@ -4,12 +4,19 @@ A reply is rendered for the adapter's markup dialect, chunked to its length limi
 (counted in its unit), and each chunk is sent with:
 
 * ``BadMarkup`` → that chunk is resent as plain text (the markup stripped), once;
-* ``RateLimited`` → wait ``retry_after`` and try again, at most ``attempts`` times;
+* ``RateLimited`` → wait ``retry_after`` and try again, at most ``attempts`` times, as long
+  as the platform asks for at most ``MAX_RETRY_AFTER`` seconds (a generous bound: a
+  flood-controlled reply is late, never silently dropped);
 * anything else, or attempts used up → one error log line naming the chat; the remaining
-  chunks are still tried (a lost middle chunk is logged, never silent).
+  chunks are still tried (a lost middle chunk is logged, never silent);
+* more than ``MAX_CHUNKS`` chunks → the first ones, then a note "… (reply truncated: N
+  more characters)".
 
 ``Typing`` keeps the platform's typing indicator alive while a turn runs: one tracked task
 per turn, refreshed every ``interval`` seconds, stopped (and awaited) when the turn ends.
+While ``paused()`` answers True no indicator is sent (the service pauses it while an
+approval card waits, and in group chats once a progress message shows the turn is alive:
+Telegram counts chat actions against a group's 20 messages a minute).
 """
 
 from __future__ import annotations
@@ -25,9 +32,13 @@ from gateway.render import renderer_for
 logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
-DEFAULT_ATTEMPTS = 5
+DEFAULT_ATTEMPTS = 8
 MAX_RETRY_AFTER = 60.0
+"""Longer waits than this are not waited out: the message is logged as lost instead."""
 TYPING_INTERVAL = 4.0
+MAX_CHUNKS = 20
+"""Messages one reply may take, the truncation note included."""
+TRUNCATED = "… (reply truncated: {count} more characters)"
 
 
 class Delivery:
@@ -36,15 +47,24 @@ class Delivery:
         self._attempts = attempts
 
     async def reply(self, adapter: Adapter, chat: ChatRef, markdown: str) -> list[SentMessage]:
-        """Render, chunk and send a Markdown reply; returns the messages that arrived."""
+        """Render, chunk and send a Markdown reply; returns the messages that arrived.
+
+        At most ``MAX_CHUNKS`` messages: a longer reply ends with a note saying how many
+        characters were left out."""
         renderer = renderer_for(adapter.capabilities.markup)
         caps = adapter.capabilities
         chunks = renderer.chunk(renderer.render(markdown), caps.max_text_length, caps.length_unit)
+        kept, dropped = _capped(chunks)
         sent: list[SentMessage] = []
-        for chunk in chunks:
+        for chunk in kept:
             message = await self._send_chunk(adapter, chat, chunk, renderer.plain)
             if message is not None:
                 sent.append(message)
+        if dropped:
+            left_out = sum(len(renderer.plain(chunk)) for chunk in dropped)
+            logger.warning("reply to %s truncated: %d chunk(s) left out", chat, len(dropped))
+            note = await self.notice(adapter, chat, TRUNCATED.format(count=left_out))
+            sent += [note] if note is not None else []
         return sent
 
     async def notice(self, adapter: Adapter, chat: ChatRef, text: str) -> SentMessage | None:
@@ -78,12 +98,21 @@ class Delivery:
             try:
                 return await adapter.send(chat, text, markup=markup)
             except RateLimited as exc:
-                await self._sleep(min(exc.retry_after, MAX_RETRY_AFTER))
+                if exc.retry_after > MAX_RETRY_AFTER:
+                    return _lost(chat, text, f"rate limited for {exc.retry_after:.0f}s")
+                await self._sleep(exc.retry_after)
             except BadMarkup:
                 raise
             except AdapterError as exc:
                 return _lost(chat, text, exc)
         return _lost(chat, text, f"still rate limited after {self._attempts} attempts")
+
+
+def _capped(chunks: list[str]) -> tuple[list[str], list[str]]:
+    """The chunks to send and the ones left out (the note takes the last place)."""
+    if len(chunks) <= MAX_CHUNKS:
+        return chunks, []
+    return chunks[: MAX_CHUNKS - 1], chunks[MAX_CHUNKS - 1 :]
 
 
 def _lost(chat: ChatRef, text: str, why: object) -> SentMessage | None:
@@ -101,9 +130,11 @@ class Typing:
         *,
         interval: float = TYPING_INTERVAL,
         sleep: Sleep = asyncio.sleep,
+        paused: Callable[[], bool] = lambda: False,
     ) -> None:
         self._adapter, self._chat = adapter, chat
         self._interval, self._sleep = interval, sleep
+        self._paused = paused
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Typing:
@@ -128,7 +159,8 @@ class Typing:
     async def _keep_typing(self) -> None:
         while True:
             try:
-                await self._adapter.typing(self._chat)
+                if not self._paused():
+                    await self._adapter.typing(self._chat)
                 await self._sleep(self._interval)
             except RateLimited as exc:
                 await self._sleep(min(exc.retry_after, MAX_RETRY_AFTER))

@@ -29,13 +29,14 @@ from typing import Any, Literal
 
 from adapters.base import Adapter, ChatRef, NotModified, RateLimited, SentMessage
 from core.types import TurnStatus
+from gateway.delivery import MAX_RETRY_AFTER
 from gateway.redact import preview
 
 logger = logging.getLogger(__name__)
 
 ProgressMode = Literal["off", "new", "all"]
 Sleep = Callable[[float], Awaitable[None]]
-WRITE_ATTEMPTS = 6
+WRITE_ATTEMPTS = 8
 MAX_LINES = 25
 EMOJI = (
     (("terminal", "shell", "exec", "run", "command"), "💻"),
@@ -196,6 +197,8 @@ class ProgressView:
             except NotModified:
                 pass
             except RateLimited as exc:
+                if exc.retry_after > MAX_RETRY_AFTER:
+                    break
                 await self._sleep(exc.retry_after)
                 continue
             except Exception:
@@ -204,7 +207,7 @@ class ProgressView:
                 return
             self._shown, self._last_write = text, self._clock()
             return
-        logger.error("progress in %s: still rate limited; state not shown", self._chat)
+        logger.error("progress in %s: rate limited too long; state not shown", self._chat)
 
     async def _write(self, text: str) -> None:
         if self._message is None:

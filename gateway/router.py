@@ -38,6 +38,7 @@ from gateway.commands import (
     parse_press,
 )
 from gateway.delivery import Delivery
+from gateway.ledger import TurnLedger, origin_of
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,9 @@ PRESS_ANSWERS = {
     "invalid": "That is not one of the options.",
 }
 STRANGER = "Sorry — you are not allowed to use this bot."
+NO_LONGER_VALID = "This button is no longer valid."
+OWN_TURN = frozenset({"started", "queued", "interrupted_and_queued"})
+"""Submit outcomes after which the message runs as its own turn."""
 
 
 class Router:
@@ -70,13 +74,15 @@ class Router:
         access: AccessControl,
         directory: ChatDirectory,
         delivery: Delivery | None = None,
+        ledger: TurnLedger | None = None,
         ack_interval: float = ACK_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._dispatcher, self._approvals = dispatcher, approvals
         self._access, self._directory = access, directory
         self._delivery = delivery or Delivery()
-        self._commands = ChatCommands(dispatcher, approvals, store, self.submit_text)
+        self._ledger = ledger or TurnLedger()
+        self._commands = ChatCommands(dispatcher, approvals, store, self.submit_text, self._ledger)
         self._ack_interval, self._clock = ack_interval, clock
         self._last_ack: dict[str, float] = {}
 
@@ -114,12 +120,21 @@ class Router:
     async def submit_text(
         self, event: InboundEvent, text: str, *, policy: BusyPolicy | None = None
     ) -> Reply:
-        """Start (or queue) a turn with ``text``; acknowledges a queued message itself."""
+        """Start (or queue) a turn with ``text``; acknowledges a queued message itself.
+
+        The message carries ``event``'s origin; when it starts no turn of its own (folded
+        into the running one, or refused) that origin is settled at once."""
         if not text.strip():
             return None
-        message = UserMessage(text, sender_id=event.sender.id, sender_name=event.sender.name)
+        origin = origin_of(event.platform, event.update_id)
+        message = UserMessage(
+            text, sender_id=event.sender.id, sender_name=event.sender.name, origin=origin
+        )
         key = str(event.session_key)
+        self._ledger.expect(origin)
         outcome = await self._dispatcher.submit(key, message, policy=policy)
+        if outcome.kind not in OWN_TURN:
+            self._ledger.settle(origin, outcome.kind != "rejected_shutting_down")
         await self._acknowledge(event, key, outcome)
         return None
 
@@ -163,7 +178,7 @@ class Router:
         self._directory.remember_sender(event)
         press = parse_press(event.button_data)
         if press is None:
-            return "This button is no longer active."
+            return NO_LONGER_VALID
         result = await self._resolve(press, event.sender.id)
         return PRESS_ANSWERS.get(result)
 

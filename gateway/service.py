@@ -20,10 +20,12 @@ How to wire an adapter (what the Telegram, Discord and Slack adapters rely on)::
   Dispatcher's workers, never in the adapter's task.
 * ``service.router.command_menu`` is the ``(name, description)`` menu to register
   (``setMyCommands``); ``service.router.commands`` the same as :class:`CommandInfo`.
-* ``service.settled(session_key)`` waits until that session's turns are over (True) or
-  were cut short by shutdown (False): an adapter with a durable inbox marks an update
-  done only after it (the Telegram adapter's ``settled`` parameter). The adapter is built
-  before the service, so bind it late, e.g. ``settled=lambda key: service.settled(key)``.
+* ``service.update_settled(session_key, update_id)`` waits until the turn that update
+  started has delivered its reply (True), or was cut short by shutdown (False); an update
+  that started no turn (a command) is settled at once. An adapter with a durable inbox
+  marks the update done only after it (the Telegram adapter's ``update_settled``
+  parameter). The adapter is built before the service, so bind it late, e.g.
+  ``update_settled=lambda key, uid: service.update_settled(key, uid)``.
 * Replies, progress edits, approval cards and notices come back through the adapter's
   ``send``/``edit``/``delete``/``answer_button``/``typing`` with text in
   ``capabilities.markup`` (or ``markup=False`` for plain text); limits and paces are read
@@ -47,6 +49,8 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
+from typing import Any
 
 from adapters.base import Adapter
 from core.agent.control import TurnControl
@@ -63,6 +67,7 @@ from gateway.access import AccessControl, AccessPolicy
 from gateway.approval_card import ChatApprover
 from gateway.chats import ChatDirectory
 from gateway.delivery import TYPING_INTERVAL, Delivery, Typing
+from gateway.ledger import TurnLedger, origin_of
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.router import Router
 
@@ -90,6 +95,7 @@ class GatewayService:
         approvers: Mapping[str, frozenset[str]] | None = None,
         progress: ProgressConfig = DEFAULT_PROGRESS,
         typing_interval: float = TYPING_INTERVAL,
+        typing_sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
@@ -100,9 +106,11 @@ class GatewayService:
         self._platform_profiles = dict(platform_profiles or {})
         self._approvers = dict(approvers or {})
         self._progress, self._typing_interval = progress, typing_interval
+        self._typing_sleep = typing_sleep
         self._clock, self._sleep = clock, sleep
         self._views: dict[str, ProgressView] = {}
         self._answered: deque[str] = deque(maxlen=REMEMBERED_TURNS)
+        self.ledger = TurnLedger()
         self._stopping = False
         self.directory = ChatDirectory(list(adapters))
         self.approver = ChatApprover(self.directory, sleep=sleep)
@@ -133,6 +141,7 @@ class GatewayService:
             access=AccessControl(_with_approvers(access, self._approvers)),
             directory=self.directory,
             delivery=self.delivery,
+            ledger=self.ledger,
             clock=self._clock,
         )
 
@@ -153,14 +162,33 @@ class GatewayService:
         if failed or stale:
             logger.warning("previous run left %d turn(s), %d approval(s) open", failed, len(stale))
 
-    async def settled(self, session_key: str) -> bool:
-        """Wait until ``session_key`` has no running or queued turn.
+    async def update_settled(self, session_key: str, update_id: str) -> bool:
+        """Wait until the turn inbound update ``update_id`` started is over.
 
-        True when its work ran to an end (the reply went out); False when a shutdown cut
-        it short — an adapter then leaves the inbound update unfinished, to replay it.
+        True when its reply was delivered — or at once when it started no turn (a
+        command, a message folded into the running turn); False when a shutdown cut its
+        turn short (an adapter then leaves the update unfinished, to replay it). A queued
+        message dropped by ``/stop`` counts as handled.
         """
-        await self.dispatcher.wait_idle(session_key)
-        return not self._stopping
+        origin = origin_of(session_key.split(":", 1)[0], update_id)
+        outcome = self.ledger.outcome(origin)
+        if outcome is None:
+            return True
+        try:
+            await self._first_of(outcome, session_key)
+        finally:
+            self.ledger.forget(origin)
+        return outcome.result() if outcome.done() else not self._stopping
+
+    async def _first_of(self, outcome: asyncio.Future[bool], session_key: str) -> None:
+        """Wait for ``outcome``, or for the session to go idle without it (dropped)."""
+        idle = asyncio.create_task(self.dispatcher.wait_idle(session_key), name="settle-idle")
+        try:
+            waits: set[asyncio.Future[Any]] = {outcome, idle}
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            idle.cancel()
+            await asyncio.wait({idle})
 
     async def stop(self) -> None:
         """Stop turns (pending approvals end as cancelled), settle cards, stop adapters."""
@@ -209,21 +237,43 @@ class GatewayService:
             place.adapter, place.chat, self._progress, clock=self._clock, sleep=self._sleep
         )
         self._views[session_key] = view
+        quiet = partial(self._typing_paused, session_key, view)
+        typing = Typing(
+            place.adapter,
+            place.chat,
+            interval=self._typing_interval,
+            sleep=self._typing_sleep,
+            paused=quiet,
+        )
         try:
-            async with Typing(place.adapter, place.chat, interval=self._typing_interval):
+            async with typing:
                 return await agent.run_turn(session_key, message, control, step_callback=view.step)
         except BaseException:
             self._views.pop(session_key, None)
             await view.aclose()
             raise
 
+    def _typing_paused(self, session_key: str, view: ProgressView) -> bool:
+        """No typing while a card waits for a person, nor in a shared chat once the
+        progress message shows the turn is alive (chat actions count as group messages)."""
+        if self.approvals.pending(session_key):
+            return True
+        shared = session_key.split(":")[1:2] != ["dm"]
+        return shared and view.message is not None
+
     async def _on_result(self, session_key: str, message: UserMessage, result: TurnResult) -> None:
         view = self._views.pop(session_key, None)
+        stopped = self.ledger.was_stopped(result.turn_id)
         try:
-            await self._deliver(session_key, result)
+            if stopped:
+                logger.info("turn %s: /stop was acknowledged; its reply suppressed", result.turn_id)
+            else:
+                await self._deliver(session_key, result)
         finally:
             if view is not None:
-                await view.finish(result.status)
+                await view.finish("interrupted" if stopped else result.status)
+            cut_short = self._stopping and result.status == "interrupted"
+            self.ledger.settle(message.origin, not cut_short)
 
     async def _deliver(self, session_key: str, result: TurnResult) -> None:
         if result.turn_id:

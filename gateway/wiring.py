@@ -86,8 +86,8 @@ def _adapters(config: Config, store: Store, holder: list[GatewayService]) -> lis
 def _telegram(
     section: TelegramSection, store: Store, holder: list[GatewayService]
 ) -> TelegramAdapter:
-    async def settled(session_key: str) -> bool:
-        return await holder[0].settled(session_key)
+    async def update_settled(session_key: str, update_id: str) -> bool:
+        return await holder[0].update_settled(session_key, update_id)
 
     settings = TelegramSettings(
         base_url=section.base_url,
@@ -96,7 +96,9 @@ def _telegram(
         webhook=_webhook(section),
     )
     rule = key_rule(KeyStrategy(group=section.group_sessions))
-    return TelegramAdapter(section.token, store, settings, key_rule=rule, settled=settled)
+    return TelegramAdapter(
+        section.token, store, settings, key_rule=rule, update_settled=update_settled
+    )
 
 
 def _webhook(section: TelegramSection) -> WebhookSettings | None:

@@ -1,7 +1,7 @@
 """Telegram adapter (python-telegram-bot): long polling or webhook, durable inbox."""
 
 from adapters.telegram.adapter import CommandMenu, TelegramAdapter, TelegramSettings
-from adapters.telegram.inbox import SettleWait
+from adapters.telegram.inbox import UpdateSettleWait
 from adapters.telegram.normalize import SessionKeyRule, default_session_key
 from adapters.telegram.polling import PollSettings
 from adapters.telegram.webhook import WebhookSettings
@@ -10,9 +10,9 @@ __all__ = [
     "CommandMenu",
     "PollSettings",
     "SessionKeyRule",
-    "SettleWait",
     "TelegramAdapter",
     "TelegramSettings",
+    "UpdateSettleWait",
     "WebhookSettings",
     "default_session_key",
 ]

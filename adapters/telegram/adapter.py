@@ -31,7 +31,7 @@ from adapters.base import (
     SentMessage,
 )
 from adapters.telegram.errors import platform_errors
-from adapters.telegram.inbox import Inbox, SettleWait
+from adapters.telegram.inbox import Inbox, UpdateSettleWait
 from adapters.telegram.normalize import (
     PLATFORM,
     BotIdentity,
@@ -101,12 +101,12 @@ class TelegramAdapter:
         store: Store,
         settings: TelegramSettings | None = None,
         key_rule: SessionKeyRule = default_session_key,
-        settled: SettleWait | None = None,
+        update_settled: UpdateSettleWait | None = None,
     ) -> None:
         self.settings = settings or TelegramSettings()
         self.store = store
         self.key_rule = key_rule
-        self.settled = settled
+        self.update_settled = update_settled
         """When an update counts as handled; see :mod:`adapters.telegram.inbox`."""
         self.capabilities = Capabilities(
             max_text_length=MAX_TEXT_UTF16,
@@ -146,7 +146,7 @@ class TelegramAdapter:
             await self.bot.initialize()
         self.identity = BotIdentity(self.bot.id, self.bot.username)
         normalizer = Normalizer(self.identity, self.key_rule)
-        self._inbox = Inbox(self.store, self.bot, normalizer, sink, self.settled)
+        self._inbox = Inbox(self.store, self.bot, normalizer, sink, self.update_settled)
         await self.set_commands(self.settings.commands)
         await self._inbox.replay()
         if self.settings.webhook is not None:

@@ -12,17 +12,18 @@ On start, :meth:`Inbox.replay` delivers what a previous run left pending or proc
 
 Delivery: each update is handed to the sink in its own tracked task, started in arrival
 order, so a long-running sink call never blocks a later ``/stop``. An update is marked done
-once the sink has returned *and*, when a :data:`SettleWait` was given, the work it started
-in its session has finished (the composition root waits for ``Dispatcher.wait_idle`` and
-answers False when that was a shutdown cutting the turn short) — so an update whose turn
-never answered stays unfinished and replays next run. Button presses are done as soon as
-the sink returns (they start no turn). Cancelling a delivery (``close``) leaves the update
-unfinished too.
+once the sink has returned *and*, when an :data:`UpdateSettleWait` was given, the turn it
+started has delivered its reply (``GatewayService.update_settled``; it answers False when
+a shutdown cut that turn short) — so an update whose turn never answered stays unfinished
+and replays next run, while one answered before a restart never runs again. Button presses are
+done as soon as the sink returns (they start no turn). Cancelling a delivery (``close``)
+leaves the update unfinished too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -38,9 +39,11 @@ from core.store.base import InboundRecord, InboundState, Store
 
 _log = logging.getLogger(__name__)
 
-SettleWait = Callable[[str], Awaitable[bool]]
-"""Wait until the work an event started in a session (canonical key) is over; True when it
-ran to its end, False when it was cut short (the update then stays unfinished)."""
+UpdateSettleWait = Callable[[str, str], Awaitable[bool]]
+"""``(session_key, update_id)``: wait until the work *this* update started is over — its
+own turn's reply delivered, or at once when it started none (a command). True when it ran
+to its end; False when a shutdown cut it short (the update then stays unfinished).
+``GatewayService.update_settled`` is one."""
 
 
 class Inbox:
@@ -52,21 +55,25 @@ class Inbox:
         bot: Bot,
         normalizer: Normalizer,
         sink: EventSink,
-        settled: SettleWait | None = None,
+        update_settled: UpdateSettleWait | None = None,
     ) -> None:
         self.store = store
         self.bot = bot
         self.normalizer = normalizer
         self.sink = sink
-        self.settled = settled
+        self.update_settled = update_settled
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def accept(self, update: Update) -> bool:
-        """Persist ``update`` and start its delivery; False for an already known update."""
+        """Persist ``update`` and start its delivery; False for an already known update.
+
+        Only storing can fail here (the caller then keeps the update unconfirmed): the
+        session key is best effort, and a broken update is delivered — and marked
+        ``failed`` — by its own task, never blocking the ones behind it."""
         record = InboundRecord(
             platform=PLATFORM,
             update_id=str(update.update_id),
-            session_key=self.normalizer.session_key(update),
+            session_key=self._key_of(update),
             payload=json.dumps(update.to_dict()),
             received_at=time.time(),
         )
@@ -76,22 +83,33 @@ class Inbox:
         await self._deliver(record.update_id, update)
         return True
 
-    async def accept_raw(self, data: dict[str, Any]) -> int:
+    def _key_of(self, update: Update) -> str:
+        try:
+            return self.normalizer.session_key(update)
+        except Exception:
+            _log.exception("telegram update %s: no session key; stored without", update.update_id)
+            return ""
+
+    async def accept_raw(self, data: dict[str, Any]) -> int | None:
         """An update PTB could not parse as part of its batch: parse it alone, or store it
-        as ``failed`` (payload kept) so it never blocks the queue. Returns its update id."""
-        update_id = int(data["update_id"])
+        as ``failed`` (payload kept) so it never blocks the queue. Returns its update id,
+        None when it has no readable one (nothing to confirm it by)."""
+        update_id = _update_id_of(data)
+        if update_id is None:
+            await self._reject(unreadable_id(data), data, "no update_id")
+            return None
         try:
             update = Update.de_json(data, self.bot)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            await self._reject(update_id, data, exc)
+            await self._reject(str(update_id), data, exc)
             return update_id
         await self.accept(update)
         return update_id
 
-    async def _reject(self, update_id: int, data: dict[str, Any], exc: Exception) -> None:
-        _log.error("telegram update %s is unreadable (%s); stored as failed", update_id, exc)
+    async def _reject(self, update_id: str, data: dict[str, Any], why: object) -> None:
+        _log.error("telegram update %s is unreadable (%s); stored as failed", update_id, why)
         record = InboundRecord(
-            PLATFORM, str(update_id), "", json.dumps(data), time.time(), state="failed"
+            PLATFORM, update_id, "", json.dumps(data, default=str), time.time(), state="failed"
         )
         if await self.store.enqueue_inbound(record):
             await self.store.set_inbound_state(PLATFORM, record.update_id, "failed")
@@ -133,7 +151,12 @@ class Inbox:
             return None
 
     async def _deliver(self, update_id: str, update: Update) -> None:
-        await self.store.set_inbound_state(PLATFORM, update_id, "processing")
+        """Start handing ``update`` over; it is stored already, so nothing here may fail
+        (a store error on the state change is logged: the update still gets handled)."""
+        try:
+            await self.store.set_inbound_state(PLATFORM, update_id, "processing")
+        except Exception:
+            _log.exception("telegram update %s: could not mark it processing", update_id)
         task = asyncio.get_running_loop().create_task(
             self._hand_over(update_id, update), name=f"telegram-update-{update_id}"
         )
@@ -157,14 +180,29 @@ class Inbox:
         await self.store.set_inbound_state(PLATFORM, update_id, state)
 
     async def _settle(self, event: InboundEvent) -> bool:
-        if self.settled is None or event.kind == "button":
+        if event.kind == "button":
             return True
-        return await self.settled(str(event.session_key))
+        if self.update_settled is None:
+            return True
+        return await self.update_settled(str(event.session_key), event.update_id)
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             _log.error("%s failed", task.get_name(), exc_info=task.exception())
+
+
+def _update_id_of(data: dict[str, Any]) -> int | None:
+    try:
+        return int(data["update_id"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def unreadable_id(data: dict[str, Any]) -> str:
+    """The id an update without a readable ``update_id`` is stored under (its digest)."""
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode())
+    return f"unreadable-{digest.hexdigest()[:16]}"
 
 
 async def _answer_unhandled_press(update: Update) -> None:

@@ -109,9 +109,16 @@ def sender_of(user: User | None, message: Message | None) -> Sender:
 
 
 def is_mentioned(message: Message, bot: BotIdentity) -> bool:
-    """An ``@bot`` mention entity, or a text mention of the bot's user."""
+    """An ``@bot`` mention entity, or a text mention of the bot's user.
+
+    Entities whose offsets do not fit the text (one inside an emoji's surrogate pair, say)
+    cannot be read: such a message counts as not mentioning the bot."""
     handle = f"@{bot.username}".lower()
-    for entity, text in message.parse_entities().items():
+    try:
+        entities = message.parse_entities()
+    except ValueError:  # UnicodeDecodeError: an offset inside a surrogate pair
+        return False
+    for entity, text in entities.items():
         if entity.type == MessageEntity.MENTION and text.lower() == handle:
             return True
         if entity.type == MessageEntity.TEXT_MENTION and entity.user and entity.user.id == bot.id:

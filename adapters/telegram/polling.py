@@ -82,10 +82,13 @@ class LongPoller:
     async def run(self) -> None:
         while True:
             for fetched in await self._fetch():
-                update_id = await self._persist(fetched)
-                if update_id is None:
+                try:
+                    update_id = await self._persist(fetched)
+                except Exception as exc:
+                    await self._back_off("could not store an update", exc)
                     break
-                self.offset = update_id + 1
+                if update_id is not None:
+                    self.offset = max(self.offset or 0, update_id + 1)
 
     async def _fetch(self) -> Sequence[Fetched]:
         try:
@@ -115,15 +118,12 @@ class LongPoller:
         return list(self.raw.latest)
 
     async def _persist(self, fetched: Fetched) -> int | None:
-        """Store one update; its id, or None when storing failed (the offset stays)."""
-        try:
-            if isinstance(fetched, Update):
-                await self.inbox.accept(fetched)
-                return fetched.update_id
-            return await self.inbox.accept_raw(fetched)
-        except Exception as exc:
-            await self._back_off("could not store an update", exc)
-            return None
+        """Store one update; its id (None: it has none to confirm it by). Raises when
+        storing failed: the offset then stays and the update is fetched again."""
+        if isinstance(fetched, Update):
+            await self.inbox.accept(fetched)
+            return fetched.update_id
+        return await self.inbox.accept_raw(fetched)
 
     async def _back_off(self, what: str, exc: Exception) -> None:
         self._failures += 1

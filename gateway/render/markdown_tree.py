@@ -1,7 +1,8 @@
 """One walk over markdown-it-py's syntax tree, emitting through a :class:`Dialect`.
 
 Block layout: blocks are separated by a blank line; list items by a newline (a blank line
-when the list is loose), each prefixed ``•`` or ``1.`` with continuation lines indented;
+when the list is loose), each prefixed ``•`` or ``1.`` with continuation lines indented —
+except the lines of a code block, which stay byte-identical;
 headings become bold lines; tables become an aligned monospace block (platforms render
 neither tables nor headings); a horizontal rule becomes a line of dashes. Raw HTML in the
 Markdown is shown as text, never passed through.
@@ -22,13 +23,22 @@ _PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 
 def render_markdown(markdown: str, dialect: Dialect) -> str:
     root = SyntaxTreeNode(_PARSER.parse(markdown))
-    return _Walk(dialect).blocks(root, "\n\n").strip()
+    keep = _unused_char(markdown)
+    return _Walk(dialect, keep).blocks(root, "\n\n").strip().replace(keep, "\n")
+
+
+def _unused_char(text: str) -> str:
+    """A private-use character absent from ``text``: stands for a newline that must not be
+    indented (inside a code block) until the walk is over."""
+    return next(c for c in map(chr, range(0xE000, 0xF900)) if c not in text)
 
 
 class _Walk:
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, keep: str) -> None:
         self.d = dialect
         self.quote_depth = 0
+        self.keep = keep
+        """Newlines of code blocks travel as this character, so list indenting skips them."""
 
     def blocks(self, node: SyntaxTreeNode, separator: str) -> str:
         rendered = (self.block(child) for child in node.children)
@@ -42,13 +52,13 @@ class _Walk:
             return self.d.bold(self.inline_of(node))
         if kind in ("fence", "code_block"):
             language = node.info.split()[0] if node.info.strip() else None
-            return self.d.pre(node.content.rstrip("\n"), language)
+            return self.d.pre(node.content.rstrip("\n"), language).replace("\n", self.keep)
         if kind in ("bullet_list", "ordered_list"):
             return self.listing(node)
         if kind == "blockquote":
             return self.blockquote(node)
         if kind == "table":
-            return self.d.pre(_table_text(node), None)
+            return self.d.pre(_table_text(node), None).replace("\n", self.keep)
         if kind == "hr":
             return self.d.text(RULE)
         return self.d.text(node.content.rstrip("\n"))

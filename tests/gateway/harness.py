@@ -8,7 +8,7 @@ the model (:class:`ScriptedModel`). Tools: ``echo``, ``slow`` (runs until its ga
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -116,6 +116,7 @@ async def build_gateway(
     access: AccessPolicy | None = None,
     progress: ProgressConfig = ALL_STEPS,
     adapter: FakeAdapter | None = None,
+    typing_sleep: Callable[[float], Awaitable[None]] | None = None,
 ) -> Gateway:
     clock = FakeClock()
     adapter = adapter or FakeAdapter(clock=clock)
@@ -136,6 +137,7 @@ async def build_gateway(
         progress=progress,
         clock=clock,
         sleep=clock.sleep,
+        typing_sleep=typing_sleep or asyncio.sleep,
     )
     await service.start()
     return Gateway(service, adapter, model, store, gate, started, clock, ran)

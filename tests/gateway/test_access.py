@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from adapters.base import SessionKey
-from gateway.access import AccessControl, AccessPolicy
+from gateway.access import REPORTED_CAPACITY, AccessControl, AccessPolicy
 from gateway.session_keys import KeyStrategy, session_key
 from tests.gateway.fakes import Person, event
 
@@ -71,8 +71,29 @@ def test_group_text_needs_mention_or_reply_but_commands_do_not() -> None:
     assert rules.check(event(ALICE, "hello", **group)) == "ignore"  # type: ignore[arg-type]
     assert rules.check(event(ALICE, "hello", mentioned=True, **group)) == "admit"  # type: ignore[arg-type]
     assert rules.check(event(ALICE, "/stop", **group)) == "admit"  # type: ignore[arg-type]
-    thread = {"chat_type": "thread", "chat_id": "-5", "thread_id": "7"}
-    assert rules.check(event(ALICE, "hello", **thread)) == "admit"  # type: ignore[arg-type]
+
+
+def test_forum_topic_text_needs_a_mention_too_but_dms_never_do() -> None:
+    rules = control(allowed_users=frozenset({"1"}))
+    topic = {"chat_type": "thread", "chat_id": "-5", "thread_id": "7"}
+    assert rules.check(event(ALICE, "hello", **topic)) == "ignore"  # type: ignore[arg-type]
+    assert rules.check(event(ALICE, "hello", mentioned=True, **topic)) == "admit"  # type: ignore[arg-type]
+    assert rules.check(event(ALICE, "hello")) == "admit"
+
+
+def test_unknown_users_remembered_for_logging_are_bounded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    rules = control(allowed_users=frozenset({"1"}))
+    strangers = [Person(str(n), f"S{n}") for n in range(1000, 1000 + REPORTED_CAPACITY + 1)]
+    for stranger in strangers:
+        rules.check(event(stranger, "hi"))
+    assert len(rules._reported) == REPORTED_CAPACITY
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        rules.check(event(strangers[0], "hi"))  # forgotten first: logged again
+        rules.check(event(strangers[-1], "hi"))  # still remembered
+    assert [r.getMessage().split(" (")[0] for r in caplog.records] == ["fake user 1000"]
 
 
 def test_bots_are_ignored_unless_allowed() -> None:

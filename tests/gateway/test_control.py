@@ -7,7 +7,7 @@ from pathlib import Path
 
 from core.store.base import ApprovalRecord
 from core.store.sqlite import open_store
-from gateway.commands import COMMANDS, parse_press
+from gateway.commands import COMMANDS, ChoicePress, parse_press
 from tests.gateway.fakes import Step, event
 from tests.gateway.harness import ALICE, BOB, CAROL, MALLORY, GatewayFactory, with_profile
 
@@ -133,10 +133,10 @@ async def test_every_press_is_answered_exactly_once(running: GatewayFactory) -> 
         await gw.service.router(event(MALLORY, button="ap:nope:a"))
         answers = [c.text for c in gw.adapter.of("answer")]
         assert answers == [
-            "This button is no longer active.",
+            "This button is no longer valid.",
             "This request is no longer pending.",
             "This request is no longer pending.",
-            "This button is no longer active.",
+            "This button is no longer valid.",
             "Sorry — you are not allowed to use this bot.",
         ]
 
@@ -182,7 +182,7 @@ async def test_approve_with_a_stale_id_never_approves_a_newer_request(
         await gw.say(ALICE, "clean up")
         await gw.card()
         await gw.say(ALICE, "/approve zzzzzzzz")
-        assert "No pending request with that id." in gw.adapter.texts()
+        assert "No such approval." in gw.adapter.texts()
         assert len(gw.service.approvals.pending()) == 1
 
 
@@ -313,3 +313,61 @@ async def test_start_closes_approvals_a_crashed_run_left_pending(
         assert turn is not None and turn.status == "failed"
         await gw.service.router(event(ALICE, button="ap:old-id-123:a"))
         assert [c.text for c in gw.adapter.of("answer")] == ["Already decided."]
+
+
+async def test_deny_with_a_stale_id_never_denies_a_newer_request(running: GatewayFactory) -> None:
+    second = Step(None, tools=(("danger", {"command": "rm -rf dist"}),))
+    async with running(DANGER, second, Step("done")) as gw:
+        await gw.say(ALICE, "clean up")
+        old = await gw.card(0)
+        (first,) = gw.service.approvals.pending()
+        await gw.press(ALICE, payloads(old)[0], old)
+        await gw.card(1)
+        await gw.say(ALICE, f"/deny {first.id[:8]} changed my mind")
+        await gw.say(ALICE, f"/deny {first.id}")
+        assert gw.adapter.texts()[-2:] == ["No such approval.", "Already decided."]
+        (newer,) = gw.service.approvals.pending()
+        assert newer.arguments["command"] == "rm -rf dist"
+
+
+async def test_stop_racing_the_final_reply_sends_stopped_and_no_reply(
+    running: GatewayFactory,
+) -> None:
+    ending, release = asyncio.Event(), asyncio.Event()
+
+    async def linger(**_: object) -> None:
+        ending.set()
+        await release.wait()
+
+    async with running(Step("the whole answer")) as gw:
+        gw.service.agents["default"].hooks.register("on_session_end", linger)
+        await gw.say(ALICE, "quick question")
+        await asyncio.wait_for(ending.wait(), 5)  # the reply exists; the turn is still live
+        await gw.say(ALICE, "/stop")
+        release.set()
+        await gw.idle()
+        assert gw.adapter.texts() == ["⏹ Stopped."]
+
+
+async def test_a_malformed_choice_payload_gets_a_polite_answer(running: GatewayFactory) -> None:
+    async with running() as gw:
+        for data in ("ch:x:²", "ch:x:٣", "ch:x:-1", "ap:x:zz"):
+            await gw.service.router(event(ALICE, button=data))
+        answers = [c.text for c in gw.adapter.of("answer")]
+        assert answers == ["This button is no longer valid."] * 4
+
+
+def test_parse_press_never_raises_on_unicode_digits() -> None:
+    assert parse_press("ch:abc:²") is None
+    assert parse_press("ch:abc:12") == ChoicePress("abc", 12)
+
+
+async def test_deny_with_a_short_reason_denies_the_own_pending_request(
+    running: GatewayFactory,
+) -> None:
+    async with running(DANGER, Step("ok")) as gw:
+        await gw.say(ALICE, "clean up")
+        await gw.card()
+        await gw.say(ALICE, "/deny not now")
+        await gw.idle()
+        assert "❌ Denied." in gw.adapter.texts() and gw.ran == []

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from adapters.base import ChatRef, Forbidden, RateLimited
-from gateway.delivery import Delivery, Typing
+from gateway.delivery import MAX_CHUNKS, Delivery, Typing
 from tests.gateway.fakes import TELEGRAMISH, FakeAdapter, FakeClock
 
 CHAT = ChatRef("fake", "100")
@@ -39,11 +39,34 @@ async def test_rate_limits_are_retried_a_bounded_number_of_times(
     assert any("still rate limited" in r.getMessage() for r in caplog.records)
 
 
-async def test_retry_after_is_capped() -> None:
+async def test_a_flood_wait_over_a_minute_is_logged_as_lost_not_waited_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     adapter, clock = FakeAdapter(), FakeClock()
     adapter.fail("send", RateLimited(3600.0))
-    await Delivery(sleep=clock.sleep).notice(adapter, CHAT, "hi")
-    assert clock.sleeps == [60.0] and adapter.texts() == ["hi", "hi"]
+    with caplog.at_level(logging.ERROR, logger="gateway.delivery"):
+        sent = await Delivery(sleep=clock.sleep).notice(adapter, CHAT, "hi")
+    assert sent is None and clock.sleeps == [] and adapter.texts() == ["hi"]
+    assert any("fake" in r.getMessage() and "lost" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_reply_retries_through_a_long_flood_of_short_waits() -> None:
+    adapter, clock = FakeAdapter(), FakeClock()
+    adapter.fail("send", *[RateLimited(30.0) for _ in range(7)])
+    sent = await Delivery(sleep=clock.sleep).reply(adapter, CHAT, "finally")
+    assert len(sent) == 1 and clock.sleeps == [30.0] * 7 and adapter.texts()[-1] == "finally"
+
+
+async def test_a_huge_reply_is_capped_with_a_truncation_note() -> None:
+    adapter = FakeAdapter()
+    paragraph = "word " * 700
+    await Delivery().reply(adapter, CHAT, "\n\n".join([paragraph] * 30))
+    texts = adapter.texts()
+    assert len(texts) == MAX_CHUNKS
+    assert texts[-1].startswith("… (reply truncated: ") and texts[-1].endswith("more characters)")
+    shown = sum(t.count("word") for t in texts[:-1])
+    left_out = int(texts[-1].split(": ")[1].split()[0])
+    assert shown + left_out // len("word ") >= 700 * 30 - 30
 
 
 async def test_plain_platform_gets_markup_stripped_and_markup_off() -> None:

@@ -166,3 +166,11 @@ def test_random_markdown_always_renders_and_chunks_to_valid_html_losing_nothing(
             chunks = [visible(c)[0] for c in renderer.chunk(markup, limit, "utf16")]
             assert all(0 < utf16_len(c) <= limit for c in chunks)
             assert "".join("".join(c.split()) for c in chunks) == whole
+
+
+def test_code_block_inside_a_list_item_keeps_its_lines_byte_identical() -> None:
+    code = "def f():\n    return 1\n\n  # two spaces"
+    fenced = "\n".join("  " + line if line else "" for line in code.split("\n"))
+    markdown = f"- run this:\n\n  ```\n{fenced}\n  ```\n- done"
+    shown, _ = visible(render_telegram_html(markdown))
+    assert code in shown

@@ -13,7 +13,7 @@ from core.types import TurnStatus
 from gateway.access import AccessPolicy
 from gateway.service import FAILED_REPLY, reply_text
 from tests.gateway.fakes import FakeAdapter, FakeClock, Person, Step
-from tests.gateway.harness import ALICE, MALLORY, GatewayFactory, with_profile
+from tests.gateway.harness import ALICE, MALLORY, Gateway, GatewayFactory, with_profile
 
 
 async def test_dm_message_gets_exactly_one_rendered_reply(running: GatewayFactory) -> None:
@@ -187,3 +187,49 @@ async def test_queue_command_queues_even_under_the_interrupt_policy(
         assert gw.ran == ["slow"]
         assert gw.adapter.texts()[0].startswith("⏳ Queued")
         assert [t for t in gw.adapter.texts() if t in ("first", "second")] == ["first", "second"]
+
+
+class Ticks:
+    """A sleep the test steps by hand: each sleeper waits until :meth:`tick` lets it go."""
+
+    def __init__(self) -> None:
+        self._sleepers: asyncio.Queue[asyncio.Future[None]] = asyncio.Queue()
+
+    async def sleep(self, seconds: float) -> None:
+        woken = asyncio.get_running_loop().create_future()
+        await self._sleepers.put(woken)
+        await woken
+
+    async def tick(self) -> None:
+        """Wait until the loop sleeps (its iteration is over), then wake it."""
+        (await asyncio.wait_for(self._sleepers.get(), 5)).set_result(None)
+
+
+async def typing_count_holds(gw: Gateway, ticks: Ticks) -> None:
+    await ticks.tick()
+    before = len(gw.adapter.of("typing"))
+    await ticks.tick()
+    await ticks.tick()  # at least one whole refresh went by
+    assert len(gw.adapter.of("typing")) == before
+
+
+async def test_typing_pauses_while_an_approval_card_waits(running: GatewayFactory) -> None:
+    ticks = Ticks()
+    danger = Step(None, tools=(("danger", {"command": "rm -rf build"}),))
+    async with running(danger, Step("done"), typing_sleep=ticks.sleep) as gw:
+        await gw.say(ALICE, "clean up")
+        await gw.card()
+        await typing_count_holds(gw, ticks)
+
+
+async def test_typing_pauses_in_a_group_once_progress_is_visible(
+    running: GatewayFactory,
+) -> None:
+    ticks = Ticks()
+    steps = (Step(None, tools=(("echo", {"text": "a"}),)), Step(None, tools=(("slow", {}),)))
+    async with running(*steps, Step("done"), typing_sleep=ticks.sleep) as gw:
+        await gw.say(ALICE, "go", chat_type="group", chat_id="-5", mentioned=True)
+        await asyncio.wait_for(gw.tool_started.wait(), 5)
+        await gw.adapter.wait_sent(lambda text: "echo" in text)
+        await typing_count_holds(gw, ticks)
+        gw.gate.set()

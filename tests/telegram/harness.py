@@ -2,9 +2,9 @@
 scripted model server over real HTTP, a real SQLite file, composed by ``GatewayService``.
 
 One :class:`Gateway` is one run of the service; calling the ``gateway`` fixture again
-builds another on the same database and simulator, as a process restart would. Updates
-count as handled once their session is idle, unless a stop cut the turn short
-(:meth:`Gateway._settled`) — the wiring ``GatewayService`` should adopt.
+builds another on the same database and simulator, as a process restart would. An update
+counts as handled once its own turn's reply went out, unless a stop cut that turn short
+(``GatewayService.update_settled``).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class Gateway:
             store,
             sim_settings(sim, edit_interval=setup.edit_interval, commands=MENU),
             key_rule=session_key,
-            settled=self._settled,
+            update_settled=self._update_settled,
         )
         self.service = self._compose()
         self.stopping = False
@@ -135,10 +135,8 @@ class Gateway:
             progress=self.setup.progress,
         )
 
-    async def _settled(self, key: str) -> bool:
-        """An update is handled once its session is idle — unless a shutdown cut it short."""
-        await self.service.dispatcher.wait_idle(key)
-        return not self.stopping
+    async def _update_settled(self, key: str, update_id: str) -> bool:
+        return await self.service.update_settled(key, update_id)
 
     async def start(self) -> Gateway:
         await self.service.start()

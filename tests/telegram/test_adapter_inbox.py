@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from adapters.base import ChatRef, InboundEvent
+from adapters.telegram.inbox import unreadable_id
 from core.store.base import InboundRecord, StoreError
 from core.store.sqlite import SqliteStore
 from tests.platform_sim.base import SimError
@@ -125,13 +126,13 @@ async def test_update_stays_unfinished_until_its_session_settles(
     turn_over, waiting = asyncio.Event(), asyncio.Event()
     waited_for: list[str] = []
 
-    async def settled(session_key: str) -> bool:
+    async def settled(session_key: str, update_id: str) -> bool:
         waited_for.append(session_key)
         waiting.set()
         await turn_over.wait()
         return True
 
-    adapter = await start_adapter(settled=settled)
+    adapter = await start_adapter(update_settled=settled)
     said = await telegram_sim.user_says(ALICE.id, "a long task")
     await events.next_event()
     await asyncio.wait_for(waiting.wait(), 5)
@@ -144,10 +145,10 @@ async def test_update_stays_unfinished_until_its_session_settles(
 async def test_update_whose_work_was_cut_short_stays_unfinished(
     start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
 ) -> None:
-    async def shutdown_cut_it_short(session_key: str) -> bool:
+    async def shutdown_cut_it_short(session_key: str, update_id: str) -> bool:
         return False
 
-    adapter = await start_adapter(settled=shutdown_cut_it_short)
+    adapter = await start_adapter(update_settled=shutdown_cut_it_short)
     said = await telegram_sim.user_says(ALICE.id, "interrupted by a shutdown")
     await events.next_event()
     await adapter.drain()
@@ -252,3 +253,45 @@ async def test_press_without_payload_is_still_answered(
     await telegram_sim.wait_for(lambda: query.id in telegram_sim.answers)
     await adapter.drain()
     assert events.events == []
+
+
+class StateFailingStore:
+    """The real store; setting an update ``processing`` fails once (after it was stored)."""
+
+    def __init__(self, inner: SqliteStore) -> None:
+        self.inner = inner
+        self.failed = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def set_inbound_state(self, platform: str, update_id: str, state: Any) -> None:
+        if state == "processing" and not self.failed:
+            self.failed = True
+            raise StoreError("database is locked")
+        await self.inner.set_inbound_state(platform, update_id, state)
+
+
+async def test_a_failed_processing_mark_still_delivers_the_update_once(
+    start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
+) -> None:
+    flaky = StateFailingStore(store)
+    adapter = await start_adapter(db=flaky)
+    said = await telegram_sim.user_says(ALICE.id, "deliver me anyway")
+    after = await telegram_sim.user_says(ALICE.id, "and me")
+    await events.next_event(2)
+    await adapter.drain()
+    assert flaky.failed
+    assert [e.update_id for e in events.events] == [said.event_id, after.event_id]
+    assert await store.unfinished_inbound("telegram") == []
+
+
+async def test_a_raw_update_without_a_readable_id_is_kept_as_failed(
+    adapter: Any, store: SqliteStore
+) -> None:
+    items = [{"update_id": "not a number", "x": 1}, {"message": {"text": "no id"}}]
+    for item in items:
+        assert await adapter._inbox.accept_raw(item) is None
+        record = await store.get_inbound("telegram", unreadable_id(item))
+        assert record is not None and record.state == "failed"
+        assert json.loads(record.payload) == item

@@ -4,10 +4,13 @@ anything else is refused before it reaches the store."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import pytest
 from aiohttp import ClientSession
 
 from adapters.telegram import WebhookSettings
+from adapters.telegram.webhook import WebhookServer
 from core.store.sqlite import SqliteStore
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.telegram.conftest import AdapterFactory
@@ -59,3 +62,25 @@ async def test_webhook_redelivery_of_a_stored_update_is_not_handled_twice(
             assert r.status == 200
     await adapter.drain()
     assert [e.text for e in events.events] == ["once only"]
+
+
+def test_webhook_server_refuses_an_empty_secret_token(adapter: Any) -> None:
+    with pytest.raises(ValueError, match="secret_token"):
+        WebhookServer(adapter.bot, adapter._inbox, WebhookSettings(secret_token=""))
+
+
+async def test_webhook_stores_an_unreadable_update_as_failed_and_takes_the_next(
+    start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
+) -> None:
+    adapter = await start_adapter(webhook=WebhookSettings(secret_token=SECRET, port=0))
+    headers = {"X-Telegram-Bot-Api-Secret-Token": SECRET}
+    broken = {"update_id": 77, "message": {"message_id": 5, "text": "no chat"}}
+    async with (
+        ClientSession() as http,
+        http.post(adapter.webhook_url or "", json=broken, headers=headers) as r,
+    ):
+        assert r.status == 200
+    record = await store.get_inbound("telegram", "77")
+    assert record is not None and record.state == "failed" and "no chat" in record.payload
+    await telegram_sim.user_says(ALICE.id, "after the broken one")
+    assert (await events.next_event()).text == "after the broken one"

@@ -53,9 +53,9 @@ async def test_forum_topic_members_share_one_session(
     model_server.script(reply_text("Noted."), reply_text("It is 1234."))
     await gateway()
     telegram_sim.add_group(GROUP, "Forum", forum=True)
-    await telegram_sim.user_says(GROUP, "the code is 1234", user=ALICE, thread=7)
+    await telegram_sim.user_says(GROUP, "@test_bot the code is 1234", user=ALICE, thread=7)
     await telegram_sim.wait_for_bot_message(GROUP, lambda m: "Noted" in m.text)
-    await telegram_sim.user_says(GROUP, "what is the code?", user=BOB, thread=7)
+    await telegram_sim.user_says(GROUP, "@test_bot what is the code?", user=BOB, thread=7)
     answer = await telegram_sim.wait_for_bot_message(GROUP, lambda m: "1234" in m.text)
     assert answer.thread == "7"
     assert "the code is 1234" in str(model_server.requests[1].messages)
@@ -104,3 +104,16 @@ async def test_command_menu_is_published_from_the_router(
     published = [(c["command"], c["description"]) for c in telegram_sim.commands()]
     assert published == [(c.name, c.description) for c in run.service.router.commands]
     assert ("stop", "Stop the current task") in published
+
+
+async def test_an_update_with_a_malformed_entity_never_blocks_the_next(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_text("Odd one handled."), reply_text("Next one answered."))
+    await gateway()
+    raw = telegram_sim.new_message(telegram_sim.chat(ALICE.id), ALICE, "😀 hi @test_bot")
+    raw["entities"] = [{"type": "mention", "offset": 1, "length": 3}]  # inside the emoji
+    telegram_sim.store(ALICE.id, raw)
+    await telegram_sim.push_update("message", raw)
+    await telegram_sim.user_says(ALICE.id, "a normal message")
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "Next one answered.")

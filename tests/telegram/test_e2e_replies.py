@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from tests.platform_sim.base import SimError
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
-from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call
+from tests.support.model_server import (
+    ScriptedModelServer,
+    reply_hang,
+    reply_text,
+    reply_tool_call,
+)
 from tests.telegram.harness import GatewayFactory, replies
 
 KEY = f"telegram:dm:{ALICE.id}"
@@ -77,6 +84,29 @@ async def test_injected_429s_delay_but_never_lose_a_message(
     await run.idle(KEY)
     limited = [c for c in telegram_sim.calls if c.status == 429]
     assert len(limited) == 6
+    assert len(replies(telegram_sim, ALICE.id, "Finished anyway.")) == 1
+    [progress] = replies(telegram_sim, ALICE.id, "terminal")
+    assert "echo working" in progress.text and "Done" in progress.text
+
+
+async def test_injected_429s_on_edits_and_the_final_reply_delay_but_lose_nothing(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    answer = asyncio.Event()
+    model_server.script(
+        reply_tool_call("terminal", {"command": "echo working"}),
+        reply_hang(reply_text("Finished anyway."), until=answer),
+    )
+    run = await gateway()
+    await telegram_sim.user_says(ALICE.id, "do it despite flood control")
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "echo working" in m.text)
+    telegram_sim.fail_next("sendMessage", SimError.rate_limit(0.05), times=9)  # > PTB's retries
+    telegram_sim.fail_next("editMessageText", SimError.rate_limit(0.05), times=9)
+    answer.set()
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "Finished anyway.")
+    await run.idle(KEY)
+    limited = {c.method for c in telegram_sim.calls if c.status == 429}
+    assert limited == {"sendMessage", "editMessageText"}
     assert len(replies(telegram_sim, ALICE.id, "Finished anyway.")) == 1
     [progress] = replies(telegram_sim, ALICE.id, "terminal")
     assert "echo working" in progress.text and "Done" in progress.text

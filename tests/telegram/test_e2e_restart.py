@@ -3,10 +3,14 @@ answers exactly once."""
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+from typing import Any
+
 from core.store.sqlite import SqliteStore
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_hang, reply_text
-from tests.telegram.harness import GatewayFactory
+from tests.telegram.harness import Gateway, GatewayFactory, GatewaySetup, replies
 
 ANSWER = "Here is the answer, after the restart."
 
@@ -56,3 +60,64 @@ async def test_crash_between_fetch_and_reply_loses_nothing_and_answers_once(
     update.confirmed_at = None  # and Telegram never saw the confirming getUpdates
     await answered_once_after_restart(gateway, telegram_sim, model_server, store)
     assert update.deliveries >= 2 and update.confirmed_at is not None
+
+
+class WatchedStore:
+    """The real store, telling who waits when an inbound update changes state."""
+
+    def __init__(self, inner: SqliteStore) -> None:
+        self.inner = inner
+        self.states: dict[str, str] = {}
+        self.changed = asyncio.Condition()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def set_inbound_state(self, platform: str, update_id: str, state: Any) -> None:
+        await self.inner.set_inbound_state(platform, update_id, state)
+        async with self.changed:
+            self.states[update_id] = state
+            self.changed.notify_all()
+
+    async def wait_state(self, update_id: str, state: str) -> None:
+        async with asyncio.timeout(5), self.changed:
+            await self.changed.wait_for(lambda: self.states.get(update_id) == state)
+
+
+async def test_a_message_answered_before_a_restart_is_not_answered_again(
+    telegram_sim: TelegramSim,
+    model_server: ScriptedModelServer,
+    store: SqliteStore,
+    gateway: GatewayFactory,
+    tmp_path: Path,
+) -> None:
+    answer_a = asyncio.Event()
+    model_server.script(
+        reply_hang(reply_text("Answer A."), until=answer_a),
+        reply_hang(reply_text("B, lost in the restart")),
+        reply_text("Answer B."),
+    )
+    watched = WatchedStore(store)
+    workspace = tmp_path / "first-run"
+    workspace.mkdir()
+    first_run = Gateway(telegram_sim, model_server, watched, workspace, GatewaySetup())  # type: ignore[arg-type]
+    try:
+        await first_run.start()
+        said_a = await telegram_sim.user_says(ALICE.id, "question A")
+        await model_server.wait_for_requests(1)
+        await telegram_sim.user_says(ALICE.id, "question B")
+        await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text.startswith("⏳"))
+        answer_a.set()
+        await model_server.wait_for_requests(2)  # A answered; B's turn is thinking
+        await watched.wait_state(said_a.event_id or "", "done")
+    finally:
+        await first_run.stop()
+    second_run = await gateway()
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "Answer B.")
+    await second_run.idle(f"telegram:dm:{ALICE.id}")
+    await second_run.adapter.drain()
+    assert len(replies(telegram_sim, ALICE.id, "Answer A.")) == 1
+    assert len(replies(telegram_sim, ALICE.id, "Answer B.")) == 1
+    asked = [r.messages[-1]["content"] for r in model_server.requests]
+    assert asked == ["question A", "question B", "question B"]
+    assert await store.unfinished_inbound("telegram") == []
