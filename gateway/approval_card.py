@@ -10,7 +10,14 @@ stale card can only answer its own request. When a payload would not fit the pla
 removes the buttons.
 
 ``present`` raises when the card cannot be shown (no known chat, platform refused): the
-registry then denies the request, since nobody saw it.
+registry then denies the request, since nobody saw it. Once shown, the card's location is
+stored (``Store.set_approval_card``) so that a later run, which finds the approval left
+pending by a crash or a restart, can :meth:`ChatApprover.retire` the card: edited to
+``RESTART_NOTICE``, its buttons removed.
+
+Rate limits: a ``RateLimited`` wait of up to ``MAX_RETRY_AFTER`` seconds is honoured, at
+most ``ATTEMPTS`` calls in all; past either bound one error line names the chat and the
+error goes to the caller (as in :mod:`gateway.delivery`).
 """
 
 from __future__ import annotations
@@ -26,14 +33,17 @@ from adapters.base import (
     Button,
     ButtonRows,
     Capabilities,
+    ChatRef,
     NotModified,
     RateLimited,
     SentMessage,
 )
 from core.approver import ApprovalRequest, Decision
+from core.store.base import ApprovalRecord, Store
 from gateway.chat_commands import short_id
 from gateway.chats import ChatDirectory
 from gateway.commands import approval_payload, choice_payload
+from gateway.delivery import MAX_RETRY_AFTER
 from gateway.redact import preview, redact, shorten
 
 logger = logging.getLogger(__name__)
@@ -43,6 +53,7 @@ T = TypeVar("T")
 ARGUMENT_PREVIEW = 300
 CHOICE_LABEL = 60
 ATTEMPTS = 5
+RESTART_NOTICE = "⏹ Cancelled — the gateway restarted"
 
 
 class UnknownChat(LookupError):
@@ -50,9 +61,12 @@ class UnknownChat(LookupError):
 
 
 class ChatApprover:
-    def __init__(self, directory: ChatDirectory, *, sleep: Sleep = asyncio.sleep) -> None:
+    def __init__(
+        self, directory: ChatDirectory, *, sleep: Sleep = asyncio.sleep, store: Store | None = None
+    ) -> None:
         self._directory = directory
         self._sleep = sleep
+        self._store = store
         self._cards: dict[str, tuple[Adapter, SentMessage]] = {}
 
     async def present(self, request: ApprovalRequest) -> None:
@@ -62,8 +76,41 @@ class ChatApprover:
         buttons = card_buttons(request, place.adapter.capabilities)
         text = self._card_text(request, with_commands=not buttons)
         send = partial(place.adapter.send, place.chat, text, buttons=buttons, markup=False)
-        message = await _with_retries(send, self._sleep)
+        message = await _with_retries(send, self._sleep, place.chat)
         self._cards[request.id] = (place.adapter, message)
+        await self._store_card(request.id, message)
+
+    async def _store_card(self, approval_id: str, message: SentMessage) -> None:
+        """Remember the card's location for a later run; the card works without it."""
+        if self._store is None:
+            return
+        chat = message.chat
+        try:
+            await self._store.set_approval_card(
+                approval_id, chat.platform, chat.chat_id, chat.thread_id, message.message_id
+            )
+        except Exception:
+            logger.warning("approval %s: card location not stored", approval_id, exc_info=True)
+
+    async def retire(self, record: ApprovalRecord) -> bool:
+        """Edit the card of an approval an earlier run left pending to ``RESTART_NOTICE``,
+        without buttons. False (logged, never raised) when that could not be done."""
+        card = record.card
+        adapter = None if card is None else self._directory.adapter(card.platform)
+        if card is None or adapter is None:
+            logger.info("approval %s: no card to retire on a running adapter", record.id)
+            return False
+        message = SentMessage(ChatRef(card.platform, card.chat_id, card.thread_id), card.message_id)
+        text = f"{record.tool} · id {short_id(record.id)}\n\n{RESTART_NOTICE}"
+        edit = partial(adapter.edit, message, text, buttons=(), markup=False)
+        try:
+            await _with_retries(edit, self._sleep, message.chat)
+        except NotModified:
+            pass
+        except Exception:
+            logger.warning("approval %s: stale card not retired", record.id, exc_info=True)
+            return False
+        return True
 
     async def settle(self, request: ApprovalRequest, decision: Decision) -> None:
         card = self._cards.pop(request.id, None)
@@ -75,8 +122,9 @@ class ChatApprover:
             + "\n\n"
             + self._outcome(request, decision)
         )
+        edit = partial(adapter.edit, message, text, markup=False)
         try:
-            await _with_retries(partial(adapter.edit, message, text, markup=False), self._sleep)
+            await _with_retries(edit, self._sleep, message.chat)
         except NotModified:
             pass
         except Exception:
@@ -137,10 +185,18 @@ def card_buttons(request: ApprovalRequest, capabilities: Capabilities) -> Button
     return rows
 
 
-async def _with_retries(call: Callable[[], Awaitable[T]], sleep: Sleep) -> T:
-    for _ in range(ATTEMPTS - 1):
+async def _with_retries(call: Callable[[], Awaitable[T]], sleep: Sleep, chat: ChatRef) -> T:
+    """``call()``, waiting out rate limits of at most ``MAX_RETRY_AFTER`` seconds, at most
+    ``ATTEMPTS`` calls; past either bound the ``RateLimited`` is logged (naming the chat)
+    and raised."""
+    attempt = 1
+    while True:
         try:
             return await call()
         except RateLimited as exc:
+            if attempt >= ATTEMPTS or exc.retry_after > MAX_RETRY_AFTER:
+                why = f"rate limited for {exc.retry_after:.0f}s after {attempt} attempt(s)"
+                logger.error("approval card in %s given up (%s)", chat, why)
+                raise
+            attempt += 1
             await sleep(exc.retry_after)
-    return await call()

@@ -61,7 +61,7 @@ from core.approvals import Approvals
 from core.dispatcher import Dispatcher
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
-from core.store.base import Store
+from core.store.base import ApprovalRecord, Store
 from core.tools.base import ToolRegistry
 from gateway.access import AccessControl, AccessPolicy
 from gateway.approval_card import ChatApprover
@@ -113,7 +113,7 @@ class GatewayService:
         self.ledger = TurnLedger()
         self._stopping = False
         self.directory = ChatDirectory(list(adapters))
-        self.approver = ChatApprover(self.directory, sleep=sleep)
+        self.approver = ChatApprover(self.directory, sleep=sleep, store=store)
         self.approvals = Approvals(
             store, self.approver, timeout=self._approval_timeout, approvers=self._approvers_of
         )
@@ -147,20 +147,26 @@ class GatewayService:
 
     # lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
-        """Close what a previous run left open, then start every adapter."""
-        await self._recover()
+        """Close what a previous run left open, start every adapter, then retire the cards
+        of the approvals that run left open (editing needs a started adapter; the store is
+        recovered first, so no new turn is mistaken for a stale one)."""
+        stale = await self._recover()
         for adapter in self.directory.adapters:
             await adapter.start(self.router)
             logger.info("%s adapter started", adapter.platform)
+        for record in stale:
+            await self.approver.retire(record)
 
-    async def _recover(self) -> None:
-        """Turns left running by a crash are failed; their approvals can never be answered."""
+    async def _recover(self) -> list[ApprovalRecord]:
+        """Turns left running by a crash are failed; their approvals can never be answered.
+
+        Returns the approvals cancelled here, whose cards are still live."""
         failed = await self.store.fail_running_turns("gateway restarted")
         stale = await self.store.pending_approvals()
-        for record in stale:
-            await self.store.resolve_approval(record.id, "cancelled", None)
+        cancelled = [r for r in stale if await self.store.resolve_approval(r.id, "cancelled", None)]
         if failed or stale:
             logger.warning("previous run left %d turn(s), %d approval(s) open", failed, len(stale))
+        return cancelled
 
     async def update_settled(self, session_key: str, update_id: str) -> bool:
         """Wait until the turn inbound update ``update_id`` started is over.

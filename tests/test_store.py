@@ -159,14 +159,16 @@ async def test_directory_in_place_of_the_file_is_refused(tmp_path: Path) -> None
 
 async def test_failed_migration_rolls_back_to_previous_version(tmp_path: Path) -> None:
     path = tmp_path / "partial.db"
-    good = Migration(2, "add table", ("CREATE TABLE extra (x INTEGER)",))
-    bad = Migration(3, "broken", ("CREATE TABLE half (x INTEGER)", "THIS IS NOT SQL"))
+    good = Migration(LATEST_VERSION + 1, "add table", ("CREATE TABLE extra (x INTEGER)",))
+    bad = Migration(
+        LATEST_VERSION + 2, "broken", ("CREATE TABLE half (x INTEGER)", "THIS IS NOT SQL")
+    )
 
     async with aiosqlite.connect(path, isolation_level=None) as conn:
         with pytest.raises(sqlite3.OperationalError):
             await apply_migrations(conn, 0, (*MIGRATIONS, good, bad))
 
-    assert query(path, "SELECT MAX(version) FROM schema_version") == [(2,)]
+    assert query(path, "SELECT MAX(version) FROM schema_version") == [(LATEST_VERSION + 1,)]
     tables = {row[0] for row in query(path, "SELECT name FROM sqlite_master")}
     assert "extra" in tables
     assert "half" not in tables

@@ -3,7 +3,10 @@
 1. **Session lock** — an ``asyncio.Lock`` per session key (:mod:`core.agent.session_lock`,
    evicted when idle): two turns of one key never overlap, Dispatcher or not.
 2. **History** — the open session (created if none), its active messages oldest first;
-   the turn is started and the user message stored before the first model call.
+   the turn is started and the user message stored before the first model call. A
+   replayed update (``UserMessage.origin`` already stored in the session, e.g. after a
+   restart cut its turn short) reuses that stored message instead: the turn goes on after
+   it, so the model sees it once (``Store.find_message_by_origin``).
 3. **System prompt** — stable + context (restored or rebuilt, :mod:`core.agent.prompt`)
    + volatile (the clock's current time).
 4. **Session hooks** — ``on_session_start`` for a new session; ``pre_llm_call`` once per
@@ -143,13 +146,33 @@ class CommonAgent:
 
     async def _prepare(self, turn: _OpenTurn) -> None:
         """Store the user message, build the system prompt, fire the session hooks."""
-        scope = turn.scope
-        user = ChatMessage(role="user", content=turn.message.text)
-        user_id = await self.store.append_message(scope.session_id, scope.turn_id, user)
-        turn.transcript.add(user, user_id)
+        if not await self._resume_replayed(turn):
+            await self._store_user_message(turn)
         await record_redirects(turn.control, turn.transcript, self.store)
         turn.transcript.system_prompt = await self._system_prompt(turn.session)
         await self._session_hooks(turn, turn.is_new, turn.message.text)
+
+    async def _store_user_message(self, turn: _OpenTurn) -> None:
+        scope, origin = turn.scope, turn.message.origin
+        user = ChatMessage(role="user", content=turn.message.text)
+        user_id = await self.store.append_message(
+            scope.session_id, scope.turn_id, user, origin=origin
+        )
+        turn.transcript.add(user, user_id)
+
+    async def _resume_replayed(self, turn: _OpenTurn) -> bool:
+        """A replayed update (same origin) reuses the user message stored the first time:
+        the model sees it once, and a redirect still updates that stored message."""
+        origin, session_id = turn.message.origin, turn.scope.session_id
+        if origin is None:
+            return False
+        stored = await self.store.find_message_by_origin(session_id, origin)
+        if stored is None or stored.message.role != "user":
+            return False
+        if turn.transcript.resume_at(stored.id) is None:
+            return False  # compacted away since: store it afresh
+        logger.info("replaying update %s: reusing stored message %d", origin, stored.id)
+        return True
 
     async def _session(self, key: str) -> tuple[SessionRecord, bool]:
         session = await self.store.get_active_session(key)

@@ -39,6 +39,15 @@ class Transcript:
         self.entries.append(entry)
         return entry
 
+    def resume_at(self, stored_id: int) -> Entry | None:
+        """Make the history's message ``stored_id`` this turn's user message (a replayed
+        update): the turn continues after it. None when the history does not hold it."""
+        for index, entry in enumerate(self.entries):
+            if entry.stored_id == stored_id:
+                self.turn_start = index
+                return entry
+        return None
+
     @property
     def user_entry(self) -> Entry:
         """This turn's user message (the first entry added after the history)."""

@@ -52,6 +52,8 @@ class StoredMessage:
     message: ChatMessage
     created_at: float
     active: bool = True
+    origin: str | None = None
+    """The inbound update the message came from (``"<platform>:<update id>"``), if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,16 @@ class ToolCallRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalCard:
+    """Where an approval's card was shown, so a later run can still edit it."""
+
+    platform: str
+    chat_id: str
+    thread_id: str | None
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class ApprovalRecord:
     id: str
     session_id: str
@@ -95,6 +107,8 @@ class ApprovalRecord:
     requested_by: str | None = None
     resolved_by: str | None = None
     resolved_at: float | None = None
+    card: ApprovalCard | None = None
+    """Set by :meth:`Store.set_approval_card` once the card is shown; never by ``create``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +149,21 @@ class Store(Protocol):
         ...
 
     async def append_message(
-        self, session_id: str, turn_id: str | None, message: ChatMessage
+        self,
+        session_id: str,
+        turn_id: str | None,
+        message: ChatMessage,
+        *,
+        origin: str | None = None,
     ) -> int:
-        """Store one message; returns its id (monotonic within the store)."""
+        """Store one message; returns its id (monotonic within the store).
+
+        ``origin`` names the inbound update a user message came from, so a replay of that
+        update can find it (:meth:`find_message_by_origin`) instead of storing it again."""
+        ...
+
+    async def find_message_by_origin(self, session_id: str, origin: str) -> StoredMessage | None:
+        """The session's earliest message stored with ``origin`` (active or not), if any."""
         ...
 
     async def update_message_content(self, message_id: int, content: Content) -> None:
@@ -183,6 +209,17 @@ class Store(Protocol):
         ...
 
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None: ...
+
+    async def set_approval_card(
+        self,
+        approval_id: str,
+        platform: str,
+        chat_id: str,
+        thread_id: str | None,
+        message_id: str,
+    ) -> None:
+        """Remember where the approval's card was shown (read back as ``record.card``)."""
+        ...
 
     async def pending_approvals(self, session_key: str | None = None) -> list[ApprovalRecord]:
         """Pending approvals, oldest first (optionally of one session key)."""

@@ -124,7 +124,22 @@ INITIAL_SCHEMA = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (INITIAL_SCHEMA,)
+MESSAGE_ORIGIN_AND_CARDS = Migration(
+    version=2,
+    name="message origin and approval card location",
+    statements=(
+        # The inbound update a user message came from: a replayed update reuses it.
+        "ALTER TABLE messages ADD COLUMN origin TEXT",
+        "CREATE INDEX messages_by_origin ON messages (session_id, origin)",
+        # Where the approval's card was shown, so a restart can retire it.
+        "ALTER TABLE approvals ADD COLUMN card_platform TEXT",
+        "ALTER TABLE approvals ADD COLUMN card_chat_id TEXT",
+        "ALTER TABLE approvals ADD COLUMN card_thread_id TEXT",
+        "ALTER TABLE approvals ADD COLUMN card_message_id TEXT",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (INITIAL_SCHEMA, MESSAGE_ORIGIN_AND_CARDS)
 LATEST_VERSION = MIGRATIONS[-1].version
 
 _CREATE_VERSION_TABLE = """CREATE TABLE IF NOT EXISTS schema_version (

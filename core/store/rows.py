@@ -13,6 +13,7 @@ import sqlite3
 from typing import Any, cast
 
 from core.store.base import (
+    ApprovalCard,
     ApprovalRecord,
     InboundRecord,
     InboundState,
@@ -92,6 +93,7 @@ def message_from_row(row: sqlite3.Row) -> StoredMessage:
         message=message,
         created_at=row["created_at"],
         active=bool(row["active"]),
+        origin=row["origin"],
     )
 
 
@@ -202,6 +204,19 @@ def approval_from_row(row: sqlite3.Row) -> ApprovalRecord:
         requested_by=row["requested_by"],
         resolved_by=row["resolved_by"],
         resolved_at=row["resolved_at"],
+        card=card_from_row(row),
+    )
+
+
+def card_from_row(row: sqlite3.Row) -> ApprovalCard | None:
+    """The card location, when one was stored (platform and message id are both set)."""
+    if row["card_platform"] is None or row["card_message_id"] is None:
+        return None
+    return ApprovalCard(
+        platform=row["card_platform"],
+        chat_id=row["card_chat_id"],
+        thread_id=row["card_thread_id"],
+        message_id=row["card_message_id"],
     )
 
 

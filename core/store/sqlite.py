@@ -69,7 +69,7 @@ def _insert_sql(table: str, columns: Sequence[str], suffix: str = "") -> str:
 
 _INSERT_SESSION = _insert_sql("sessions", rows.SESSION_COLUMNS)
 _INSERT_MESSAGE = _insert_sql(
-    "messages", ("session_id", "turn_id", *rows.MESSAGE_COLUMNS, "created_at")
+    "messages", ("session_id", "turn_id", *rows.MESSAGE_COLUMNS, "created_at", "origin")
 )
 _INSERT_TOOL_CALL = _insert_sql("tool_calls", rows.TOOL_CALL_COLUMNS)
 _INSERT_APPROVAL = _insert_sql("approvals", rows.APPROVAL_COLUMNS)
@@ -146,14 +146,26 @@ class SqliteStore:
         return [rows.message_from_row(row) for row in found]
 
     async def append_message(
-        self, session_id: str, turn_id: str | None, message: ChatMessage
+        self,
+        session_id: str,
+        turn_id: str | None,
+        message: ChatMessage,
+        *,
+        origin: str | None = None,
     ) -> int:
-        params = (session_id, turn_id, *rows.message_params(message), time.time())
+        params = (session_id, turn_id, *rows.message_params(message), time.time(), origin)
         written = await self._write(
             _INSERT_MESSAGE, params, f"append a message to session {session_id!r}"
         )
         assert written.lastrowid is not None  # an INSERT into a rowid table always sets it
         return written.lastrowid
+
+    async def find_message_by_origin(self, session_id: str, origin: str) -> StoredMessage | None:
+        found = await self._read(
+            "SELECT * FROM messages WHERE session_id = ? AND origin = ? ORDER BY id LIMIT 1",
+            (session_id, origin),
+        )
+        return rows.message_from_row(found[0]) if found else None
 
     async def update_message_content(self, message_id: int, content: Content) -> None:
         text, is_list = rows.encode_content(content)
@@ -238,6 +250,21 @@ class SqliteStore:
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         found = await self._read("SELECT * FROM approvals WHERE id = ?", (approval_id,))
         return rows.approval_from_row(found[0]) if found else None
+
+    async def set_approval_card(
+        self,
+        approval_id: str,
+        platform: str,
+        chat_id: str,
+        thread_id: str | None,
+        message_id: str,
+    ) -> None:
+        sql = (
+            "UPDATE approvals SET card_platform = ?, card_chat_id = ?, card_thread_id = ?,"
+            " card_message_id = ? WHERE id = ?"
+        )
+        params = (platform, chat_id, thread_id, message_id, approval_id)
+        await self._update_one(sql, params, f"approval {approval_id!r}")
 
     async def pending_approvals(self, session_key: str | None = None) -> list[ApprovalRecord]:
         sql = "SELECT * FROM approvals WHERE state = 'pending'"

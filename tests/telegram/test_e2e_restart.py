@@ -23,7 +23,9 @@ async def answered_once_after_restart(
     await second_run.idle(f"telegram:dm:{ALICE.id}")
     await second_run.adapter.drain()
     assert [m.text for m in sim.bot_messages(ALICE.id)] == [ANSWER]
-    assert models.requests[1].messages[-1] == {"role": "user", "content": "what is 6 x 7?"}
+    replayed = models.requests[1].messages
+    assert replayed[-1] == {"role": "user", "content": "what is 6 x 7?"}
+    assert [m for m in replayed if m["role"] == "user"] == [replayed[-1]]  # once, not twice
     assert await store.unfinished_inbound("telegram") == []
 
 
@@ -120,4 +122,6 @@ async def test_a_message_answered_before_a_restart_is_not_answered_again(
     assert len(replies(telegram_sim, ALICE.id, "Answer B.")) == 1
     asked = [r.messages[-1]["content"] for r in model_server.requests]
     assert asked == ["question A", "question B", "question B"]
+    replayed = [m["content"] for m in model_server.requests[2].messages if m["role"] == "user"]
+    assert replayed == ["question A", "question B"]
     assert await store.unfinished_inbound("telegram") == []
