@@ -279,17 +279,18 @@ class Approvals:
         pending = self._pending.get(approval_id)
         return None if pending is None else pending.request
 
-    async def end_orphans(self) -> int:
+    async def end_orphans(self) -> list[ApprovalRecord]:
         """At start-up: requests an earlier run left pending become ``cancelled``.
 
-        Their asking turn is gone, so no answer could be acted on; returns how many.
+        Their asking turn is gone, so no answer could be acted on; returns them (their
+        cards, if any, are still showing buttons).
         """
-        ended = 0
+        ended = []
         for record in await self._store.pending_approvals():
             if record.id in self._pending:
                 continue
             if await self._store.resolve_approval(record.id, "cancelled", None):
-                ended += 1
+                ended.append(record)
         return ended
 
     # "always for this session" -----------------------------------------------------

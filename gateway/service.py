@@ -162,10 +162,11 @@ class GatewayService:
 
         Returns the approvals cancelled here, whose cards are still live."""
         failed = await self.store.fail_running_turns("gateway restarted")
-        stale = await self.store.pending_approvals()
-        cancelled = [r for r in stale if await self.store.resolve_approval(r.id, "cancelled", None)]
-        if failed or stale:
-            logger.warning("previous run left %d turn(s), %d approval(s) open", failed, len(stale))
+        cancelled = await self.approvals.end_orphans()
+        if failed or cancelled:
+            logger.warning(
+                "previous run left %d turn(s), %d approval(s) open", failed, len(cancelled)
+            )
         return cancelled
 
     async def update_settled(self, session_key: str, update_id: str) -> bool:
