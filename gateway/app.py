@@ -79,6 +79,7 @@ class Gateway:
         await _recover_turns(self._store)
         self._model = _build_model(self.config.model)
         _check_profile(self.config)
+        _make_workspaces(self.config)
         self._service = build_service(self.config, self._store, self._model)
         try:
             await self._service.start()
@@ -153,6 +154,18 @@ def _check_profile(config: Config) -> None:
     log.info(
         "profile %s: model %s, max_iterations %d", agent.name, agent.model, agent.max_iterations
     )
+
+
+def _make_workspaces(config: Config) -> None:
+    """Each profile's tools run in its workspace: create it if missing."""
+    for name, profile in config.profiles.items():
+        try:
+            profile.workspace.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            reason = exc.strerror or exc
+            raise StartupError(
+                f"profile {name}: cannot create workspace {profile.workspace}: {reason}"
+            ) from exc
 
 
 def _one_line(exc: Exception) -> str:

@@ -171,6 +171,20 @@ async def test_run_with_malformed_config_exits_1_with_one_readable_line(tmp_path
     ]
 
 
+async def test_run_with_a_workspace_that_cannot_be_created_exits_1_naming_it(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    config = tmp_path / "config.toml"
+    config.write_text('[profiles.default]\nworkspace = "a-file/workspace"\n')
+    code, err = await finish(await start_gateway(tmp_path, "--config", str(config)))
+    assert code == 1
+    workspace = tmp_path.resolve() / "a-file" / "workspace"
+    assert err.splitlines()[-1] == (
+        f"commonos: profile default: cannot create workspace {workspace}: Not a directory"
+    )
+
+
 async def test_run_refuses_a_database_that_is_not_sqlite_and_leaves_it_untouched(
     run_home: Path,
 ) -> None:

@@ -128,3 +128,38 @@ async def test_run_denies_an_unknown_user_and_tells_the_operator(
         await telegram_sim.user_says(ALICE.id, "and me?")
         await telegram_sim.wait_for_bot_message(ALICE.id, timeout=TIMEOUT)
     assert telegram_sim.bot_messages(BOB.id) == []
+
+
+async def test_demo_runs_a_command_in_the_workspace_and_reports_its_output(
+    home: Path, telegram_sim: TelegramSim
+) -> None:
+    async with gateway_process(home) as gateway:
+        await gateway.wait_for_line(READY)
+        await telegram_sim.user_says(ALICE.id, "run: echo hello-from-the-workspace")
+        reply = await telegram_sim.wait_for_bot_message(
+            ALICE.id, lambda m: "hello-from-the-workspace" in m.text and "demo" in m.text.lower(),
+            timeout=TIMEOUT,
+        )  # fmt: skip
+    assert not reply.deleted and not reply.buttons
+
+
+async def test_demo_dangerous_command_waits_for_the_approval_button(
+    home: Path, telegram_sim: TelegramSim
+) -> None:
+    scratch = home / "workspace" / "scratch"
+    scratch.mkdir(parents=True)
+    async with gateway_process(home) as gateway:
+        await gateway.wait_for_line(READY)
+        await telegram_sim.user_says(ALICE.id, "run: rm -rf ./scratch")
+        card = await telegram_sim.wait_for_bot_message(
+            ALICE.id, lambda m: bool(m.buttons), timeout=TIMEOUT
+        )
+        assert scratch.exists(), "nothing runs before the press"
+        approve = next(b for b in card.buttons if "Approve" in b.label)
+        await telegram_sim.press_button(card, approve.data or "", user=ALICE)
+        await telegram_sim.wait_for(lambda: not card.buttons, timeout=TIMEOUT)
+        assert "Approved by Alice" in card.text
+        await telegram_sim.wait_for_bot_message(
+            ALICE.id, lambda m: m is not card and "demo" in m.text.lower(), timeout=TIMEOUT
+        )
+    assert not scratch.exists()
