@@ -171,6 +171,10 @@ async def test_run_with_malformed_config_exits_1_with_one_readable_line(tmp_path
     ]
 
 
+def resolved(path: Path) -> Path:
+    return path.resolve()
+
+
 async def test_run_with_a_workspace_that_cannot_be_created_exits_1_naming_it(
     tmp_path: Path,
 ) -> None:
@@ -179,7 +183,7 @@ async def test_run_with_a_workspace_that_cannot_be_created_exits_1_naming_it(
     config.write_text('[profiles.default]\nworkspace = "a-file/workspace"\n')
     code, err = await finish(await start_gateway(tmp_path, "--config", str(config)))
     assert code == 1
-    workspace = tmp_path.resolve() / "a-file" / "workspace"
+    workspace = resolved(tmp_path) / "a-file" / "workspace"
     assert err.splitlines()[-1] == (
         f"commonos: profile default: cannot create workspace {workspace}: Not a directory"
     )
