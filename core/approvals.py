@@ -18,13 +18,11 @@ Rules:
 * exactly once: the first valid press wins (the claim is synchronous); later presses get
   ``already_decided`` — also for ids of requests that ended before (read from the store);
 * a request whose ``present`` fails is denied: nobody saw it, so nobody approved it;
-* "always for this session": an approval with ``always=True`` remembers the pair
-  (tool, normalised arguments) for the session key; a later identical request is approved
-  without asking (it is still persisted, resolved by ``"always"``). Normalised means the
-  ``command`` argument with whitespace collapsed when there is one, else the arguments as
-  canonical JSON — an exact match, never a prefix: approving ``rm -rf build`` does not
-  approve ``rm -rf /``. :meth:`Approvals.forget` drops a session's memory (``/new``); the
-  memory is bounded (LRU over sessions, capped per session).
+* "always for this session": an approval with ``always=True`` is remembered
+  (:class:`core.approval_memory.ApprovalMemory`: exact tool and normalised arguments, per
+  session key, bounded); a later identical request is approved without asking (it is still
+  persisted, resolved by ``"always"``). :meth:`Approvals.forget` drops a session's memory
+  (``/new``).
 """
 
 from __future__ import annotations
@@ -34,11 +32,11 @@ import json
 import logging
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from core.approval_memory import ApprovalMemory
 from core.approver import ApprovalRequest, Approver, Decision, RequestKind
 from core.cancellation import CancellationToken, Cancelled
 from core.store.base import ApprovalRecord, Store
@@ -53,8 +51,6 @@ ResolveOutcome = Literal["approved", "denied"]
 
 ID_BYTES = 12
 ALWAYS_BY = "always"
-MAX_REMEMBERED_SESSIONS = 1000
-MAX_REMEMBERED_PER_SESSION = 100
 SETTLE_SECONDS = 5.0
 """Time box for storing the outcome after the asking task was cancelled, and for
 presenters still settling their cards at ``aclose``."""
@@ -85,7 +81,7 @@ class Approvals:
         self._approvers = approvers
         self._clock = clock
         self._pending: dict[str, _Pending] = {}
-        self._always: OrderedDict[str, set[tuple[str, str]]] = OrderedDict()
+        self._always = ApprovalMemory()
         self._settling: set[asyncio.Task[None]] = set()
 
     # asking ------------------------------------------------------------------------
@@ -122,7 +118,7 @@ class Approvals:
         )
         if token.cancelled:
             return Decision("cancelled")
-        if kind == "approval" and self._remembered(request):
+        if kind == "approval" and self._always.approves(request):
             return await self._auto_approve(request)
         return await self._run(request, token)
 
@@ -185,7 +181,7 @@ class Approvals:
     async def _conclude(self, request: ApprovalRequest, decision: Decision) -> None:
         await self._persist(request, decision)
         if decision.always and decision.outcome == "approved":
-            self._remember(request)
+            self._always.remember(request)
         self._settle(request, decision)
 
     async def _persist(self, request: ApprovalRequest, decision: Decision) -> None:
@@ -296,22 +292,7 @@ class Approvals:
     # "always for this session" -----------------------------------------------------
     def forget(self, session_key: str) -> None:
         """Drop the session's "always" approvals (e.g. on ``/new``)."""
-        self._always.pop(session_key, None)
-
-    def _remembered(self, request: ApprovalRequest) -> bool:
-        remembered = self._always.get(request.session_key)
-        if remembered is None:
-            return False
-        self._always.move_to_end(request.session_key)
-        return _fingerprint(request) in remembered
-
-    def _remember(self, request: ApprovalRequest) -> None:
-        remembered = self._always.setdefault(request.session_key, set())
-        self._always.move_to_end(request.session_key)
-        if len(remembered) < MAX_REMEMBERED_PER_SESSION:
-            remembered.add(_fingerprint(request))
-        while len(self._always) > MAX_REMEMBERED_SESSIONS:
-            self._always.popitem(last=False)
+        self._always.forget(session_key)
 
     async def _auto_approve(self, request: ApprovalRequest) -> Decision:
         decision = Decision("approved", by=ALWAYS_BY, always=True, request_id=request.id)
@@ -355,13 +336,6 @@ async def _time_boxed(work: Coroutine[Any, Any, None]) -> None:
         await asyncio.wait_for(work, timeout=SETTLE_SECONDS)
     except Exception:
         logger.exception("ending a cancelled approval failed")
-
-
-def _fingerprint(request: ApprovalRequest) -> tuple[str, str]:
-    command = request.arguments.get("command")
-    if isinstance(command, str):
-        return request.tool, " ".join(command.split())
-    return request.tool, json.dumps(request.arguments, sort_keys=True, default=str)
 
 
 def _record(request: ApprovalRequest) -> ApprovalRecord:

@@ -6,6 +6,9 @@ everything waiting on the token and cascades to child tokens (child agents, tool
 raising :class:`Cancelled` — this is how an in-flight model call or tool is stopped. Work
 that swallows the cancellation does not hold the caller: ``guard`` waits at most
 :data:`ABANDON_SECONDS`, then leaves it in a tracked set until it ends (its failure logged).
+The same holds when ``guard`` or ``time_boxed`` is itself cancelled: the work is cancelled
+and awaited for at most :data:`ABANDON_SECONDS` before the cancellation goes on.
+:func:`drain_abandoned` (called at shutdown) cancels and awaits whatever is still left.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ class CancellationToken:
         try:
             await asyncio.wait({work}, timeout=seconds)
         except asyncio.CancelledError:
-            work.cancel()
+            await _abandon(work)
             raise
         if work.done():
             return work.result()
@@ -85,37 +88,49 @@ class CancellationToken:
             _discard(awaitable)
             raise Cancelled(self._reason or "cancelled")
         work = asyncio.ensure_future(awaitable)
-        stop = asyncio.ensure_future(self._event.wait())
         try:
-            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+            await self._first_of(work)
         except asyncio.CancelledError:
-            work.cancel()
+            await _abandon(work)
             raise
-        finally:
-            stop.cancel()
         if work.done():
             return work.result()
         await _abandon(work)
         raise Cancelled(self._reason or "cancelled")
 
+    async def _first_of(self, work: asyncio.Future[Any]) -> None:
+        """Wait until ``work`` ends or the token is cancelled; leave no waiter behind."""
+        stop = asyncio.ensure_future(self._event.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            await asyncio.wait({stop})
+
 
 ABANDON_SECONDS = 0.05
-"""How long ``guard`` waits for a cancelled awaitable to wind down before leaving it."""
+"""How long ``guard`` and ``time_boxed`` wait for cancelled work to wind down before
+leaving it to the tracked set (also when they are cancelled themselves)."""
 
 _abandoned: set[asyncio.Future[Any]] = set()
 """Cancelled work that ignored the cancellation: tracked until it ends, failures logged."""
 
 
 async def _abandon(work: asyncio.Future[Any]) -> None:
-    """Cancel ``work``; if it has not ended within :data:`ABANDON_SECONDS`, track it and go."""
-    work.cancel()
-    await asyncio.wait({work}, timeout=ABANDON_SECONDS)
+    """Cancel ``work`` and track it until it ends; wait for that at most ABANDON_SECONDS.
+
+    It is tracked before the wait, so even if the caller is cancelled while waiting the
+    work is not lost: :func:`drain_abandoned` still finds it.
+    """
     if work.done():
         _log_failure(work)
         return
-    logger.warning("cancelled work %r ignores cancellation; left to finish on its own", work)
+    work.cancel()
     _abandoned.add(work)
     work.add_done_callback(_forget)
+    await asyncio.wait({work}, timeout=ABANDON_SECONDS)
+    if not work.done():
+        logger.warning("cancelled work %r ignores cancellation; left to finish on its own", work)
 
 
 def _forget(work: asyncio.Future[Any]) -> None:
@@ -131,6 +146,23 @@ def _log_failure(work: asyncio.Future[Any]) -> None:
 def abandoned_count() -> int:
     """Cancelled work still running after ``guard`` gave up on it (for tests and metrics)."""
     return len(_abandoned)
+
+
+async def drain_abandoned(timeout: float) -> int:
+    """Cancel all abandoned work again and await it for at most ``timeout`` seconds (shutdown).
+
+    Returns how many are still running when the time is up (0: everything ended); those
+    are logged and stay tracked.
+    """
+    left = set(_abandoned)
+    if not left:
+        return 0
+    for work in left:
+        work.cancel()
+    _, pending = await asyncio.wait(left, timeout=timeout)
+    for work in pending:
+        logger.warning("cancelled work %r still running at shutdown", work)
+    return len(pending)
 
 
 def _discard(awaitable: Awaitable[object]) -> None:

@@ -91,7 +91,7 @@ class SessionStatus:
     """When the running turn started (the Dispatcher's clock); None when idle."""
     queue_length: int = 0
     turn_id: str | None = None
-    """Known once noted (``Dispatcher.note_turn_id``, or a ``turn_id`` on the control)."""
+    """The running turn's id (``TurnControl.turn_id``), once the loop has set it."""
 
 
 @dataclass(slots=True)
@@ -101,7 +101,6 @@ class _Lane:
     queue: deque[UserMessage] = field(default_factory=deque)
     control: TurnControl | None = None
     since: float | None = None
-    turn_id: str | None = None
     worker: asyncio.Task[None] | None = None
     urgent: int = 0
     """How many messages at the front of ``queue`` jumped the backlog (interrupters,
@@ -230,7 +229,7 @@ class Dispatcher:
             logger.exception("turn for %s raised; session released", session_key)
             return _crashed(exc)
         finally:
-            lane.control, lane.since, lane.turn_id = None, None, None
+            lane.control, lane.since = None, None
             self._keep_leftovers(session_key, lane, message, control)
 
     def _keep_leftovers(
@@ -287,13 +286,8 @@ class Dispatcher:
         control.redirect(text)
         return True
 
-    def note_turn_id(self, session_key: str, turn_id: str) -> None:
-        """Record the running turn's id for :meth:`status` (called by the turn's owner)."""
-        lane = self._lanes.get(session_key)
-        if lane is not None and lane.control is not None:
-            lane.turn_id = turn_id
-
     def status(self, session_key: str) -> SessionStatus:
+        """Whether a turn runs for ``session_key``, since when, its id, and the queue length."""
         lane = self._lanes.get(session_key)
         if lane is None:
             return SessionStatus(running=False)
@@ -301,7 +295,7 @@ class Dispatcher:
             running=lane.control is not None,
             since=lane.since,
             queue_length=len(lane.queue),
-            turn_id=lane.turn_id or _turn_id_of(lane.control),
+            turn_id=lane.control.turn_id if lane.control is not None else None,
         )
 
     def _control(self, session_key: str) -> TurnControl | None:
@@ -348,12 +342,6 @@ def _live(control: TurnControl | None) -> TurnControl | None:
     if control is None or control.token.cancelled:
         return None
     return control
-
-
-def _turn_id_of(control: TurnControl | None) -> str | None:
-    """The id the loop put on the control, should ``TurnControl`` grow a ``turn_id``."""
-    found = getattr(control, "turn_id", None)
-    return found if isinstance(found, str) else None
 
 
 def _crashed(

@@ -47,6 +47,18 @@ class AccessPolicy:
         return EVERYONE in allowed or user_id in allowed
 
 
+def qualified(platform: str, user_id: str) -> str:
+    """A user id that names its platform (``"telegram:42"``): the requester and the
+    approvers of an approval are compared in this form, so the same numeric id on another
+    platform is another person."""
+    return f"{platform}:{user_id}"
+
+
+def user_of(event: InboundEvent) -> str:
+    """``event``'s sender, platform-qualified."""
+    return qualified(event.platform, event.sender.id)
+
+
 class AccessControl:
     def __init__(self, policies: Mapping[str, AccessPolicy]) -> None:
         self._policies = dict(policies)

@@ -2,13 +2,14 @@
 
 :class:`Gateway` owns the long-lived parts and their order::
 
-    start():  data dir → store (opened, migrated, crashed turns marked failed)
-              → model client → default profile (SOUL.md read) → service + adapters → ready
+    start():  data dir → store (opened, migrated) → model client → default profile
+              (SOUL.md read) → service + adapters → ready
     stop():   in reverse; each part is closed even when another fails to close
 
 Between the model client and ``ready`` the :class:`~gateway.service.GatewayService`
-(engine, dispatcher, approvals, chat layer and the configured adapters) is composed by
-:mod:`gateway.wiring` and started; ``stop`` stops it first.
+(the runtime: engine, dispatcher, approvals, chat layer and the configured adapters) is
+built by :mod:`gateway.wiring` and started — its start marks the turns a previous run
+left running as failed; ``stop`` stops it first.
 """
 
 from __future__ import annotations
@@ -27,15 +28,13 @@ from gateway.wiring import build_service
 
 log = logging.getLogger(__name__)
 
-CRASH_REASON = "the gateway stopped while the turn was running"
-
 
 class StartupError(Exception):
     """The gateway cannot start; the message is one line naming the cause."""
 
 
 class Gateway:
-    """Store, model client and (later) dispatcher and adapters, with a start/stop life."""
+    """Store, model client and the runtime (service + adapters), with a start/stop life."""
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -76,7 +75,6 @@ class Gateway:
         log.info("data dir: %s", gateway.data_dir)
         log.info("database: %s", gateway.db_path)
         self._store = await _open_store(gateway.db_path)
-        await _recover_turns(self._store)
         self._model = _build_model(self.config.model)
         _check_profile(self.config)
         _make_workspaces(self.config)
@@ -117,12 +115,6 @@ async def _open_store(path: Path) -> Store:
         raise StartupError(f"cannot open the store: {exc}") from exc
     except OSError as exc:
         raise StartupError(f"cannot open the store {path}: {exc.strerror or exc}") from exc
-
-
-async def _recover_turns(store: Store) -> None:
-    count = await store.fail_running_turns(CRASH_REASON)
-    if count:
-        log.warning("marked %d turn(s) left running by a previous crash as failed", count)
 
 
 def _build_model(section: ModelSection) -> ModelClient:

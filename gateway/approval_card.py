@@ -41,7 +41,7 @@ from adapters.base import (
 from core.approver import ApprovalRequest, Decision
 from core.store.base import ApprovalRecord, Store
 from gateway.chat_commands import short_id
-from gateway.chats import ChatDirectory
+from gateway.chats import ChatDirectory, Place
 from gateway.commands import approval_payload, choice_payload
 from gateway.delivery import MAX_RETRY_AFTER
 from gateway.redact import preview, redact, shorten
@@ -53,7 +53,10 @@ T = TypeVar("T")
 ARGUMENT_PREVIEW = 300
 CHOICE_LABEL = 60
 ATTEMPTS = 5
-RESTART_NOTICE = "⏹ Cancelled — the gateway restarted"
+CANCELLED = "⏹ Cancelled"
+RESTART_NOTICE = f"{CANCELLED} — the gateway restarted"
+WITHDRAW_SECONDS = 5.0
+"""How long a card cancelled in flight is waited for, to remove its buttons."""
 
 
 class UnknownChat(LookupError):
@@ -76,9 +79,41 @@ class ChatApprover:
         buttons = card_buttons(request, place.adapter.capabilities)
         text = self._card_text(request, with_commands=not buttons)
         send = partial(place.adapter.send, place.chat, text, buttons=buttons, markup=False)
-        message = await _with_retries(send, self._sleep, place.chat)
+        message = await self._send_card(request, place, send)
         self._cards[request.id] = (place.adapter, message)
+        self._directory.remember_approval(request.session_key, request.id)
         await self._store_card(request.id, message)
+
+    async def _send_card(
+        self, request: ApprovalRequest, place: Place, send: Callable[[], Awaitable[SentMessage]]
+    ) -> SentMessage:
+        """Send the card. Cancelled meanwhile (``/stop``), the send is not abandoned
+        half-way: once the card arrives its buttons are removed (:meth:`_withdraw`)."""
+        sending = asyncio.ensure_future(_with_retries(send, self._sleep, place.chat))
+        try:
+            return await asyncio.shield(sending)
+        except asyncio.CancelledError:
+            await self._withdraw(request, place.adapter, sending)
+            raise
+
+    async def _withdraw(
+        self, request: ApprovalRequest, adapter: Adapter, sending: asyncio.Future[SentMessage]
+    ) -> None:
+        """The card of a request cancelled while it was being sent: wait (time-boxed) for it
+        to arrive, then edit it to cancelled, without buttons — never left live."""
+        done, _ = await asyncio.wait({sending}, timeout=WITHDRAW_SECONDS)
+        if not done:
+            sending.cancel()
+            return
+        if sending.cancelled() or sending.exception() is not None:
+            return
+        message = sending.result()
+        text = self._card_text(request, with_commands=False) + f"\n\n{CANCELLED}"
+        edit = partial(adapter.edit, message, text, buttons=(), markup=False)
+        try:
+            await _with_retries(edit, self._sleep, message.chat)
+        except Exception:
+            logger.warning("approval %s: cancelled card not withdrawn", request.id, exc_info=True)
 
     async def _store_card(self, approval_id: str, message: SentMessage) -> None:
         """Remember the card's location for a later run; the card works without it."""
@@ -133,7 +168,7 @@ class ChatApprover:
     def _card_text(self, request: ApprovalRequest, *, with_commands: bool) -> str:
         who = self._name(request, request.requested_by)
         if request.kind == "choice":
-            lines = [f"❓ {shorten(request.prompt, 500)}"]
+            lines = [f"❓ {shorten(redact(request.prompt), 500)}"]
         else:
             lines = [f"⚠️ Approval needed: {request.tool}"]
             details = preview(request.arguments, ARGUMENT_PREVIEW)
@@ -148,7 +183,7 @@ class ChatApprover:
     def _outcome(self, request: ApprovalRequest, decision: Decision) -> str:
         who = self._name(request, decision.by)
         if decision.outcome == "approved" and request.kind == "choice":
-            return f"✅ {who} chose: {decision.choice}"
+            return f"✅ {who} chose: {redact(decision.choice or '')}"
         if decision.outcome == "approved":
             return f"✅ Approved by {who}" + (" (always, this session)" if decision.always else "")
         if decision.outcome == "denied":
@@ -156,7 +191,7 @@ class ChatApprover:
             return f"❌ Denied by {who}{reason}" if decision.by else f"❌ Denied{reason}"
         if decision.outcome == "timed_out":
             return "⌛ Expired — no action taken"
-        return "⏹ Cancelled"
+        return CANCELLED
 
     def _name(self, request: ApprovalRequest, user_id: str | None) -> str:
         platform = request.session_key.split(":", 1)[0]
@@ -167,7 +202,7 @@ def card_buttons(request: ApprovalRequest, capabilities: Capabilities) -> Button
     """The card's buttons, or none when a payload would not fit the platform's limit."""
     if request.kind == "choice":
         rows = [
-            [Button(shorten(choice, CHOICE_LABEL), choice_payload(request.id, index))]
+            [Button(shorten(redact(choice), CHOICE_LABEL), choice_payload(request.id, index))]
             for index, choice in enumerate(request.choices)
         ]
     else:

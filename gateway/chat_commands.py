@@ -17,8 +17,24 @@ from core.approvals import Approvals, ResolveOutcome
 from core.approver import ApprovalRequest
 from core.dispatcher import Dispatcher
 from core.store.base import Store
+from gateway.access import user_of
+from gateway.chats import ChatDirectory
 from gateway.commands import canonical, help_text
 from gateway.ledger import TurnLedger
+from gateway.messages import (
+    APPROVED,
+    DENIED,
+    NEW_SESSION,
+    NO_PENDING,
+    NOTHING_TO_STOP,
+    REDIRECTED,
+    RESOLVE_ANSWERS,
+    STEERED,
+    STOPPED,
+    UNKNOWN_APPROVAL,
+    unknown_command,
+    usage,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -36,20 +52,6 @@ class SubmitText(Protocol):
 SHORT_ID = 8
 _ID_LIKE = re.compile(rf"[A-Za-z0-9_-]{{{SHORT_ID},}}")
 MIN_ID_PREFIX = 4
-
-STOPPED = "⏹ Stopped."
-NOTHING_TO_STOP = "Nothing to stop."
-STEER_QUEUED = "⏩ Steer queued — lands after the current tool."
-REDIRECT_QUEUED = "↪️ Redirect queued — the task is corrected before its next step."
-NEW_SESSION = "🆕 Fresh start — your next message begins a new session."
-NO_PENDING = "No pending request."
-NO_SUCH_APPROVAL = "No such approval."
-RESOLVE_REPLIES = {
-    "already_decided": "Already decided.",
-    "unknown": "No such approval.",
-    "forbidden": "Sorry — only the person who asked (or an approver) can answer this.",
-    "invalid": "That request needs one of its options — use the buttons.",
-}
 
 
 def looks_like_id(word: str) -> bool:
@@ -69,17 +71,17 @@ class ChatCommands:
         approvals: Approvals,
         store: Store,
         submit: SubmitText,
-        ledger: TurnLedger | None = None,
+        ledger: TurnLedger,
+        directory: ChatDirectory,
     ) -> None:
         self._dispatcher, self._approvals, self._store = dispatcher, approvals, store
-        self._submit = submit
-        self._ledger = ledger or TurnLedger()
+        self._submit, self._ledger, self._directory = submit, ledger, directory
 
     async def run(self, event: InboundEvent) -> Reply:
         name = canonical(event.command or "")
         handler = getattr(self, f"_cmd_{name}", None)
         if handler is None:
-            return f"Unknown command /{name} — /help lists what I understand."
+            return unknown_command(name)
         reply: Reply = await handler(event, str(event.session_key), event.args.strip())
         return reply
 
@@ -109,21 +111,21 @@ class ChatCommands:
 
     async def _cmd_steer(self, event: InboundEvent, key: str, args: str) -> Reply:
         if not args:
-            return "Usage: /steer <text>"
+            return usage("steer")
         if self._dispatcher.steer(key, args):
-            return STEER_QUEUED
+            return STEERED
         return await self._submit(event, args)
 
     async def _cmd_redirect(self, event: InboundEvent, key: str, args: str) -> Reply:
         if not args:
-            return "Usage: /redirect <text>"
+            return usage("redirect")
         if self._dispatcher.redirect(key, args):
-            return REDIRECT_QUEUED
+            return REDIRECTED
         return await self._submit(event, args)
 
     async def _cmd_queue(self, event: InboundEvent, key: str, args: str) -> Reply:
         if not args:
-            return "Usage: /queue <text>"
+            return usage("queue")
         return await self._submit(event, args, policy="queue")
 
     async def _cmd_status(self, event: InboundEvent, key: str, args: str) -> Reply:
@@ -150,13 +152,13 @@ class ChatCommands:
 
         ``/approve <word>`` always reads the word as an id; for ``/deny`` a first word that
         names a pending approval, or looks like an id, is one. A stale or unknown id answers
-        "Already decided." / "No such approval." and never falls back to another request
-        (a stale ``/deny <id>`` must not deny a newer one). Otherwise ``/deny <words>``
-        reads the words as the reason.
+        "Already decided." / "No such pending request." and never falls back to another
+        request (a stale ``/deny <id>`` must not deny a newer one). Otherwise ``/deny
+        <words>`` reads the words as the reason.
         """
         first, _, rest = args.partition(" ")
-        by_id = outcome == "approved" or self._by_id(first) is not None or looks_like_id(first)
-        if first and by_id:
+        named = self._by_id(event, first)
+        if first and (outcome == "approved" or named is not None or looks_like_id(first)):
             return await self._decide_by_id(event, first, rest, outcome)
         own = self._approvals.pending(key)
         if not own:
@@ -166,23 +168,42 @@ class ChatCommands:
     async def _decide_by_id(
         self, event: InboundEvent, given: str, rest: str, outcome: ResolveOutcome
     ) -> Reply:
-        target = self._by_id(given)
+        target = self._by_id(event, given)
         if target is not None:
             return await self._resolve(event, target, outcome, rest)
-        result = await self._approvals.resolve(given, outcome, event.sender.id)
-        return RESOLVE_REPLIES.get(result, NO_SUCH_APPROVAL)
+        full = self._asked_here(str(event.session_key), given)
+        result = await self._approvals.resolve(full, outcome, user_of(event))
+        return RESOLVE_ANSWERS.get(result, UNKNOWN_APPROVAL)
 
     async def _resolve(
         self, event: InboundEvent, target: ApprovalRequest, outcome: ResolveOutcome, note: str
     ) -> Reply:
-        by = event.sender.id
+        by = user_of(event)
         result = await self._approvals.resolve(target.id, outcome, by, note=note.strip() or None)
         if result == "resolved":
-            return "✅ Approved." if outcome == "approved" else "❌ Denied."
-        return RESOLVE_REPLIES.get(result, NO_SUCH_APPROVAL)
+            return APPROVED if outcome == "approved" else DENIED
+        return RESOLVE_ANSWERS.get(result, UNKNOWN_APPROVAL)
 
-    def _by_id(self, prefix: str) -> ApprovalRequest | None:
+    def _by_id(self, event: InboundEvent, prefix: str) -> ApprovalRequest | None:
+        """The one pending request ``prefix`` names among those the caller may see: its
+        own session's, and those it may answer (requester or configured approver). Other
+        sessions' requests are never matched — an id prefix is no existence oracle."""
         if len(prefix) < MIN_ID_PREFIX:
             return None
-        matches = [r for r in self._approvals.pending() if r.id.startswith(prefix)]
+        key, by = str(event.session_key), user_of(event)
+        visible = [r for r in self._approvals.pending() if self._may_see(r, key, by)]
+        matches = [r for r in visible if r.id.startswith(prefix)]
         return matches[0] if len(matches) == 1 else None
+
+    def _may_see(self, request: ApprovalRequest, key: str, by: str) -> bool:
+        if request.session_key.partition("/child:")[0] == key or request.requested_by == by:
+            return True
+        return by in self._approvals.approvers_of(request.session_key)
+
+    def _asked_here(self, session_key: str, given: str) -> str:
+        """The full id of a request this session was asked, named by ``given`` (a short
+        form of at least ``SHORT_ID`` characters); else ``given`` itself."""
+        if len(given) < SHORT_ID:
+            return given
+        matches = [i for i in self._directory.approvals_in(session_key) if i.startswith(given)]
+        return matches[0] if len(matches) == 1 else given

@@ -1,8 +1,10 @@
 """Where each session lives: the chat (and adapter) a session key's replies go to.
 
 The router records every admitted event here; the reply sender, the progress view and the
-approval cards look a session key up to know where to write. Entries are small and keyed
-by session key and user id, bounded by ``capacity`` (oldest forgotten first).
+approval cards look a session key up to know where to write. It also remembers which
+approval cards each session was shown, so a stale short id typed later can be told apart
+from one never asked there. Entries are small and keyed by session key, user id and
+approval id, bounded by ``capacity`` (oldest forgotten first).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class ChatDirectory:
         self._adapters = {adapter.platform: adapter for adapter in adapters}
         self._places: OrderedDict[str, ChatRef] = OrderedDict()
         self._names: OrderedDict[str, str] = OrderedDict()
+        self._asked: OrderedDict[str, str] = OrderedDict()
         self._capacity = capacity
 
     def adapter(self, platform: str) -> Adapter | None:
@@ -55,10 +58,25 @@ class ChatDirectory:
         return None if adapter is None else Place(adapter, chat)
 
     def name_of(self, platform: str, user_id: str | None) -> str:
-        """The display name of a user seen on ``platform`` (the id when unknown)."""
+        """The display name of a user seen on ``platform`` (the id when unknown).
+
+        ``user_id`` may be platform-qualified (``"telegram:42"``, see
+        :func:`gateway.access.qualified`); its own platform then wins."""
         if user_id is None:
             return "someone"
+        own, _, bare = user_id.partition(":")
+        if bare and own in self._adapters:
+            platform, user_id = own, bare
         return self._names.get(f"{platform}:{user_id}", user_id)
+
+    def remember_approval(self, session_key: str, approval_id: str) -> None:
+        """``session_key`` (a child agent's: its parent's) was shown ``approval_id``'s card."""
+        parent = session_key.partition("/child:")[0]
+        _remember(self._asked, approval_id, parent, self._capacity)
+
+    def approvals_in(self, session_key: str) -> list[str]:
+        """Ids of the approval cards ``session_key`` was shown (as remembered)."""
+        return [i for i, key in self._asked.items() if key == session_key]
 
 
 def _remember(table: OrderedDict[str, V], key: str, value: V, capacity: int) -> None:

@@ -181,7 +181,10 @@ class Config:
         return section.get(name)
 
     def approvers(self, platform: str) -> frozenset[str]:
-        """User ids allowed to approve on ``platform``: ``[approvals]`` ∪ the section's."""
+        """User ids allowed to approve on ``platform``: ``[approvals]`` ∪ the section's.
+
+        Always explicit ids: the config reader refuses ``"*"`` in either list.
+        """
         section = self.platform(platform)
         own = section.approvers if section is not None else frozenset()
         return self.approvals.get(platform, frozenset()) | own

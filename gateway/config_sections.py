@@ -59,6 +59,22 @@ class Context:
 
 
 # shared field kinds ----------------------------------------------------------
+APPROVALS_TABLE = "approvals"
+EVERYONE = "*"
+NO_WILDCARD_APPROVERS = (
+    f'approvers must be explicit user ids; "{EVERYONE}" would let anyone approve'
+)
+
+
+def read_approvers(table: Table, key: str = "approvers") -> frozenset[str]:
+    """User ids allowed to approve; ``"*"`` is refused (anyone could approve anything)."""
+    ids = table.ids(key)
+    if EVERYONE in ids:
+        table.error(key, NO_WILDCARD_APPROVERS)
+        return ids - {EVERYONE}
+    return ids
+
+
 def read_secret(table: Table, key: str, ctx: Context, env_var: str) -> str | None:
     """The secret from env ``env_var`` (which wins), else from the file."""
     in_file = table.optional_string(key)
@@ -183,8 +199,14 @@ def _external_runtime(table: Table) -> tuple[str, ...] | None:
 
 
 def read_user_lists(table: Table) -> dict[str, frozenset[str]]:
-    """``[approvals]`` / ``[access]``: one array of user ids per platform."""
-    lists = {platform: table.ids(platform) for platform in PLATFORMS}
+    """``[approvals]`` / ``[access]``: one array of user ids per platform.
+
+    ``"*"`` (everyone) is allowed in ``[access]`` only: approvers must be named.
+    """
+    if table.path == APPROVALS_TABLE:
+        lists = {platform: read_approvers(table, platform) for platform in PLATFORMS}
+    else:
+        lists = {platform: table.ids(platform) for platform in PLATFORMS}
     table.finish()
     return {platform: ids for platform, ids in lists.items() if ids}
 
@@ -222,7 +244,7 @@ def read_telegram(table: Table, ctx: Context, enabled: bool) -> TelegramSection:
         require_mention=table.boolean("require_mention", True),
         allow_bots=table.boolean("allow_bots", False),
         allowed_users=table.ids("allowed_users"),
-        approvers=table.ids("approvers"),
+        approvers=read_approvers(table),
     )
     if enabled and mode == "webhook":
         if section.webhook_url is None:
@@ -243,7 +265,7 @@ def read_discord(table: Table, ctx: Context, enabled: bool) -> DiscordSection:
         require_mention=table.boolean("require_mention", True),
         allow_bots=table.boolean("allow_bots", False),
         allowed_users=table.ids("allowed_users"),
-        approvers=table.ids("approvers"),
+        approvers=read_approvers(table),
     )
     table.finish()
     return section
@@ -282,7 +304,7 @@ def read_slack(table: Table, ctx: Context, enabled: bool) -> SlackSection:
         require_mention=table.boolean("require_mention", True),
         allow_bots=table.boolean("allow_bots", False),
         allowed_users=table.ids("allowed_users"),
-        approvers=table.ids("approvers"),
+        approvers=read_approvers(table),
     )
     table.finish()
     return section

@@ -116,7 +116,7 @@ def _capped(chunks: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _lost(chat: ChatRef, text: str, why: object) -> SentMessage | None:
-    logger.error("message to %s lost (%s): %.80r", chat, why, text)
+    logger.error("message to %s lost (%s): %d characters", chat, why, len(text))
     return None
 
 

@@ -11,7 +11,9 @@ platform call:
   with the then-latest state (bounded attempts); any other failure is logged once and the
   view stops editing (the turn is never affected);
 * :meth:`finish` writes the final state ("✅ Done — 3 steps") or deletes the message
-  (``cleanup``), and waits for the task; :meth:`aclose` cancels it.
+  (``cleanup``), and waits for the task at most ``finish_timeout`` seconds (a rate-limited
+  edit must not hold up the session's next turn) before cancelling it; :meth:`aclose`
+  cancels it at once.
 
 Modes: ``off`` (nothing), ``new`` (a line when the tool changes), ``all`` (a line per
 call; identical consecutive lines collapse to ``×N``). Time is injected (``clock`` and
@@ -37,6 +39,8 @@ logger = logging.getLogger(__name__)
 ProgressMode = Literal["off", "new", "all"]
 Sleep = Callable[[float], Awaitable[None]]
 WRITE_ATTEMPTS = 8
+FINISH_SECONDS = 10.0
+"""How long :meth:`ProgressView.finish` waits for the final write before giving it up."""
 MAX_LINES = 25
 EMOJI = (
     (("terminal", "shell", "exec", "run", "command"), "💻"),
@@ -90,9 +94,11 @@ class ProgressView:
         *,
         clock: Callable[[], float] = time.monotonic,
         sleep: Sleep = asyncio.sleep,
+        finish_timeout: float = FINISH_SECONDS,
     ) -> None:
         self._adapter, self._chat, self._config = adapter, chat, config
         self._clock, self._sleep = clock, sleep
+        self._finish_timeout = finish_timeout
         self._enabled = config.mode != "off" and adapter.capabilities.supports_edit
         self._lines: list[_Line] = []
         self._calls = 0
@@ -147,8 +153,10 @@ class ProgressView:
 
     # ending ---------------------------------------------------------------------------
     async def finish(self, status: TurnStatus | None = "completed") -> None:
-        """The reply went out: write the final state (or delete), then wait for the task."""
-        if self._task is None:
+        """The reply went out: write the final state (or delete), then wait (time-boxed)
+        for the task; past ``finish_timeout`` the final state is given up (logged)."""
+        task = self._task
+        if task is None:
             return
         self._closing = True
         if self._config.cleanup:
@@ -158,7 +166,10 @@ class ProgressView:
             steps = f"{self._calls} step" + ("" if self._calls == 1 else "s")
             self._wanted = self._render(f"{ending} — {steps}")
         self._wake.set()
-        await asyncio.wait({self._task})
+        _, late = await asyncio.wait({task}, timeout=self._finish_timeout)
+        if late:
+            logger.warning("progress in %s: final state not shown in time", self._chat)
+            await self.aclose()
 
     async def aclose(self) -> None:
         """Stop at once (shutdown): cancel the flush task and wait for it."""

@@ -1,34 +1,24 @@
 """Short, secret-free previews of tool arguments for chat (progress lines, approval cards).
 
-Redaction is conservative: ``key=value`` pairs whose key names a secret, bearer tokens,
-and well-known token shapes (``sk-…``, ``ghp_…``, ``xox…-``, long hex/base64 runs) become
-``***``. A preview is one line, cut to ``limit`` characters with an ellipsis.
+Redaction is :func:`core.redaction.redact` (the one redactor, also used by approval
+prompts) with a short mask, ``***``, so previews stay short. A preview is one line, cut to
+``limit`` characters with an ellipsis.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
+
+from core.redaction import redact as redact_secrets
 
 REDACTED = "***"
 PRIMARY_ARGUMENTS = ("command", "query", "path", "url", "pattern", "question", "task", "text")
 
-_SECRET_PAIR = re.compile(
-    r"(?i)\b([\w-]*(?:api[_-]?key|token|secret|password|passwd|pwd|auth)[\w-]*)"
-    r"(\s*[=:]\s*|\"\s*:\s*\")([^\s\"',;&]+)"
-)
-_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[\w\-.~+/=]+")
-_TOKEN_SHAPES = re.compile(
-    r"\b(?:sk-[\w-]{8,}|gh[pousr]_\w{16,}|xox[abposr]-[\w-]{8,}|AKIA[0-9A-Z]{12,}"
-    r"|[0-9a-fA-F]{32,}|[A-Za-z0-9+/_-]{40,}={0,2})"
-)
-
 
 def redact(text: str) -> str:
-    text = _BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-    text = _SECRET_PAIR.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
-    return _TOKEN_SHAPES.sub(REDACTED, text)
+    """``text`` with secrets masked as ``***`` (:func:`core.redaction.redact` does the work)."""
+    return redact_secrets(text, REDACTED)
 
 
 def shorten(text: str, limit: int) -> str:

@@ -26,7 +26,7 @@ from core.agent.turn import UserMessage
 from core.approvals import Approvals
 from core.dispatcher import Dispatcher, SubmitOutcome
 from core.store.base import Store
-from gateway.access import AccessControl
+from gateway.access import AccessControl, user_of
 from gateway.chat_commands import ChatCommands, Reply
 from gateway.chats import ChatDirectory
 from gateway.commands import (
@@ -39,27 +39,18 @@ from gateway.commands import (
 )
 from gateway.delivery import Delivery
 from gateway.ledger import TurnLedger, origin_of
+from gateway.messages import (
+    ACKS,
+    NO_LONGER_VALID,
+    RESOLVE_ANSWERS,
+    SOMETHING_WENT_WRONG,
+    STRANGER,
+)
 
 logger = logging.getLogger(__name__)
 
 ACK_INTERVAL = 30.0
 MAX_ACK_KEYS = 10_000
-QUEUED = "⏳ Queued — I'll get to it after the current task."
-ACKS = {
-    "queued": QUEUED,
-    "steered": "⏩ Added to the current task — lands after the current tool.",
-    "interrupted_and_queued": "↪️ Interrupting the current task — your message is next.",
-    "rejected_queue_full": "🚫 Too many messages waiting — try again when I'm done.",
-    "rejected_shutting_down": "🚫 I'm shutting down — try again in a moment.",
-}
-PRESS_ANSWERS = {
-    "already_decided": "Already decided.",
-    "unknown": "This request is no longer pending.",
-    "forbidden": "Sorry — only the person who asked (or an approver) can answer this.",
-    "invalid": "That is not one of the options.",
-}
-STRANGER = "Sorry — you are not allowed to use this bot."
-NO_LONGER_VALID = "This button is no longer valid."
 OWN_TURN = frozenset({"started", "queued", "interrupted_and_queued"})
 """Submit outcomes after which the message runs as its own turn."""
 
@@ -73,16 +64,17 @@ class Router:
         store: Store,
         access: AccessControl,
         directory: ChatDirectory,
-        delivery: Delivery | None = None,
-        ledger: TurnLedger | None = None,
+        delivery: Delivery,
+        ledger: TurnLedger,
         ack_interval: float = ACK_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._dispatcher, self._approvals = dispatcher, approvals
         self._access, self._directory = access, directory
-        self._delivery = delivery or Delivery()
-        self._ledger = ledger or TurnLedger()
-        self._commands = ChatCommands(dispatcher, approvals, store, self.submit_text, self._ledger)
+        self._delivery, self._ledger = delivery, ledger
+        self._commands = ChatCommands(
+            dispatcher, approvals, store, self.submit_text, ledger, directory
+        )
         self._ack_interval, self._clock = ack_interval, clock
         self._last_ack: dict[str, float] = {}
 
@@ -128,7 +120,7 @@ class Router:
             return None
         origin = origin_of(event.platform, event.update_id)
         message = UserMessage(
-            text, sender_id=event.sender.id, sender_name=event.sender.name, origin=origin
+            text, sender_id=user_of(event), sender_name=event.sender.name, origin=origin
         )
         key = str(event.session_key)
         self._ledger.expect(origin)
@@ -163,7 +155,7 @@ class Router:
         if adapter is None:
             logger.error("button press from unknown platform %s", event.platform)
             return
-        answer: str | None = "Something went wrong."
+        answer: str | None = SOMETHING_WENT_WRONG
         try:
             answer = await self._decide_press(event)
         finally:
@@ -179,20 +171,19 @@ class Router:
         press = parse_press(event.button_data)
         if press is None:
             return NO_LONGER_VALID
-        result = await self._resolve(press, event.sender.id)
-        return PRESS_ANSWERS.get(result)
+        result = await self._resolve(press, user_of(event))
+        return RESOLVE_ANSWERS.get(result)
 
     async def _resolve(self, press: ApprovalPress | ChoicePress, by: str) -> str:
+        """``by`` is platform-qualified. Permission is checked (by ``Approvals.resolve``)
+        before anything else, so a stranger's press reveals nothing about the request."""
         if isinstance(press, ApprovalPress):
             return await self._approvals.resolve(
                 press.approval_id, press.outcome, by, always=press.always
             )
         request = self._approvals.get(press.approval_id)
-        if request is None:
-            return await self._approvals.resolve(press.approval_id, "approved", by)
-        if not 0 <= press.index < len(request.choices):
-            return "invalid"
-        choice = request.choices[press.index]
+        choices = request.choices if request is not None else ()
+        choice = choices[press.index] if press.index < len(choices) else None
         return await self._approvals.resolve(press.approval_id, "approved", by, choice=choice)
 
 

@@ -1,30 +1,34 @@
-"""The gateway's composition root: engine + dispatcher + approvals + chat, wired once.
+"""The runtime: engine + dispatcher + approvals + chat layer, composed once.
 
-How to wire an adapter (what the Telegram, Discord and Slack adapters rely on)::
+:class:`GatewayService` is the runtime that :class:`gateway.app.Gateway` starts and stops
+(the app owns the lifecycle: store, model client, signals); :mod:`gateway.wiring` builds
+it from the configuration. Telegram is the only adapter so far. Composed by hand::
 
     service = GatewayService(
         store=await open_store(path), model=model_client, tools=registry, hooks=hooks,
         adapters=[telegram_adapter],
         profiles={"default": AgentProfile()},
         access={"telegram": AccessPolicy(allowed_users=frozenset({"12345"}))},
-        approvers={"telegram": frozenset({"12345"})},
+        approvers={"telegram": frozenset({"12345"})},   # bare ids, per platform
         progress=ProgressConfig(mode="all"),
     )
-    await service.start()      # adapter.start(service.router) for each adapter
+    await service.start()      # recover what a previous run left, adapter.start(router)
     ...
     await service.stop()       # turns stopped, approvals cancelled, adapters stopped
 
 * The adapter builds each :class:`~adapters.base.InboundEvent` with a session key from
-  its key rule — pass ``gateway.session_keys.key_rule(KeyStrategy(group="per_user"))``
-  — and awaits ``sink(event)`` (the router). The sink returns quickly: turns run in the
-  Dispatcher's workers, never in the adapter's task.
-* ``service.router.command_menu`` is the ``(name, description)`` menu to register
-  (``setMyCommands``); ``service.router.commands`` the same as :class:`CommandInfo`.
+  its key rule (``gateway.session_keys.key_rule``) and awaits ``sink(event)`` (the
+  router). The sink returns quickly: turns run in the Dispatcher's workers.
+* The command menu to register (``setMyCommands``) is
+  :func:`gateway.commands.command_menu`, passed to the adapter when it is built.
+* Requesters and approvers are compared platform-qualified (``"telegram:12345"``, see
+  :func:`gateway.access.qualified`): ``approvers`` holds bare ids per platform and the
+  service qualifies them, so an id configured for one platform approves only there.
 * ``service.update_settled(session_key, update_id)`` waits until the turn that update
-  started has delivered its reply (True), or was cut short by shutdown (False); an update
-  that started no turn (a command) is settled at once. An adapter with a durable inbox
-  marks the update done only after it (the Telegram adapter's ``update_settled``
-  parameter). The adapter is built before the service, so bind it late, e.g.
+  started has delivered its reply (True), or was cut short by shutdown — the turn, or the
+  delivery of its reply (False); an update that started no turn (a command) is settled at
+  once. An adapter with a durable inbox marks the update done only after True, and
+  replays it otherwise. The adapter is built before the service, so bind it late, e.g.
   ``update_settled=lambda key, uid: service.update_settled(key, uid)``.
 * Replies, progress edits, approval cards and notices come back through the adapter's
   ``send``/``edit``/``delete``/``answer_button``/``typing`` with text in
@@ -58,12 +62,13 @@ from core.agent.loop import CommonAgent
 from core.agent.profile import AgentProfile, BusyPolicy
 from core.agent.turn import TurnResult, UserMessage
 from core.approvals import Approvals
+from core.cancellation import drain_abandoned
 from core.dispatcher import Dispatcher
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
 from core.store.base import ApprovalRecord, Store
 from core.tools.base import ToolRegistry
-from gateway.access import AccessControl, AccessPolicy
+from gateway.access import AccessControl, AccessPolicy, qualified
 from gateway.approval_card import ChatApprover
 from gateway.chats import ChatDirectory
 from gateway.delivery import TYPING_INTERVAL, Delivery, Typing
@@ -72,6 +77,9 @@ from gateway.progress import ProgressConfig, ProgressView
 from gateway.router import Router
 
 logger = logging.getLogger(__name__)
+
+ABANDONED_GRACE = 2.0
+"""Seconds given at shutdown to work a stop abandoned (it ignored cancellation)."""
 
 Sleep = Callable[[float], Awaitable[None]]
 FAILED_REPLY = "⚠️ Something went wrong while handling this message. Please try again."
@@ -105,6 +113,11 @@ class GatewayService:
         self._default_profile = default_profile
         self._platform_profiles = dict(platform_profiles or {})
         self._approvers = dict(approvers or {})
+        """Bare user ids per platform, as configured (they may always talk to the bot)."""
+        self._qualified_approvers = {
+            platform: frozenset(qualified(platform, user) for user in users)
+            for platform, users in self._approvers.items()
+        }
         self._progress, self._typing_interval = progress, typing_interval
         self._typing_sleep = typing_sleep
         self._clock, self._sleep = clock, sleep
@@ -210,6 +223,9 @@ class GatewayService:
                 await adapter.stop()
             except Exception:
                 logger.exception("%s adapter did not stop cleanly", adapter.platform)
+        still_running = await drain_abandoned(ABANDONED_GRACE)
+        if still_running:
+            logger.warning("%d stopped task(s) ignored cancellation at shutdown", still_running)
 
     # per session key ------------------------------------------------------------------
     def profile_for(self, session_key: str) -> AgentProfile:
@@ -230,7 +246,9 @@ class GatewayService:
         return self.profile_for(session_key).approval_timeout
 
     def _approvers_of(self, session_key: str) -> frozenset[str]:
-        return self._approvers.get(session_key.split(":", 1)[0], frozenset())
+        """The session's platform's approvers, platform-qualified like every requester and
+        presser (``"telegram:42"``): an id configured for one platform approves only there."""
+        return self._qualified_approvers.get(session_key.split(":", 1)[0], frozenset())
 
     # one turn -------------------------------------------------------------------------
     async def _run_turn(
@@ -269,18 +287,24 @@ class GatewayService:
         return shared and view.message is not None
 
     async def _on_result(self, session_key: str, message: UserMessage, result: TurnResult) -> None:
+        """Deliver the reply, then settle the update: handled only when delivery finished.
+
+        A delivery cut off (shutdown cancelled it mid rate-limit wait) or failed settles
+        False, so a durable inbox replays the update rather than losing the reply."""
         view = self._views.pop(session_key, None)
         stopped = self.ledger.was_stopped(result.turn_id)
+        delivered = False
         try:
             if stopped:
                 logger.info("turn %s: /stop was acknowledged; its reply suppressed", result.turn_id)
             else:
                 await self._deliver(session_key, result)
+            delivered = True
         finally:
+            cut_short = self._stopping and result.status == "interrupted"
+            self.ledger.settle(message.origin, delivered and not cut_short)
             if view is not None:
                 await view.finish("interrupted" if stopped else result.status)
-            cut_short = self._stopping and result.status == "interrupted"
-            self.ledger.settle(message.origin, not cut_short)
 
     async def _deliver(self, session_key: str, result: TurnResult) -> None:
         if result.turn_id:

@@ -1,59 +1,17 @@
-"""Session key strategy: which conversation an inbound message belongs to.
+"""Re-export of :mod:`adapters.session_keys`, where the session key rule lives.
 
-Adapters call :func:`session_key` for every update. The rules (DESIGN.md, "Session keys"):
-
-* a direct message → one session per chat (``telegram:dm:<chat>``);
-* a group or channel → one session per user in that chat (``per_user``, the default,
-  ``telegram:group:<chat>:<user>``) or one shared by everyone (``shared``);
-* a thread or forum topic → one session shared by its members
-  (``telegram:thread:<chat>:<topic>``, ``slack:channel:<channel>:<thread_ts>``).
-
-Two messages with the same key never run turns at the same time (the Dispatcher's rule),
-so the strategy decides what may run in parallel.
+The rule sits in ``adapters/`` because adapters may not import ``gateway/``; gateway code
+may import either module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import partial
-from typing import Literal
+from adapters.session_keys import (
+    GroupSessions,
+    KeyStrategy,
+    SessionKeyRule,
+    key_rule,
+    session_key,
+)
 
-from adapters.base import ChatType, SessionKey
-
-GroupSessions = Literal["per_user", "shared"]
-
-
-@dataclass(frozen=True, slots=True)
-class KeyStrategy:
-    """Per-platform configuration (``group_sessions`` in the platform's section)."""
-
-    group: GroupSessions = "per_user"
-
-
-def session_key(
-    platform: str,
-    chat_type: ChatType,
-    chat_id: str,
-    *,
-    user_id: str | None,
-    thread_id: str | None = None,
-    strategy: KeyStrategy = KeyStrategy(),
-) -> SessionKey:
-    """The session key of a message; ``thread_id`` set means a thread shared by its members."""
-    if chat_type == "dm":
-        return SessionKey(platform, "dm", chat_id)
-    if thread_id is not None or chat_type == "thread":
-        return SessionKey(platform, chat_type, chat_id, thread_id=thread_id)
-    if strategy.group == "shared" or user_id is None:
-        return SessionKey(platform, chat_type, chat_id)
-    return SessionKey(platform, chat_type, chat_id, user_id=user_id)
-
-
-KeyRule = Callable[..., SessionKey]
-"""``rule(platform, chat_type, chat_id, *, user_id, thread_id=None) -> SessionKey``."""
-
-
-def key_rule(strategy: KeyStrategy) -> KeyRule:
-    """:func:`session_key` with ``strategy`` fixed: what an adapter is given as its rule."""
-    return partial(session_key, strategy=strategy)
+__all__ = ["GroupSessions", "KeyStrategy", "SessionKeyRule", "key_rule", "session_key"]

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 from adapters.base import Adapter
+from adapters.session_keys import KeyStrategy, key_rule
 from adapters.telegram import TelegramAdapter, TelegramSettings, WebhookSettings
 from core.hooks.builtin import register_builtin_hooks
 from core.hooks.loader import load_hooks
@@ -20,11 +21,10 @@ from core.store.base import Store
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from gateway.access import AccessPolicy
-from gateway.commands import COMMANDS
+from gateway.commands import command_menu
 from gateway.config_schema import Config, TelegramSection
 from gateway.progress import ProgressConfig
 from gateway.service import GatewayService
-from gateway.session_keys import KeyStrategy, key_rule
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def _telegram(
     settings = TelegramSettings(
         base_url=section.base_url,
         base_file_url=section.base_file_url,
-        commands=[(c.name, c.description) for c in COMMANDS],
+        commands=command_menu(),
         webhook=_webhook(section),
     )
     rule = key_rule(KeyStrategy(group=section.group_sessions))

@@ -232,3 +232,22 @@ async def test_gateway_start_failure_closes_what_had_started(run_home: Path) -> 
     assert not (run_home / "commonos.db-wal").exists()
     with pytest.raises(RuntimeError, match="not started"):
         gateway.store  # noqa: B018
+
+
+async def test_gateway_start_recovers_a_crashed_turn_once_as_a_restart(run_home: Path) -> None:
+    from core.store.sqlite import open_store
+
+    config = soul_config(run_home)
+    store = await open_store(config.gateway.db_path)
+    try:
+        session = await store.create_session("telegram:dm:1", "default")
+        await store.start_turn(session.id, "left-running")
+    finally:
+        await store.close()
+    gateway = Gateway(config)
+    await gateway.start()
+    try:
+        turn = await gateway.store.get_turn("left-running")
+    finally:
+        await gateway.stop()
+    assert turn is not None and (turn.status, turn.error) == ("failed", "gateway restarted")

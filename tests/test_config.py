@@ -269,6 +269,28 @@ allowed_users = [1000]
     assert config.allowed_users("discord") == frozenset()  # default deny
 
 
+WILDCARD_APPROVERS = 'approvers must be explicit user ids; "*" would let anyone approve'
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('[approvals]\ntelegram = ["123", "*"]\n', "approvals.telegram"),
+        ('[telegram]\ntoken = "t"\napprovers = ["*"]\n', "telegram.approvers"),
+        ('[discord]\ntoken = "t"\napprovers = ["*"]\n', "discord.approvers"),
+        ('[slack]\nbot_token = "b"\napp_token = "a"\napprovers = ["1", "*"]\n', "slack.approvers"),
+    ],
+)
+def test_a_wildcard_in_approvers_is_rejected(tmp_path: Path, text: str, key: str) -> None:
+    path = write(tmp_path, text)
+    assert errors_of(path) == [f"{path}: {key}: {WILDCARD_APPROVERS}"]
+
+
+def test_a_wildcard_is_still_allowed_in_access(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, '[access]\ndiscord = ["*"]\n'), env={})
+    assert config.allowed_users("discord") == {"*"}
+
+
 # showing the config ---------------------------------------------------------------
 def test_rendered_config_masks_secrets_and_parses_as_toml(tmp_path: Path) -> None:
     text = EXAMPLE.read_text(encoding="utf-8").replace("enabled = false", "enabled = true")

@@ -16,7 +16,6 @@ from core.model.openai_client import OpenAIClient
 from core.model.retry import (
     ErrorObserver,
     Reclassify,
-    RetryingModelClient,
     RetryPolicy,
     call_with_retry,
 )
@@ -202,18 +201,6 @@ async def test_cancel_during_backoff_sleep_aborts_at_once(
 
     assert time.monotonic() - started < 0.1
     assert len(model_server.requests) == 1
-
-
-async def test_retrying_model_client_retries_behind_the_model_port(
-    model_server: ScriptedModelServer, client: OpenAIClient
-) -> None:
-    model_server.script(reply_error(502), reply_text("ok"))
-    retrying = RetryingModelClient(client, QUICK)
-
-    reply = await retrying.complete(HELLO)
-
-    assert (reply.content, retrying.model) == ("ok", "m")
-    assert len(model_server.requests) == 2
 
 
 def test_backoff_is_full_jitter_under_an_exponential_cap() -> None:

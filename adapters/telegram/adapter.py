@@ -30,13 +30,13 @@ from adapters.base import (
     InboundEvent,
     SentMessage,
 )
+from adapters.session_keys import SessionKeyRule
 from adapters.telegram.errors import platform_errors
 from adapters.telegram.inbox import Inbox, UpdateSettleWait
 from adapters.telegram.normalize import (
     PLATFORM,
     BotIdentity,
     Normalizer,
-    SessionKeyRule,
     default_session_key,
 )
 from adapters.telegram.polling import LongPoller, PollSettings, RawUpdates

@@ -1,9 +1,22 @@
 """The durable inbox: persist an update first, then deliver it, once per ``update_id``.
 
-States of one update in the store's inbound queue::
+States of one update in the store's inbound queue (``_deliver``, ``_hand_over``,
+``_settle``)::
 
-    (fetched) --enqueue_inbound--> pending --> processing --sink returned--> done
-                                                         \\--sink raised---> failed
+    (fetched) --enqueue_inbound--> pending --_deliver--> processing
+    (unparseable, accept_raw) --stored as--> failed
+
+    processing --nothing for us (event None)-------------> done
+               --sink returned, settled True-------------> done
+               --sink returned, settled False------------> processing  (replays next run)
+               --delivery cancelled (close)--------------> processing  (replays next run)
+               --normalize, sink or settle wait raised---> failed
+
+    pending | processing --replay on start--> processing again  (unreadable payload: failed)
+
+The sink (the gateway's Router) answers its own failures in the chat and never raises, so
+an update whose routing failed still ends ``done``; ``failed`` is for updates we could not
+read or whose handling raised anyway.
 
 Only after ``accept`` returns may the caller let Telegram consider the update confirmed
 (advance the getUpdates offset, or answer the webhook 200). A duplicate ``update_id``
@@ -111,8 +124,7 @@ class Inbox:
         record = InboundRecord(
             PLATFORM, update_id, "", json.dumps(data, default=str), time.time(), state="failed"
         )
-        if await self.store.enqueue_inbound(record):
-            await self.store.set_inbound_state(PLATFORM, record.update_id, "failed")
+        await self.store.enqueue_inbound(record)  # a known id is already stored; kept as is
 
     async def replay(self) -> int:
         """Deliver the updates a previous run left unfinished; returns how many."""

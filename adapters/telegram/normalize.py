@@ -3,9 +3,9 @@
 Chat types: ``private`` is a DM; a message in a forum topic (``is_topic_message``) is a
 thread whose key is shared by its members; other ``group``/``supergroup`` messages are
 group messages; ``channel`` is a channel. The session key comes from a
-:class:`SessionKeyRule` passed in by the composition root (adapters never import gateway/);
-:func:`default_session_key` is the documented default: per chat in DMs, per user in groups,
-shared in topics.
+:class:`adapters.session_keys.SessionKeyRule` passed in by the composition root (the
+configured strategy); :data:`default_session_key` is that rule with the default strategy:
+per chat in DMs, per user in groups and channels, shared in topics.
 
 Commands are ``/name[@bot] args``; a command addressed to another bot is not ours and is
 dropped (``None``), as are updates that carry nothing we handle (stickers, joins, ...).
@@ -15,47 +15,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 from telegram import CallbackQuery, Chat, Message, MessageEntity, Update, User
 
 from adapters.base import ChatRef, ChatType, InboundEvent, Sender, SentMessage, SessionKey
+from adapters.session_keys import KeyStrategy, SessionKeyRule, key_rule
 
 PLATFORM = "telegram"
 _COMMAND = re.compile(r"^/([A-Za-z0-9_]{1,64})(?:@([A-Za-z0-9_]+))?(?:\s+(.*))?$", re.DOTALL)
 
 
-class SessionKeyRule(Protocol):
-    """Build the session key of one message from where it was said and by whom.
-
-    Same shape as ``gateway.session_keys.session_key``, which the gateway passes in.
-    """
-
-    def __call__(
-        self,
-        platform: str,
-        chat_type: ChatType,
-        chat_id: str,
-        *,
-        user_id: str | None,
-        thread_id: str | None = None,
-    ) -> SessionKey: ...
-
-
-def default_session_key(
-    platform: str,
-    chat_type: ChatType,
-    chat_id: str,
-    *,
-    user_id: str | None,
-    thread_id: str | None = None,
-) -> SessionKey:
-    """DM and channel: per chat; group: per user in the chat; thread/topic: shared."""
-    if chat_type == "thread":
-        return SessionKey(platform, "thread", chat_id, thread_id=thread_id)
-    if chat_type == "group" and user_id is not None:
-        return SessionKey(platform, "group", chat_id, user_id=user_id)
-    return SessionKey(platform, chat_type, chat_id)
+default_session_key: SessionKeyRule = key_rule(KeyStrategy())
+"""The default rule: :func:`adapters.session_keys.session_key` with the default strategy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +63,10 @@ def chat_type_of(chat: Chat, message: Message | None) -> ChatType:
     return "group"
 
 
-def chat_ref_of(chat: Chat, message: Message | None) -> ChatRef:
+def chat_ref_of(chat: Chat, message: Message | None, chat_type: ChatType) -> ChatRef:
+    """Where to answer; ``chat_type`` is :func:`chat_type_of` of the same chat and message."""
     thread = None
-    if chat_type_of(chat, message) == "thread" and message is not None:
+    if chat_type == "thread" and message is not None:
         thread = str(message.message_thread_id)
     return ChatRef(PLATFORM, str(chat.id), thread)
 
@@ -164,7 +136,7 @@ class Normalizer:
         if not text:
             return None
         chat_type = chat_type_of(message.chat, message)
-        chat = chat_ref_of(message.chat, message)
+        chat = chat_ref_of(message.chat, message, chat_type)
         sender = sender_of(message.from_user, message)
         base = InboundEvent(
             kind="text",
@@ -197,7 +169,7 @@ class Normalizer:
             return None
         inner = message if isinstance(message, Message) else None
         chat_type = chat_type_of(message.chat, inner)
-        chat = chat_ref_of(message.chat, inner)
+        chat = chat_ref_of(message.chat, inner, chat_type)
         sender = sender_of(query.from_user, None)
         return InboundEvent(
             kind="button",

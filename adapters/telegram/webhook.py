@@ -69,8 +69,8 @@ class WebhookServer:
             self._runner = None
 
     async def receive(self, request: web.Request) -> web.Response:
-        given = request.headers.get(SECRET_HEADER, "")
-        if not hmac.compare_digest(given.encode(), self.settings.secret_token.encode()):
+        given = request.headers.get(SECRET_HEADER, "").encode("utf-8", "surrogateescape")
+        if not hmac.compare_digest(given, self.settings.secret_token.encode()):
             _log.warning("telegram webhook: request without the right secret token refused")
             return web.Response(status=403, text="forbidden")
         data = _json_object(await request.read())

@@ -18,7 +18,11 @@
 
 ``run_turn`` never raises for a failed turn: a broken store, hook or bug ends the turn as
 ``failed``/``crashed`` with a readable reply. Only ``asyncio.CancelledError`` (the task
-itself cancelled) propagates, after the turn was recorded as interrupted. Every hook call
+itself cancelled) propagates, and only after a started turn was recorded as
+``interrupted``/``cancelled`` (time-boxed by :data:`CLEANUP_SECONDS`). Cancelled while its
+record is being started, the record (if written) is ended directly — no hook has run yet;
+from then on, through :meth:`CommonAgent._finish`, which also fires the stop and
+session-end hooks. Cancelled before that, there is no turn to record. Every hook call
 during the turn (and the step callback) runs under the turn's token, so ``/stop`` aborts
 a hook that hangs: the turn ends ``interrupted``.
 
@@ -61,7 +65,7 @@ from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
-from core.store.base import SessionRecord, Store
+from core.store.base import SessionRecord, Store, StoreError
 from core.tools.base import RunChild, ToolRegistry
 from core.types import ChatMessage
 
@@ -74,7 +78,11 @@ CLEANUP_SECONDS = 5.0
 
 @dataclass(slots=True)
 class _OpenTurn:
-    """A turn after steps 1–4: stored, prompted, hooks fired."""
+    """A turn after step 2: session loaded, turn record started, history read.
+
+    Storing the user message (the rest of step 2) and steps 3–4 come later, in
+    :meth:`CommonAgent._prepare`, where every failure or cancellation is recorded.
+    """
 
     scope: TurnScope
     transcript: Transcript
@@ -130,7 +138,7 @@ class CommonAgent:
                 return TurnResult("", "", "failed", "crashed", CRASH_REPLY, 0, str(error))
             return await self._drive(turn, step_callback)
 
-    # steps 2–4 ------------------------------------------------------------------------
+    # step 2 ---------------------------------------------------------------------------
     async def _open(
         self, key: str, message: UserMessage, control: TurnControl, budget: IterationBudget
     ) -> _OpenTurn:
@@ -138,12 +146,29 @@ class CommonAgent:
         session, is_new = await self._session(key)
         history = await self.store.load_active_messages(session.id)
         scope = TurnScope(key, session.id, uuid.uuid4().hex, message.sender_id)
-        await self.store.start_turn(session.id, scope.turn_id)
+        await self._start_turn(scope)
         control.turn_id = scope.turn_id
         transcript = Transcript("", history)
         is_new = is_new or not history
         return _OpenTurn(scope, transcript, control, budget, message, session, is_new)
 
+    async def _start_turn(self, scope: TurnScope) -> None:
+        """Start the turn's record; cancelled meanwhile, a written record ends interrupted."""
+        try:
+            await self.store.start_turn(scope.session_id, scope.turn_id)
+        except asyncio.CancelledError:
+            await _time_boxed(self._end_cancelled_start(scope.turn_id))
+            raise
+
+    async def _end_cancelled_start(self, turn_id: str) -> None:
+        try:
+            await self.store.finish_turn(
+                turn_id, status="interrupted", exit_reason="cancelled", iterations=0
+            )
+        except StoreError as error:  # the start never reached the store: nothing to end
+            logger.info("turn %s cancelled before it was stored: %s", turn_id, error)
+
+    # steps 2–4 (storing the message, prompt, session hooks) ----------------------------
     async def _prepare(self, turn: _OpenTurn) -> None:
         """Store the user message, build the system prompt, fire the session hooks."""
         if not await self._resume_replayed(turn):
@@ -305,13 +330,14 @@ def describe_child(result: TurnResult) -> str:
 
 
 async def _time_boxed(work: Coroutine[Any, Any, object]) -> None:
-    """Run cleanup after the task was cancelled: in its own task, for a bounded time."""
-    task = asyncio.ensure_future(work)
+    """Run cleanup after the task was cancelled: in its own task, for a bounded time.
+
+    Cleanup that overruns (or a second cancellation) cancels it and awaits it, itself
+    time-boxed (:func:`CancellationToken.time_boxed`); it is never left unawaited.
+    """
     try:
-        await asyncio.wait({task}, timeout=CLEANUP_SECONDS)
-    finally:
-        if not task.done():
-            task.cancel()
-            logger.warning("turn cleanup did not finish within %ss", CLEANUP_SECONDS)
-        elif not task.cancelled() and task.exception() is not None:
-            logger.error("turn cleanup failed", exc_info=task.exception())
+        await CancellationToken.time_boxed(work, CLEANUP_SECONDS)
+    except TimeoutError:
+        logger.warning("turn cleanup did not finish within %ss", CLEANUP_SECONDS)
+    except Exception:
+        logger.exception("turn cleanup failed")

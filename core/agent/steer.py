@@ -56,10 +56,6 @@ def append_marker(message: ChatMessage, marker: str) -> None:
         message.content = (content or "") + marker
 
 
-def with_correction(text: str, correction: str) -> str:
-    return f"{text}{format_correction_marker(correction)}"
-
-
 def format_correction_marker(correction: str) -> str:
     return f"\n\n{CORRECTION_PREFIX}{correction}"
 

@@ -4,7 +4,7 @@ The dangerous-command policy is a ``pre_tool_call`` hook: a command for a shell 
 (``terminal`` by default) that matches :data:`DANGEROUS_PATTERNS` gets
 ``AskUser(prompt)``; so does every call of a tool whose risk is ``dangerous`` when
 ``ask_for_dangerous_tools`` is on. The prompt shows the command with secrets redacted
-(:func:`redact`), so an approval card never leaks a key into a group chat.
+(:func:`core.redaction.redact`), so an approval card never leaks a key into a group chat.
 
 The pattern list is a tripwire for honest mistakes, not a sandbox: a model that wants to
 hide ``rm -rf`` behind quoting or ``eval`` can. Real confinement is the workspace and the
@@ -21,6 +21,7 @@ from typing import Any
 
 from core.hooks.registry import HookRegistry
 from core.hooks.results import AskUser
+from core.redaction import redact
 
 BUILTIN_PRIORITY = 50
 """Built-in policies run before user hooks registered at the default priority (100)."""
@@ -57,35 +58,6 @@ DANGEROUS_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     )
 )
 """(label, pattern): any match makes a shell command ask first."""
-
-SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
-    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
-    re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"),
-    re.compile(r"\b\d{6,12}:[A-Za-z0-9_-]{30,}"),
-    re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]+"),
-)
-"""Whole-token secrets: OpenAI-style keys, GitHub, Slack, AWS, Google, Telegram bot, JWT."""
-
-SECRET_ASSIGNMENT = re.compile(
-    r"(?i)(\b[\w-]*(?:api[_-]?key|token|secret|passw(?:or)?d|credential)[\w-]*\s*[=:]\s*"
-    r"|\bbearer\s+|--password[= ])"
-    r"(['\"]?)[^\s'\"]+\2"
-)
-"""``NAME=value``, ``Authorization: Bearer value``, ``--password value``: keep the name."""
-
-REDACTED = "[REDACTED]"
-
-
-def redact(text: str) -> str:
-    """Replace secrets in ``text`` with ``[REDACTED]``, keeping what names them."""
-    text = SECRET_ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}{m.group(2)}", text)
-    for pattern in SECRET_PATTERNS:
-        text = pattern.sub(REDACTED, text)
-    return text
 
 
 def dangerous_reasons(command: str) -> list[str]:

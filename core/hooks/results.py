@@ -25,6 +25,3 @@ class Modify:
     """Merge ``args`` into the tool arguments before the tool runs."""
 
     args: dict[str, Any]
-
-
-ToolDecision = Block | AskUser | Modify

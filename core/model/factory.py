@@ -2,8 +2,9 @@
 
 ``provider = "demo"`` gives the offline :class:`DemoModel` (no key, no network);
 ``provider = "openai"`` gives an :class:`OpenAIClient` for any OpenAI-compatible endpoint.
-Retries are not added here: the engine wraps calls with :mod:`core.model.retry` so its
-error hooks can run between attempts.
+The client is returned bare, without retries: the engine retries each call itself
+(``core.agent.model_call`` through :func:`core.model.retry.call_with_retry`) so its error
+hooks run between attempts.
 """
 
 from __future__ import annotations

@@ -25,9 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from core.model.base import ModelClient, ModelRequest
 from core.model.errors import ErrorClassification, ModelError
-from core.types import ModelReply
 
 _log = logging.getLogger(__name__)
 
@@ -104,35 +102,3 @@ async def _settle(
         _log.exception("error reclassification failed; keeping %s", error.kind)
         return error
     return error if found == error.classification else ModelError(found)
-
-
-class RetryingModelClient:
-    """A :class:`ModelClient` that wraps another one with :func:`call_with_retry`."""
-
-    def __init__(
-        self,
-        inner: ModelClient,
-        policy: RetryPolicy | None = None,
-        *,
-        reclassify: Reclassify | None = None,
-        on_error: ErrorObserver | None = None,
-    ) -> None:
-        self._inner = inner
-        self._policy = policy or RetryPolicy()
-        self._reclassify = reclassify
-        self._on_error = on_error
-
-    @property
-    def model(self) -> str:
-        return self._inner.model
-
-    async def complete(self, request: ModelRequest) -> ModelReply:
-        return await call_with_retry(
-            lambda: self._inner.complete(request),
-            self._policy,
-            reclassify=self._reclassify,
-            on_error=self._on_error,
-        )
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()

@@ -6,16 +6,23 @@ as ``choices[0].delta.tool_calls`` entries keyed by ``index``: the first entry f
 carries ``id`` and ``function.name``; later ones carry ``function.arguments`` fragments to be
 concatenated in order. Several calls may be interleaved. A final chunk with empty
 ``choices`` may carry ``usage``. An ``{"error": ...}`` chunk raises a classified error.
+
+Text is made valid (:func:`core.text.valid_text`) where it leaves: each fragment handed
+out for display, and the joined reply text, arguments and names — joining first, so a
+surrogate pair split across two chunks becomes its character again, and a lone surrogate
+becomes U+FFFD.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from core.model.classify import bad_response, classify_error_object
 from core.model.errors import ModelError
-from core.model.wire import Json, arguments_text, parse_json, parse_usage
+from core.model.wire import Json, parse_json, parse_usage
+from core.text import valid_json, valid_text
 from core.types import ModelReply, ToolCall, Usage
 
 
@@ -34,13 +41,17 @@ class _PartialCall:
         name = function.get("name")
         if isinstance(name, str) and name != self.name:  # some servers resend the whole name
             self.name += name
-        if function.get("arguments") is not None:
-            self.arguments.append(arguments_text(function["arguments"]))
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            self.arguments.append(arguments)
+        elif arguments is not None:
+            self.arguments.append(json.dumps(valid_json(arguments)))
 
     def finish(self, position: int) -> ToolCall:
         if not self.name:
             raise ModelError(bad_response(f"streamed tool call #{position} has no function name"))
-        return ToolCall(self.id or f"call_{position}", self.name, "".join(self.arguments))
+        call_id = valid_text(self.id) or f"call_{position}"
+        return ToolCall(call_id, valid_text(self.name), valid_text("".join(self.arguments)))
 
 
 @dataclass(slots=True)
@@ -72,7 +83,7 @@ class StreamAssembler:
             raise ModelError(bad_response("model stream ended before [DONE] or a finish_reason"))
         calls = tuple(self._calls[i].finish(n) for n, i in enumerate(sorted(self._calls)))
         return ModelReply(
-            content="".join(self._text) if self._text or not calls else None,
+            content=valid_text("".join(self._text)) if self._text or not calls else None,
             tool_calls=calls,
             finish_reason=self._finish_reason,
             usage=self._usage,
@@ -110,7 +121,7 @@ class StreamAssembler:
         content = delta.get("content")
         if isinstance(content, str) and content:
             self._text.append(content)
-            return content
+            return valid_text(content)
         return None
 
     def _call_for(self, raw: Json) -> _PartialCall:

@@ -3,6 +3,10 @@
 Parsing is strict about what we need (``choices[0].message``) and lenient about the rest
 (missing ``usage``, tool-call ``arguments`` given as an object instead of JSON text). A
 reply we cannot use raises :class:`ModelError` of kind ``bad_response`` naming what is wrong.
+
+Both directions go through :mod:`core.text`: a lone surrogate in our messages or in the
+server's decoded reply becomes U+FFFD, so the body we send is always valid UTF-8 JSON and
+no reply text can fail later when it is stored or shown.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 from core.model.base import ModelRequest
 from core.model.classify import bad_response, classify_error_object, quote
 from core.model.errors import ModelError
+from core.text import valid_json, valid_text
 from core.types import ModelReply, ToolCall, Usage
 
 Json = dict[str, Any]
@@ -31,7 +36,8 @@ def request_body(model: str, request: ModelRequest, *, stream_usage: bool) -> Js
         if stream_usage:
             body["stream_options"] = {"include_usage": True}
     body.update(request.extra)
-    return body
+    sendable: Json = valid_json(body)
+    return sendable
 
 
 def parse_json(text: str, what: str, status: int | None = None) -> Any:
@@ -45,6 +51,7 @@ def parse_json(text: str, what: str, status: int | None = None) -> Any:
 
 def parse_reply(payload: Any, status: int | None = None) -> ModelReply:
     """A non-streamed completion (already decoded) into a :class:`ModelReply`."""
+    payload = valid_json(payload)
     if not isinstance(payload, dict):
         raise ModelError(bad_response("model reply is not a JSON object", status=status))
     if "error" in payload and "choices" not in payload:
@@ -82,10 +89,10 @@ def parse_usage(raw: object) -> Usage:
 def arguments_text(raw: object) -> str:
     """Tool-call arguments as JSON text (some servers send an object, not a string)."""
     if isinstance(raw, str):
-        return raw
+        return valid_text(raw)
     if raw is None:
         return ""
-    return json.dumps(raw)
+    return json.dumps(valid_json(raw))
 
 
 def _tool_call(raw: object, position: int) -> ToolCall:

@@ -4,12 +4,16 @@ Kept apart from the SQL so each side reads on its own. Booleans are stored as 0/
 REAL UNIX seconds. Message content is stored as given when it is a ``str`` and JSON-encoded
 when it is a list of blocks; ``content_is_list`` says which, so a ``str`` that happens to
 look like JSON comes back as that same ``str``.
+
+Every text written goes through :func:`storable` first: a lone surrogate (which SQLite's
+UTF-8 encoding refuses) becomes U+FFFD, so odd input is stored, never a crashed write.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any, cast
 
 from core.store.base import (
@@ -22,6 +26,7 @@ from core.store.base import (
     ToolCallRecord,
     TurnRecord,
 )
+from core.text import valid_text
 from core.types import (
     ApprovalState,
     ChatMessage,
@@ -32,6 +37,12 @@ from core.types import (
     tool_calls_from_json,
     tool_calls_to_json,
 )
+
+
+def storable(params: Sequence[object]) -> tuple[object, ...]:
+    """Statement parameters with every ``str`` made encodable (lone surrogates → U+FFFD)."""
+    return tuple(valid_text(p) if isinstance(p, str) else p for p in params)
+
 
 SESSION_COLUMNS = ("id", "key", "profile", "created_at", "last_active_at")
 

@@ -19,6 +19,9 @@ How the contract of :mod:`core.store.base` is kept:
   **idempotent enqueue** is ``INSERT ... ON CONFLICT DO NOTHING``; both report the row
   count.
 
+Every text parameter is made encodable first (:func:`rows.storable`): a lone surrogate is
+stored as U+FFFD instead of failing the write.
+
 Foreign errors stop here: every ``sqlite3.Error`` leaves as a ``StoreError`` naming the file
 and what was being done. After :meth:`SqliteStore.close` every operation raises
 ``StoreError``.
@@ -308,14 +311,14 @@ class SqliteStore:
     async def _read(self, sql: str, params: Params) -> list[sqlite3.Row]:
         conn = self._open_connection()
         with _translated(self._path, "read"):
-            return list(await conn.execute_fetchall(sql, params))
+            return list(await conn.execute_fetchall(sql, rows.storable(params)))
 
     async def _write(self, sql: str, params: Params, doing: str) -> _Written:
         """Run one writing statement, alone, as its own committed transaction."""
         async with self._write_lock:
             conn = self._open_connection()
             with _translated(self._path, doing):
-                async with conn.execute(sql, params) as cursor:
+                async with conn.execute(sql, rows.storable(params)) as cursor:
                     return _Written(cursor.rowcount, cursor.lastrowid)
 
     async def _update_one(self, sql: str, params: Params, target: str) -> None:

@@ -59,10 +59,6 @@ class Tool:
     handler: ToolHandler
 
 
-class UnknownToolError(LookupError):
-    pass
-
-
 class ToolRegistry:
     def __init__(self, tools: Sequence[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}

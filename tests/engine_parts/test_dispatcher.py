@@ -246,9 +246,10 @@ async def test_status_reports_the_running_turn_and_queue(turns: ScriptedTurns, r
     dispatcher = Dispatcher(turns, on_result=replies, clock=lambda: 1234.5)
     assert dispatcher.status("k") == SessionStatus(running=False)
     await dispatcher.submit("k", msg("one"))
-    await turns.next()
+    running = await turns.next()
     await dispatcher.submit("k", msg("two"))
-    dispatcher.note_turn_id("k", "turn-42")
+    assert dispatcher.status("k") == SessionStatus(True, 1234.5, 1, None)
+    running.control.turn_id = "turn-42"  # what the loop does once the turn is stored
     assert dispatcher.status("k") == SessionStatus(True, 1234.5, 1, "turn-42")
 
 

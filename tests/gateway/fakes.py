@@ -73,6 +73,8 @@ class FakeAdapter:
     clock: Callable[[], float] = field(default=lambda: 0.0)
     calls: list[Call] = field(default_factory=list)
     failures: dict[str, list[Exception]] = field(default_factory=dict)
+    holds: dict[str, asyncio.Event] = field(default_factory=dict)
+    """A call of a method named here is recorded, then waits until its event is set."""
     sink: EventSink | None = None
     stopped: bool = False
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -88,6 +90,9 @@ class FakeAdapter:
         async with self._changed:
             self.calls.append(call)
             self._changed.notify_all()
+        hold = self.holds.get(call.method)
+        if hold is not None:
+            await hold.wait()
         if pending:
             raise pending.pop(0)
 

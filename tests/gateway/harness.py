@@ -117,7 +117,10 @@ async def build_gateway(
     progress: ProgressConfig = ALL_STEPS,
     adapter: FakeAdapter | None = None,
     typing_sleep: Callable[[float], Awaitable[None]] | None = None,
+    elsewhere: FakeAdapter | None = None,
 ) -> Gateway:
+    """``elsewhere``: a second platform's adapter, where Alice, Bob and Carol (by the same
+    ids) may talk too; Carol approves only on ``fake``."""
     clock = FakeClock()
     adapter = adapter or FakeAdapter(clock=clock)
     gate, started = asyncio.Event(), asyncio.Event()
@@ -130,9 +133,12 @@ async def build_gateway(
         model=model,
         tools=tools(gate, started, ran),
         hooks=hooks,
-        adapters=[adapter],
+        adapters=[adapter] + ([elsewhere] if elsewhere else []),
         profiles={"default": profile or AgentProfile(workspace=tmp_path)},
-        access={"fake": access or AccessPolicy(allowed_users=frozenset({"1", "2"}))},
+        access={
+            "fake": access or AccessPolicy(allowed_users=frozenset({"1", "2"})),
+            "other": AccessPolicy(allowed_users=frozenset({"1", "2", "3"})),
+        },
         approvers={"fake": frozenset({"3"})},
         progress=progress,
         clock=clock,

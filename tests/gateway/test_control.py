@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from pathlib import Path
 
 from core.store.base import ApprovalRecord
 from core.store.sqlite import open_store
+from gateway.chat_commands import ChatCommands
 from gateway.commands import COMMANDS, ChoicePress, parse_press
-from tests.gateway.fakes import Step, event
+from gateway.router import Router
+from tests.gateway.fakes import FakeAdapter, Step, event
 from tests.gateway.harness import ALICE, BOB, CAROL, MALLORY, GatewayFactory, with_profile
 
 DANGER = Step(None, tools=(("danger", {"command": "rm -rf build"}),))
@@ -134,8 +137,8 @@ async def test_every_press_is_answered_exactly_once(running: GatewayFactory) -> 
         answers = [c.text for c in gw.adapter.of("answer")]
         assert answers == [
             "This button is no longer valid.",
-            "This request is no longer pending.",
-            "This request is no longer pending.",
+            "No such pending request.",
+            "No such pending request.",
             "This button is no longer valid.",
             "Sorry — you are not allowed to use this bot.",
         ]
@@ -182,7 +185,7 @@ async def test_approve_with_a_stale_id_never_approves_a_newer_request(
         await gw.say(ALICE, "clean up")
         await gw.card()
         await gw.say(ALICE, "/approve zzzzzzzz")
-        assert "No such approval." in gw.adapter.texts()
+        assert "No such pending request." in gw.adapter.texts()
         assert len(gw.service.approvals.pending()) == 1
 
 
@@ -315,7 +318,9 @@ async def test_start_closes_approvals_a_crashed_run_left_pending(
         assert [c.text for c in gw.adapter.of("answer")] == ["Already decided."]
 
 
-async def test_deny_with_a_stale_id_never_denies_a_newer_request(running: GatewayFactory) -> None:
+async def test_deny_with_a_stale_short_or_full_id_says_already_decided_not_a_newer_one(
+    running: GatewayFactory,
+) -> None:
     second = Step(None, tools=(("danger", {"command": "rm -rf dist"}),))
     async with running(DANGER, second, Step("done")) as gw:
         await gw.say(ALICE, "clean up")
@@ -325,7 +330,7 @@ async def test_deny_with_a_stale_id_never_denies_a_newer_request(running: Gatewa
         await gw.card(1)
         await gw.say(ALICE, f"/deny {first.id[:8]} changed my mind")
         await gw.say(ALICE, f"/deny {first.id}")
-        assert gw.adapter.texts()[-2:] == ["No such approval.", "Already decided."]
+        assert gw.adapter.texts()[-2:] == ["Already decided.", "Already decided."]
         (newer,) = gw.service.approvals.pending()
         assert newer.arguments["command"] == "rm -rf dist"
 
@@ -371,3 +376,82 @@ async def test_deny_with_a_short_reason_denies_the_own_pending_request(
         await gw.say(ALICE, "/deny not now")
         await gw.idle()
         assert "❌ Denied." in gw.adapter.texts() and gw.ran == []
+
+
+# who may answer ----------------------------------------------------------------------
+
+
+async def test_a_stranger_pressing_a_missing_choice_is_refused_before_any_check(
+    running: GatewayFactory,
+) -> None:
+    ask = Step(None, tools=(("clarify", {"question": "Colour?", "choices": ["red", "green"]}),))
+    async with running(ask, Step("ok")) as gw:
+        await gw.say(ALICE, "paint")
+        card = await gw.card()
+        (request,) = gw.service.approvals.pending()
+        refused = await gw.press(BOB, f"ch:{request.id}:99", card)
+        assert refused.text.startswith("Sorry — only the person who asked")
+        invalid = await gw.press(ALICE, f"ch:{request.id}:99", card)
+        assert invalid.text == "That is not one of the options — use the buttons."
+
+
+async def test_an_id_prefix_never_reveals_another_sessions_request(
+    running: GatewayFactory,
+) -> None:
+    async with running(DANGER, Step("done")) as gw:
+        await gw.say(ALICE, "clean up")
+        await gw.card()
+        (request,) = gw.service.approvals.pending()
+        await gw.say(BOB, f"/approve {request.id[:6]}", chat_id="200")
+        await gw.say(BOB, f"/deny {request.id[:8]}", chat_id="200")
+        assert gw.adapter.texts()[-2:] == ["No such pending request."] * 2
+        assert gw.service.approvals.pending() == [request]
+        await gw.say(CAROL, f"/approve {request.id[:6]}", chat_id="300")  # an approver may
+        await gw.idle()
+        assert "✅ Approved." in gw.adapter.texts() and gw.ran == ["danger rm -rf build"]
+
+
+async def test_the_same_user_id_on_another_platform_can_neither_approve_nor_ask(
+    running: GatewayFactory,
+) -> None:
+    other = FakeAdapter(platform="other")
+    async with running(DANGER, Step("done"), elsewhere=other) as gw:
+        await gw.say(ALICE, "clean up")
+        card = await gw.card()
+        (request,) = gw.service.approvals.pending()
+        for who in (CAROL, ALICE):  # fake's approver, and the requester, by bare id
+            press = event(who, button=f"ap:{request.id}:a", on=card.message, platform="other")
+            await gw.service.router(press)
+        answers = [c.text for c in other.of("answer")]
+        assert all(a.startswith("Sorry — only the person who asked") for a in answers)
+        assert len(answers) == 2 and gw.service.approvals.pending() == [request]
+        await gw.press(CAROL, f"ap:{request.id}:a", card)  # on fake, Carol approves
+        await gw.idle()
+        assert gw.ran == ["danger rm -rf build"]
+
+
+async def test_clarify_cards_redact_the_question_choices_and_answer(
+    running: GatewayFactory,
+) -> None:
+    secret = "sk-abcdefghijklmnopqrstuvwx1234"
+    question = f"Which key, {secret} or the other?"
+    choices = [f"use {secret}", "password=hunter2"]
+    ask = Step(None, tools=(("clarify", {"question": question, "choices": choices}),))
+    async with running(ask, Step("ok")) as gw:
+        await gw.say(ALICE, "set up")
+        card = await gw.card()
+        labels = [b.label for row in card.buttons for b in row]
+        await gw.press(ALICE, payloads(card)[0], card)
+        settled = await gw.settled(card)
+        shown = " ".join([card.text, *labels, settled.text])
+        assert secret not in shown and "hunter2" not in shown
+        assert labels == ["use ***", "password=***"]
+        assert settled.text.endswith("✅ Alice chose: use ***")
+
+
+def test_the_router_and_commands_share_the_services_ledger_and_delivery() -> None:
+    """No private defaults: a Router or ChatCommands with its own ledger would lose /stop's
+    reply suppression and the settling of updates."""
+    for built, names in ((Router, ("delivery", "ledger")), (ChatCommands, ("ledger",))):
+        parameters = inspect.signature(built).parameters
+        assert all(parameters[n].default is inspect.Parameter.empty for n in names)

@@ -91,3 +91,15 @@ async def test_typing_is_refreshed_while_running_and_stops_with_the_turn() -> No
         assert len(adapter.of("typing")) == 3
     assert typing._task is None
     assert len(adapter.of("typing")) == 3
+
+
+async def test_a_lost_message_is_logged_by_chat_and_length_never_by_content(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    adapter, clock = FakeAdapter(), FakeClock()
+    adapter.fail("send", Forbidden("bot was blocked"))
+    with caplog.at_level(logging.ERROR, logger="gateway.delivery"):
+        await Delivery(sleep=clock.sleep).notice(adapter, CHAT, "my password is hunter2")
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "hunter2" not in logged and "password" not in logged
+    assert "fake" in logged and "22 characters" in logged

@@ -197,3 +197,25 @@ async def test_aclose_cancels_a_flush_waiting_out_a_rate_limit() -> None:
     await adapter.wait_for(lambda: bool(adapter.of("send")))
     await view.aclose()
     assert gate_sleeps == [30.0]
+
+
+async def test_finish_gives_up_a_final_write_stuck_in_a_rate_limit_wait() -> None:
+    adapter = FakeAdapter()
+    waiting, given_up = asyncio.Event(), asyncio.Event()
+
+    async def flood_wait(seconds: float) -> None:
+        waiting.set()
+        try:
+            await asyncio.Event().wait()  # a 429 wait far longer than the time box
+        except asyncio.CancelledError:
+            given_up.set()
+            raise
+
+    config = ProgressConfig(mode="all")
+    view = ProgressView(adapter, CHAT, config, sleep=flood_wait, finish_timeout=0.05)
+    adapter.fail("send", RateLimited(50.0))
+    view.step(2, [tool("terminal", command="a")])
+    await asyncio.wait_for(waiting.wait(), 5)
+    async with asyncio.timeout(5):
+        await view.finish("completed")
+    assert given_up.is_set()

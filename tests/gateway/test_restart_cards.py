@@ -6,6 +6,7 @@ are honoured, attempts are bounded, and giving up is logged naming the chat.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -49,6 +50,8 @@ async def test_a_shown_card_has_its_location_stored(running: GatewayFactory) -> 
         await gw.say(ALICE, "clean up")
         card = await gw.card()
         (request,) = gw.service.approvals.pending()
+        await gw.press(ALICE, f"ap:{request.id}:d", card)
+        await gw.settled(card)  # settled after present() ended, the location stored
         stored = await gw.store.get_approval(request.id)
         assert card.message is not None and stored is not None
         assert stored.card == ApprovalCard("fake", "100", None, card.message.message_id)
@@ -183,3 +186,23 @@ async def test_a_card_stops_after_bounded_attempts(
         await approver_on(adapter, clock, store).present(request())
     assert len(adapter.of("send")) == ATTEMPTS and clock.sleeps == [1] * (ATTEMPTS - 1)
     assert f"after {ATTEMPTS} attempt(s)" in caplog.text and str(CHAT.chat_id) in caplog.text
+
+
+# cancelled while showing ---------------------------------------------------------------
+
+
+async def test_a_card_cancelled_while_being_sent_loses_its_buttons_once_it_arrives(
+    store: SqliteStore,
+) -> None:
+    adapter, clock, arrives = FakeAdapter(), FakeClock(), asyncio.Event()
+    adapter.holds["send"] = arrives
+    presenting = asyncio.create_task(approver_on(adapter, clock, store).present(request()))
+    await adapter.wait_for(lambda: bool(adapter.of("send")))
+    presenting.cancel()  # /stop while the platform is still taking the card
+    arrives.set()
+    with pytest.raises(asyncio.CancelledError):
+        await presenting
+    (sent,) = adapter.of("send")
+    (withdrawn,) = adapter.of("edit")
+    assert sent.buttons and withdrawn.message == sent.message
+    assert withdrawn.buttons == () and withdrawn.text.endswith("⏹ Cancelled")

@@ -12,7 +12,7 @@ from core.agent.turn import TurnResult
 from core.types import TurnStatus
 from gateway.access import AccessPolicy
 from gateway.service import FAILED_REPLY, reply_text
-from tests.gateway.fakes import FakeAdapter, FakeClock, Person, Step
+from tests.gateway.fakes import Call, FakeAdapter, FakeClock, Person, Step
 from tests.gateway.harness import ALICE, MALLORY, Gateway, GatewayFactory, with_profile
 
 
@@ -213,13 +213,28 @@ async def typing_count_holds(gw: Gateway, ticks: Ticks) -> None:
     assert len(gw.adapter.of("typing")) == before
 
 
-async def test_typing_pauses_while_an_approval_card_waits(running: GatewayFactory) -> None:
-    ticks = Ticks()
+def typed_before(gw: Gateway, sent: Call) -> bool:
+    """Typing was shown before ``sent`` went out."""
+    calls = gw.adapter.calls
+    return "typing" in [c.method for c in calls[: calls.index(sent)]]
+
+
+async def test_typing_pauses_while_an_approval_card_waits_and_resumes_once_answered(
+    running: GatewayFactory,
+) -> None:
+    ticks, thinking = Ticks(), asyncio.Event()
     danger = Step(None, tools=(("danger", {"command": "rm -rf build"}),))
-    async with running(danger, Step("done"), typing_sleep=ticks.sleep) as gw:
+    async with running(danger, Step("done", gate=thinking), typing_sleep=ticks.sleep) as gw:
         await gw.say(ALICE, "clean up")
-        await gw.card()
+        card = await gw.card()
+        assert typed_before(gw, card)
         await typing_count_holds(gw, ticks)
+        paused = len(gw.adapter.of("typing"))
+        await gw.press(ALICE, f"ap:{gw.service.approvals.pending()[0].id}:a", card)
+        await ticks.tick()
+        await ticks.tick()  # one whole refresh after the answer
+        assert len(gw.adapter.of("typing")) > paused
+        thinking.set()
 
 
 async def test_typing_pauses_in_a_group_once_progress_is_visible(
@@ -230,6 +245,7 @@ async def test_typing_pauses_in_a_group_once_progress_is_visible(
     async with running(*steps, Step("done"), typing_sleep=ticks.sleep) as gw:
         await gw.say(ALICE, "go", chat_type="group", chat_id="-5", mentioned=True)
         await asyncio.wait_for(gw.tool_started.wait(), 5)
-        await gw.adapter.wait_sent(lambda text: "echo" in text)
+        progress = await gw.adapter.wait_sent(lambda text: "echo" in text)
+        assert typed_before(gw, progress)
         await typing_count_holds(gw, ticks)
         gw.gate.set()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from adapters.base import InboundEvent
+from adapters.session_keys import session_key
 from adapters.telegram import PollSettings, TelegramAdapter, TelegramSettings
 from core.agent.profile import AgentProfile, BusyPolicy
 from core.hooks.builtin import register_builtin_hooks
@@ -25,10 +26,9 @@ from core.store.sqlite import SqliteStore
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from gateway.access import AccessPolicy
-from gateway.commands import COMMANDS
+from gateway.commands import command_menu
 from gateway.progress import ProgressConfig
 from gateway.service import GatewayService
-from gateway.session_keys import session_key
 from tests.platform_sim.base import SimMessage
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
 from tests.support.model_server import ScriptedModelServer
@@ -81,7 +81,7 @@ def sim_settings(sim: TelegramSim, **changes: Any) -> TelegramSettings:
 
 
 ALLOWED = frozenset({str(ALICE.id), str(BOB.id)})
-MENU = [(command.name, command.description) for command in COMMANDS]
+MENU = command_menu()
 
 
 @dataclass(frozen=True, slots=True)

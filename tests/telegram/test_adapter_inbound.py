@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
+from telegram import Chat, Message, Update, User
 
 from adapters.base import Button, ChatRef, SessionKey
+from adapters.session_keys import KeyStrategy, key_rule
 from adapters.telegram import TelegramAdapter
-from adapters.telegram.normalize import parse_command
+from adapters.telegram.normalize import BotIdentity, Normalizer, parse_command
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
 from tests.telegram.conftest import AdapterFactory
 from tests.telegram.harness import EventLog
@@ -84,21 +88,46 @@ async def test_forum_topic_is_a_thread_shared_by_its_members(
     assert (first.chat_type, first.chat.thread_id) == ("thread", "9")
 
 
-async def test_custom_key_rule_can_share_group_sessions(
+async def test_configured_shared_strategy_shares_group_sessions(
     start_adapter: AdapterFactory, telegram_sim: TelegramSim, events: EventLog
 ) -> None:
-    def shared(
-        platform: str, chat_type: str, chat_id: str, *, user_id: str | None,
-        thread_id: str | None = None,
-    ) -> SessionKey:  # fmt: skip
-        return SessionKey(platform, "group", chat_id)
-
-    await start_adapter(key_rule=shared)
+    await start_adapter(key_rule=key_rule(KeyStrategy(group="shared")))
     telegram_sim.add_group(GROUP)
     await telegram_sim.user_says(GROUP, "a", user=ALICE)
     await telegram_sim.user_says(GROUP, "b", user=BOB)
     await events.next_event(2)
     assert {str(e.session_key) for e in events.events} == {f"telegram:group:{GROUP}"}
+
+
+def _update(chat: Chat, *, topic: int | None = None) -> Update:
+    alice = User(42, "Alice", is_bot=False)
+    message = Message(
+        1, datetime.now(UTC), chat, from_user=alice, text="hi",
+        message_thread_id=topic, is_topic_message=topic is not None,
+    )  # fmt: skip
+    return Update(7, message=message)
+
+
+@pytest.mark.parametrize(
+    ("update", "expected"),
+    [
+        (_update(Chat(42, Chat.PRIVATE)), "telegram:dm:42"),
+        (_update(Chat(GROUP, Chat.SUPERGROUP)), f"telegram:group:{GROUP}:42"),
+        (_update(Chat(-100888, Chat.CHANNEL)), "telegram:channel:-100888:42"),
+        (
+            _update(Chat(GROUP, Chat.SUPERGROUP, is_forum=True), topic=9),
+            f"telegram:thread:{GROUP}:9",
+        ),
+    ],
+    ids=["dm", "group", "channel", "topic"],
+)
+def test_default_key_rule_agrees_with_the_configured_default_strategy(
+    update: Update, expected: str
+) -> None:
+    bot = BotIdentity(1, "test_bot")
+    default = Normalizer(bot).session_key(update)
+    configured = Normalizer(bot, key_rule(KeyStrategy())).session_key(update)
+    assert default == configured == expected
 
 
 async def test_mention_of_the_bot_is_detected(

@@ -3,11 +3,13 @@ anything else is refused before it reaches the store."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pytest
 from aiohttp import ClientSession
+from yarl import URL
 
 from adapters.telegram import WebhookSettings
 from adapters.telegram.webhook import WebhookServer
@@ -84,3 +86,31 @@ async def test_webhook_stores_an_unreadable_update_as_failed_and_takes_the_next(
     assert record is not None and record.state == "failed" and "no chat" in record.payload
     await telegram_sim.user_says(ALICE.id, "after the broken one")
     assert (await events.next_event()).text == "after the broken one"
+
+
+async def test_webhook_refuses_a_secret_header_that_is_not_utf8(
+    start_adapter: AdapterFactory, store: SqliteStore, events: EventLog
+) -> None:
+    adapter = await start_adapter(webhook=WebhookSettings(secret_token=SECRET, port=0))
+    url = URL(adapter.webhook_url or "")
+    body = b'{"update_id": 98}'
+    request = (
+        (
+            f"POST {url.path} HTTP/1.1\r\nHost: {url.host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n"
+        ).encode()
+        + b"X-Telegram-Bot-Api-Secret-Token: \xff\xfe"
+        + SECRET.encode()
+        + b"\r\n\r\n"
+    )
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    try:
+        writer.write(request + body)
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), 5)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    assert status_line.split()[1] == b"403"
+    assert await store.get_inbound("telegram", "98") is None
+    assert events.events == []

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from core.store.sqlite import SqliteStore
+from tests.platform_sim.base import SimError
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_hang, reply_text
 from tests.telegram.harness import Gateway, GatewayFactory, GatewaySetup, replies
@@ -62,6 +63,31 @@ async def test_crash_between_fetch_and_reply_loses_nothing_and_answers_once(
     update.confirmed_at = None  # and Telegram never saw the confirming getUpdates
     await answered_once_after_restart(gateway, telegram_sim, model_server, store)
     assert update.deliveries >= 2 and update.confirmed_at is not None
+
+
+async def test_a_reply_cut_off_by_shutdown_is_sent_after_the_restart_exactly_once(
+    gateway: GatewayFactory,
+    telegram_sim: TelegramSim,
+    model_server: ScriptedModelServer,
+    store: SqliteStore,
+) -> None:
+    model_server.script(reply_text(ANSWER), reply_text(ANSWER))
+    telegram_sim.fail_next("sendMessage", SimError.rate_limit(50), times=20)
+    first_run = await gateway()
+    said = await telegram_sim.user_says(ALICE.id, "what is 6 x 7?")
+    await telegram_sim.wait_for(lambda: telegram_sim.calls_to("sendMessage"))
+    await first_run.stop()  # the turn completed, but its reply never went out
+    assert telegram_sim.bot_messages(ALICE.id) == []
+    record = await store.get_inbound("telegram", said.event_id or "")
+    assert record is not None and record.state != "done"
+    while telegram_sim.take_fault("sendMessage") is not None:
+        pass  # the flood is over
+    second_run = await gateway()
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == ANSWER)
+    await second_run.idle(f"telegram:dm:{ALICE.id}")
+    await second_run.adapter.drain()
+    assert [m.text for m in telegram_sim.bot_messages(ALICE.id)] == [ANSWER]
+    assert await store.unfinished_inbound("telegram") == []
 
 
 class WatchedStore:

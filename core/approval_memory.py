@@ -1,0 +1,62 @@
+""" "Always for this session": approvals a person asked us to remember.
+
+An approval given with ``always=True`` remembers the pair (tool, normalised arguments) for
+the session key; a later identical request is approved without asking. Normalised means the
+``command`` argument with whitespace collapsed when there is one, else the arguments as
+canonical JSON — an exact match, never a prefix: approving ``rm -rf build`` does not
+approve ``rm -rf /``. The memory is bounded: least recently used sessions are dropped past
+``max_sessions``, and a session remembers at most ``max_per_session`` pairs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+
+from core.approver import ApprovalRequest
+
+MAX_REMEMBERED_SESSIONS = 1000
+MAX_REMEMBERED_PER_SESSION = 100
+
+Fingerprint = tuple[str, str]
+
+
+class ApprovalMemory:
+    """Per session key, the (tool, arguments) pairs approved "always"."""
+
+    def __init__(
+        self,
+        max_sessions: int = MAX_REMEMBERED_SESSIONS,
+        max_per_session: int = MAX_REMEMBERED_PER_SESSION,
+    ) -> None:
+        self._max_sessions = max_sessions
+        self._max_per_session = max_per_session
+        self._sessions: OrderedDict[str, set[Fingerprint]] = OrderedDict()
+
+    def approves(self, request: ApprovalRequest) -> bool:
+        """True when an identical request was approved "always" in the same session."""
+        remembered = self._sessions.get(request.session_key)
+        if remembered is None:
+            return False
+        self._sessions.move_to_end(request.session_key)
+        return fingerprint(request) in remembered
+
+    def remember(self, request: ApprovalRequest) -> None:
+        remembered = self._sessions.setdefault(request.session_key, set())
+        self._sessions.move_to_end(request.session_key)
+        if len(remembered) < self._max_per_session:
+            remembered.add(fingerprint(request))
+        while len(self._sessions) > self._max_sessions:
+            self._sessions.popitem(last=False)
+
+    def forget(self, session_key: str) -> None:
+        """Drop everything the session remembered (``/new``)."""
+        self._sessions.pop(session_key, None)
+
+
+def fingerprint(request: ApprovalRequest) -> Fingerprint:
+    """What "identical" means: the tool and its normalised arguments."""
+    command = request.arguments.get("command")
+    if isinstance(command, str):
+        return request.tool, " ".join(command.split())
+    return request.tool, json.dumps(request.arguments, sort_keys=True, default=str)

@@ -1,0 +1,115 @@
+"""The one secret redactor: everything shown to a chat or a prompt goes through :func:`redact`.
+
+:func:`redact` replaces the credential with a mask and keeps what names it, so the reader
+still sees *that* a secret was there. It catches:
+
+- passwords inside URLs: ``scheme://user:PASS@host`` (the user name stays);
+- ``Authorization:`` header values, with or without a scheme (``Bearer``, ``Basic``,
+  ``Token`` …), and a free-standing ``Bearer <token>`` / ``Basic <token>``;
+- command-line flags ``--password``, ``--passwd``, ``--token``, ``--secret``,
+  ``--api-key`` followed by a space or ``=``, and MySQL's attached ``-pSECRET``;
+- assignments ``NAME=value`` / ``NAME: value`` (also quoted, JSON-style) where NAME ends
+  in key, token, secret, password, passwd, pwd, credential(s) or auth, or contains
+  secret, password, passwd, api_key or access_token (case-insensitive);
+- well-known token shapes, whole: OpenAI-style ``sk-…``, GitHub ``ghp_…`` /
+  ``github_pat_…``, Slack ``xox?-…``, AWS ``AKIA…``, Google ``AIza…``, Telegram bot
+  tokens ``123456789:AA…`` (also inside ``…/bot<token>/getMe``), JWTs ``eyJ….….…``;
+- long runs: 32+ hex digits, and 32+ base64/base64url characters that mix upper case,
+  lower case and digits (path-like runs with only short pieces between ``/`` are kept).
+
+It is a tripwire for the usual shapes, not a guarantee: a secret with no recognisable
+name or shape passes through. Ordinary prose and shell commands come out unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+MASK = "[REDACTED]"
+
+_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][\w+.-]*://[^\s/:@]+:)([^\s/@]+)(@)")
+_AUTHORIZATION = re.compile(
+    r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?(?:[a-z]+\s+(?=[^\s\"',;]))?)[^\s\"',;]+"
+)
+_BEARER = re.compile(
+    r"\b((?:[Bb]earer|[Bb]asic)\s+)"
+    r"(?:(?=[\w.~+/-]*\d)[\w.~+/-]{8,}|[\w.~+/-]{20,})=*"
+)
+_SECRET_FLAG = re.compile(
+    r"(?i)(--(?:password|passwd|token|secret|api[-_]?key)(?:=|\s+))"
+    r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"']+)"
+)
+_MYSQL_PASSWORD = re.compile(r"(\bmysql\w*\b[^\n;|&]*?\s-p)[^\s\"']+")
+_SECRET_NAME = (
+    r"[\w.-]*?(?:key|token|secret|passw(?:or)?d|pwd|credentials?|auth)"
+    r"|[\w.-]*?(?:secret|passw(?:or)?d|api[_-]?key|access[_-]?token)[\w-]*"
+)
+_ASSIGNMENT = re.compile(
+    rf"(?i)(\b(?:{_SECRET_NAME})[\"']?\s*[:=]\s*)"
+    r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&]+)"
+)
+_TOKEN_SHAPES = re.compile(
+    r"\beyJ[\w-]{8,}\.[\w-]{8,}\.[\w-]*"
+    r"|\bsk-[\w-]{8,}"
+    r"|\bgh[pousr]_[A-Za-z0-9]{16,}"
+    r"|\bgithub_pat_\w{20,}"
+    r"|\bxox[abposr]-[\w-]{8,}"
+    r"|\bAKIA[0-9A-Z]{12,}"
+    r"|\bAIza[\w-]{30,}"
+    r"|(?<![\d])\d{6,12}:[\w-]{30,}"
+)
+_LONG_HEX = re.compile(r"(?<![0-9A-Za-z])[0-9a-fA-F]{32,}(?![0-9A-Za-z])")
+_LONG_BASE64 = re.compile(r"(?<![\w+/=-])[A-Za-z0-9+/_-]{32,}={0,2}(?![\w+/=-])")
+_MIXED_PIECE_LENGTH = 20
+
+
+def redact(text: str, mask: str = MASK) -> str:
+    """``text`` with every secret it recognises replaced by ``mask`` (see the module doc)."""
+    for pattern, replace in _passes(mask):
+        text = pattern.sub(replace, text)
+    return text
+
+
+def _passes(mask: str) -> tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], str]], ...]:
+    keep_first = _keep_first(mask)
+    return (
+        (_URL_PASSWORD, lambda m: f"{m.group(1)}{mask}{m.group(3)}"),
+        (_AUTHORIZATION, keep_first),
+        (_BEARER, keep_first),
+        (_SECRET_FLAG, keep_first),
+        (_MYSQL_PASSWORD, keep_first),
+        (_ASSIGNMENT, _keep_name(mask)),
+        (_TOKEN_SHAPES, lambda m: mask),
+        (_LONG_HEX, lambda m: mask),
+        (_LONG_BASE64, lambda m: mask if _looks_random(m.group(0)) else m.group(0)),
+    )
+
+
+def _keep_first(mask: str) -> Callable[[re.Match[str]], str]:
+    return lambda m: f"{m.group(1)}{mask}"
+
+
+def _keep_name(mask: str) -> Callable[[re.Match[str]], str]:
+    def replace(match: re.Match[str]) -> str:
+        value = match.group(0)[len(match.group(1)) :]
+        quote = value[0] if value[:1] in ("'", '"') else ""
+        return f"{match.group(1)}{quote}{mask}{quote}"
+
+    return replace
+
+
+def _looks_random(run: str) -> bool:
+    """Base64-ish, not a path: some ``/``-free piece mixes upper case, lower case, digits."""
+    pieces = run.split("/") if "/" in run else [run]
+    return any(
+        len(piece) >= _MIXED_PIECE_LENGTH and _mixes_cases_and_digits(piece) for piece in pieces
+    )
+
+
+def _mixes_cases_and_digits(piece: str) -> bool:
+    return (
+        any(c.isupper() for c in piece)
+        and any(c.islower() for c in piece)
+        and any(c.isdigit() for c in piece)
+    )
