@@ -10,6 +10,7 @@ text is cut hard at the limit.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from dataclasses import dataclass
@@ -58,8 +59,14 @@ def _atoms(markup: str, unit: LengthUnit) -> list[_Atom]:
             role: TagRole = "close" if text.startswith("</") else "open"
             atoms.append(_Atom(text, 0, role, name.group(1).lower() if name else ""))
         else:
-            atoms.append(_Atom(text, measure(html.unescape(text), unit)))
+            atoms.append(_text_atom(text, unit))
     return atoms
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_atom(text: str, unit: LengthUnit) -> _Atom:
+    """One character or entity; cached, since a reply repeats few distinct ones."""
+    return _Atom(text, measure(html.unescape(text), unit))
 
 
 def _fit(atoms: list[_Atom], start: int, stack: list[_Atom], limit: int) -> tuple[int, list[_Atom]]:
