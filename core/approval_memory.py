@@ -11,9 +11,9 @@ approve ``rm -rf /``. The memory is bounded: least recently used sessions are dr
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 
 from core.approver import ApprovalRequest
+from core.bounded import BoundedMap
 
 MAX_REMEMBERED_SESSIONS = 1000
 MAX_REMEMBERED_PER_SESSION = 100
@@ -29,25 +29,22 @@ class ApprovalMemory:
         max_sessions: int = MAX_REMEMBERED_SESSIONS,
         max_per_session: int = MAX_REMEMBERED_PER_SESSION,
     ) -> None:
-        self._max_sessions = max_sessions
         self._max_per_session = max_per_session
-        self._sessions: OrderedDict[str, set[Fingerprint]] = OrderedDict()
+        self._sessions: BoundedMap[str, set[Fingerprint]] = BoundedMap(max_sessions)
 
     def approves(self, request: ApprovalRequest) -> bool:
         """True when an identical request was approved "always" in the same session."""
         remembered = self._sessions.get(request.session_key)
         if remembered is None:
             return False
-        self._sessions.move_to_end(request.session_key)
+        self._sessions.put(request.session_key, remembered)
         return fingerprint(request) in remembered
 
     def remember(self, request: ApprovalRequest) -> None:
-        remembered = self._sessions.setdefault(request.session_key, set())
-        self._sessions.move_to_end(request.session_key)
+        remembered = self._sessions.get(request.session_key, set())
         if len(remembered) < self._max_per_session:
             remembered.add(fingerprint(request))
-        while len(self._sessions) > self._max_sessions:
-            self._sessions.popitem(last=False)
+        self._sessions.put(request.session_key, remembered)
 
     def forget(self, session_key: str) -> None:
         """Drop everything the session remembered (``/new``)."""

@@ -39,7 +39,9 @@ from typing import Any, Literal
 from core.approval_memory import ApprovalMemory
 from core.approver import ApprovalRequest, Approver, Decision, RequestKind
 from core.cancellation import CancellationToken, Cancelled
+from core.per_key import PerKey, per_key
 from core.store.base import ApprovalRecord, Store
+from core.tasks import TaskSet
 from core.types import ApprovalState
 
 logger = logging.getLogger(__name__)
@@ -71,18 +73,18 @@ class Approvals:
         store: Store,
         approver: Approver | None,
         *,
-        timeout: float | Callable[[str], float] = 300.0,
-        approvers: Callable[[str], frozenset[str]] | frozenset[str] = frozenset(),
+        timeout: PerKey[float] = 300.0,
+        approvers: PerKey[frozenset[str]] = frozenset(),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self._approver = approver
-        self._timeout = timeout
-        self._approvers = approvers
+        self._timeout_for: Callable[[str], float] = per_key(timeout)
+        self._approvers: Callable[[str], frozenset[str]] = per_key(approvers)
         self._clock = clock
         self._pending: dict[str, _Pending] = {}
         self._always = ApprovalMemory()
-        self._settling: set[asyncio.Task[None]] = set()
+        self._settling = TaskSet(logger)
 
     # asking ------------------------------------------------------------------------
     async def ask(
@@ -121,11 +123,6 @@ class Approvals:
         if kind == "approval" and self._always.approves(request):
             return await self._auto_approve(request)
         return await self._run(request, token)
-
-    def _timeout_for(self, session_key: str) -> float:
-        if callable(self._timeout):
-            return self._timeout(session_key)
-        return self._timeout
 
     async def _run(self, request: ApprovalRequest, token: CancellationToken) -> Decision:
         if not await self._create(request):
@@ -197,25 +194,12 @@ class Approvals:
         """Let the presenter update its card in a tracked task: the turn does not wait."""
         if self._approver is None:
             return
-        task = asyncio.create_task(
-            self._approver.settle(request, decision), name=f"approval-settle:{request.id}"
-        )
-        self._settling.add(task)
-        task.add_done_callback(self._settled)
-
-    def _settled(self, task: asyncio.Task[None]) -> None:
-        self._settling.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("%s failed", task.get_name(), exc_info=task.exception())
+        settling = self._approver.settle(request, decision)
+        self._settling.spawn(settling, name=f"approval-settle:{request.id}")
 
     async def aclose(self) -> None:
         """Wait (time-boxed) for presenters to finish settling their cards."""
-        if self._settling:
-            _, late = await asyncio.wait(set(self._settling), timeout=SETTLE_SECONDS)
-            for task in late:
-                task.cancel()
-            if late:
-                await asyncio.wait(late)
+        await self._settling.aclose(SETTLE_SECONDS)
 
     # resolving ---------------------------------------------------------------------
     async def resolve(
@@ -259,9 +243,7 @@ class Approvals:
         return by in self.approvers_of(request.session_key)
 
     def approvers_of(self, session_key: str) -> frozenset[str]:
-        if callable(self._approvers):
-            return self._approvers(session_key)
-        return self._approvers
+        return self._approvers(session_key)
 
     # queries -----------------------------------------------------------------------
     def pending(self, session_key: str | None = None) -> list[ApprovalRequest]:

@@ -54,6 +54,8 @@ from core.agent.control import TurnControl
 from core.agent.profile import BusyPolicy
 from core.agent.turn import TurnResult, UserMessage
 from core.cancellation import Cancelled
+from core.per_key import PerKey, per_key
+from core.tasks import TaskSet
 from core.types import ExitReason, TurnStatus
 
 logger = logging.getLogger(__name__)
@@ -126,20 +128,20 @@ class Dispatcher:
         self,
         run_turn: RunTurn,
         *,
-        policy_for: Callable[[str], BusyPolicy] | BusyPolicy = "queue",
-        queue_limit: Callable[[str], int] | int = 20,
+        policy_for: PerKey[BusyPolicy] = "queue",
+        queue_limit: PerKey[int] = 20,
         on_result: ResultObserver | None = None,
         stop_clears_queue: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._run_turn = run_turn
-        self._policy_for = policy_for
-        self._queue_limit = queue_limit
+        self._policy: Callable[[str], BusyPolicy] = per_key(policy_for)
+        self._limit: Callable[[str], int] = per_key(queue_limit)
         self._on_result = on_result
         self._stop_clears_queue = stop_clears_queue
         self._clock = clock
         self._lanes: dict[str, _Lane] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._workers = TaskSet(logger)
         self._closing = False
 
     # submitting ----------------------------------------------------------------
@@ -173,30 +175,11 @@ class Dispatcher:
         lane.queue.append(message)
         return SubmitOutcome("queued", len(lane.queue))
 
-    def _policy(self, session_key: str) -> BusyPolicy:
-        if callable(self._policy_for):
-            return self._policy_for(session_key)
-        return self._policy_for
-
-    def _limit(self, session_key: str) -> int:
-        if callable(self._queue_limit):
-            return self._queue_limit(session_key)
-        return self._queue_limit
-
     def _start(self, session_key: str, message: UserMessage) -> None:
         lane = _Lane()
         self._lanes[session_key] = lane
-        task = asyncio.create_task(
-            self._work(session_key, lane, message), name=f"dispatcher:{session_key}"
-        )
-        lane.worker = task
-        self._tasks.add(task)
-        task.add_done_callback(self._forget_task)
-
-    def _forget_task(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("dispatcher worker %s failed", task.get_name(), exc_info=task.exception())
+        work = self._work(session_key, lane, message)
+        lane.worker = self._workers.spawn(work, name=f"dispatcher:{session_key}")
 
     # the worker ------------------------------------------------------------------
     async def _work(self, session_key: str, lane: _Lane, first: UserMessage) -> None:
@@ -309,7 +292,7 @@ class Dispatcher:
 
     @property
     def worker_count(self) -> int:
-        return len(self._tasks)
+        return len(self._workers)
 
     # waiting and shutdown --------------------------------------------------------
     async def wait_idle(self, session_key: str) -> None:
@@ -327,14 +310,7 @@ class Dispatcher:
             lane.clear()
             if lane.control is not None:
                 lane.control.stop("shutdown")
-        tasks = set(self._tasks)
-        if not tasks:
-            return
-        _, late = await asyncio.wait(tasks, timeout=grace)
-        for task in late:
-            task.cancel()
-        if late:
-            await asyncio.wait(late)
+        await self._workers.aclose(grace)
 
 
 def _live(control: TurnControl | None) -> TurnControl | None:

@@ -11,12 +11,12 @@ agent's own — are ignored unless ``allow_bots`` is set.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from adapters.base import InboundEvent
+from core.bounded import BoundedMap
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def user_of(event: InboundEvent) -> str:
 class AccessControl:
     def __init__(self, policies: Mapping[str, AccessPolicy]) -> None:
         self._policies = dict(policies)
-        self._reported: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._reported: BoundedMap[tuple[str, str], None] = BoundedMap(REPORTED_CAPACITY)
 
     def policy(self, platform: str) -> AccessPolicy:
         return self._policies.get(platform, AccessPolicy())
@@ -80,12 +80,10 @@ class AccessControl:
 
     def _report_unknown(self, event: InboundEvent) -> None:
         who = (event.platform, event.sender.id)
-        if who in self._reported:
-            self._reported.move_to_end(who)
+        seen = who in self._reported
+        self._reported.put(who, None)
+        if seen:
             return
-        self._reported[who] = None
-        while len(self._reported) > REPORTED_CAPACITY:
-            self._reported.popitem(last=False)
         logger.warning(
             "%s user %s (%s) is not allowed; to allow them add %r to [%s] allowed_users",
             event.platform,

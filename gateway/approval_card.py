@@ -15,9 +15,9 @@ stored (``Store.set_approval_card``) so that a later run, which finds the approv
 pending by a crash or a restart, can :meth:`ChatApprover.retire` the card: edited to
 ``RESTART_NOTICE``, its buttons removed.
 
-Rate limits: a ``RateLimited`` wait of up to ``MAX_RETRY_AFTER`` seconds is honoured, at
-most ``ATTEMPTS`` calls in all; past either bound one error line names the chat and the
-error goes to the caller (as in :mod:`gateway.delivery`).
+Rate limits are waited out by :func:`gateway.rate_limits.with_rate_limits`, at most
+``ATTEMPTS`` calls in all; past its bounds one error line names the chat and the error
+goes to the caller.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from adapters.base import (
     Capabilities,
     ChatRef,
     NotModified,
-    RateLimited,
     SentMessage,
 )
 from core.approver import ApprovalRequest, Decision
@@ -43,12 +42,11 @@ from core.store.base import ApprovalRecord, Store
 from gateway.chat_commands import short_id
 from gateway.chats import ChatDirectory, Place
 from gateway.commands import approval_payload, choice_payload
-from gateway.delivery import MAX_RETRY_AFTER
+from gateway.rate_limits import Sleep, with_rate_limits
 from gateway.redact import preview, redact, shorten
 
 logger = logging.getLogger(__name__)
 
-Sleep = Callable[[float], Awaitable[None]]
 T = TypeVar("T")
 ARGUMENT_PREVIEW = 300
 CHOICE_LABEL = 60
@@ -72,6 +70,11 @@ class ChatApprover:
         self._store = store
         self._cards: dict[str, tuple[Adapter, SentMessage]] = {}
 
+    def _with_rate_limits(self, call: Callable[[], Awaitable[T]], chat: ChatRef) -> Awaitable[T]:
+        return with_rate_limits(
+            call, attempts=ATTEMPTS, sleep=self._sleep, chat=chat, what="approval card"
+        )
+
     async def present(self, request: ApprovalRequest) -> None:
         place = self._directory.place(request.session_key)
         if place is None:
@@ -89,7 +92,7 @@ class ChatApprover:
     ) -> SentMessage:
         """Send the card. Cancelled meanwhile (``/stop``), the send is not abandoned
         half-way: once the card arrives its buttons are removed (:meth:`_withdraw`)."""
-        sending = asyncio.ensure_future(_with_retries(send, self._sleep, place.chat))
+        sending = asyncio.ensure_future(self._with_rate_limits(send, place.chat))
         try:
             return await asyncio.shield(sending)
         except asyncio.CancelledError:
@@ -111,7 +114,7 @@ class ChatApprover:
         text = self._card_text(request, with_commands=False) + f"\n\n{CANCELLED}"
         edit = partial(adapter.edit, message, text, buttons=(), markup=False)
         try:
-            await _with_retries(edit, self._sleep, message.chat)
+            await self._with_rate_limits(edit, message.chat)
         except Exception:
             logger.warning("approval %s: cancelled card not withdrawn", request.id, exc_info=True)
 
@@ -139,7 +142,7 @@ class ChatApprover:
         text = f"{record.tool} · id {short_id(record.id)}\n\n{RESTART_NOTICE}"
         edit = partial(adapter.edit, message, text, buttons=(), markup=False)
         try:
-            await _with_retries(edit, self._sleep, message.chat)
+            await self._with_rate_limits(edit, message.chat)
         except NotModified:
             pass
         except Exception:
@@ -159,7 +162,7 @@ class ChatApprover:
         )
         edit = partial(adapter.edit, message, text, markup=False)
         try:
-            await _with_retries(edit, self._sleep, message.chat)
+            await self._with_rate_limits(edit, message.chat)
         except NotModified:
             pass
         except Exception:
@@ -218,20 +221,3 @@ def card_buttons(request: ApprovalRequest, capabilities: Capabilities) -> Button
         logger.warning("approval %s: payload over %d bytes; no buttons", request.id, limit)
         return []
     return rows
-
-
-async def _with_retries(call: Callable[[], Awaitable[T]], sleep: Sleep, chat: ChatRef) -> T:
-    """``call()``, waiting out rate limits of at most ``MAX_RETRY_AFTER`` seconds, at most
-    ``ATTEMPTS`` calls; past either bound the ``RateLimited`` is logged (naming the chat)
-    and raised."""
-    attempt = 1
-    while True:
-        try:
-            return await call()
-        except RateLimited as exc:
-            if attempt >= ATTEMPTS or exc.retry_after > MAX_RETRY_AFTER:
-                why = f"rate limited for {exc.retry_after:.0f}s after {attempt} attempt(s)"
-                logger.error("approval card in %s given up (%s)", chat, why)
-                raise
-            attempt += 1
-            await sleep(exc.retry_after)

@@ -9,14 +9,12 @@ approval id, bounded by ``capacity`` (oldest forgotten first).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TypeVar
 
 from adapters.base import Adapter, ChatRef, InboundEvent
+from core.bounded import BoundedMap
 
 DEFAULT_CAPACITY = 10_000
-V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,10 +26,9 @@ class Place:
 class ChatDirectory:
     def __init__(self, adapters: list[Adapter], *, capacity: int = DEFAULT_CAPACITY) -> None:
         self._adapters = {adapter.platform: adapter for adapter in adapters}
-        self._places: OrderedDict[str, ChatRef] = OrderedDict()
-        self._names: OrderedDict[str, str] = OrderedDict()
-        self._asked: OrderedDict[str, str] = OrderedDict()
-        self._capacity = capacity
+        self._places: BoundedMap[str, ChatRef] = BoundedMap(capacity)
+        self._names: BoundedMap[str, str] = BoundedMap(capacity)
+        self._asked: BoundedMap[str, str] = BoundedMap(capacity)
 
     def adapter(self, platform: str) -> Adapter | None:
         return self._adapters.get(platform)
@@ -42,12 +39,12 @@ class ChatDirectory:
 
     def record(self, event: InboundEvent) -> None:
         """Remember where ``event``'s session lives and what its sender is called."""
-        _remember(self._places, str(event.session_key), event.chat, self._capacity)
+        self._places.put(str(event.session_key), event.chat)
         self.remember_sender(event)
 
     def remember_sender(self, event: InboundEvent) -> None:
         user = f"{event.platform}:{event.sender.id}"
-        _remember(self._names, user, event.sender.name, self._capacity)
+        self._names.put(user, event.sender.name)
 
     def place(self, session_key: str) -> Place | None:
         """Where ``session_key`` lives; a child agent's key maps to its parent's chat."""
@@ -72,15 +69,8 @@ class ChatDirectory:
     def remember_approval(self, session_key: str, approval_id: str) -> None:
         """``session_key`` (a child agent's: its parent's) was shown ``approval_id``'s card."""
         parent = session_key.partition("/child:")[0]
-        _remember(self._asked, approval_id, parent, self._capacity)
+        self._asked.put(approval_id, parent)
 
     def approvals_in(self, session_key: str) -> list[str]:
         """Ids of the approval cards ``session_key`` was shown (as remembered)."""
         return [i for i, key in self._asked.items() if key == session_key]
-
-
-def _remember(table: OrderedDict[str, V], key: str, value: V, capacity: int) -> None:
-    table[key] = value
-    table.move_to_end(key)
-    while len(table) > capacity:
-        table.popitem(last=False)

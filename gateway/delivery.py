@@ -23,18 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from types import TracebackType
 
 from adapters.base import Adapter, AdapterError, BadMarkup, ChatRef, RateLimited, SentMessage
+from gateway.rate_limits import MAX_RETRY_AFTER, Sleep
 from gateway.render import renderer_for
 
 logger = logging.getLogger(__name__)
 
-Sleep = Callable[[float], Awaitable[None]]
 DEFAULT_ATTEMPTS = 8
-MAX_RETRY_AFTER = 60.0
-"""Longer waits than this are not waited out: the message is logged as lost instead."""
 TYPING_INTERVAL = 4.0
 MAX_CHUNKS = 20
 """Messages one reply may take, the truncation note included."""

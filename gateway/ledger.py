@@ -12,11 +12,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
-from typing import TypeVar
+
+from core.bounded import BoundedMap
 
 REMEMBERED = 10_000
-V = TypeVar("V")
 
 
 def origin_of(platform: str, update_id: str) -> str:
@@ -26,15 +25,13 @@ def origin_of(platform: str, update_id: str) -> str:
 
 class TurnLedger:
     def __init__(self, *, capacity: int = REMEMBERED) -> None:
-        self._capacity = capacity
-        self._origins: OrderedDict[str, asyncio.Future[bool]] = OrderedDict()
-        self._stopped: OrderedDict[str, None] = OrderedDict()
+        self._origins: BoundedMap[str, asyncio.Future[bool]] = BoundedMap(capacity)
+        self._stopped: BoundedMap[str, None] = BoundedMap(capacity)
 
     # origins ------------------------------------------------------------------------
     def expect(self, origin: str) -> None:
         """A turn will carry ``origin``; its outcome is open until :meth:`settle`."""
-        self._origins[origin] = asyncio.get_running_loop().create_future()
-        _bound(self._origins, self._capacity)
+        self._origins.put(origin, asyncio.get_running_loop().create_future())
 
     def settle(self, origin: str | None, finished: bool) -> None:
         """The turn carrying ``origin`` is over: ran to its end (True) or was cut short."""
@@ -52,8 +49,7 @@ class TurnLedger:
     # stopped turns ------------------------------------------------------------------
     def stop_acknowledged(self, turn_id: str) -> None:
         """``/stop`` told the user this turn stopped: its reply must not follow."""
-        self._stopped[turn_id] = None
-        _bound(self._stopped, self._capacity)
+        self._stopped.put(turn_id, None)
 
     def was_stopped(self, turn_id: str) -> bool:
         """True (once) when a ``/stop`` was acknowledged for ``turn_id``."""
@@ -61,8 +57,3 @@ class TurnLedger:
             return False
         del self._stopped[turn_id]
         return True
-
-
-def _bound(table: OrderedDict[str, V], capacity: int) -> None:
-    while len(table) > capacity:
-        table.popitem(last=False)

@@ -23,21 +23,22 @@ call; identical consecutive lines collapse to ``×N``). Time is injected (``cloc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from adapters.base import Adapter, ChatRef, NotModified, RateLimited, SentMessage
+from core.tasks import TaskSet
 from core.types import TurnStatus
-from gateway.delivery import MAX_RETRY_AFTER
+from gateway.rate_limits import Sleep, with_rate_limits
 from gateway.redact import preview
 
 logger = logging.getLogger(__name__)
 
 ProgressMode = Literal["off", "new", "all"]
-Sleep = Callable[[float], Awaitable[None]]
 WRITE_ATTEMPTS = 8
 FINISH_SECONDS = 10.0
 """How long :meth:`ProgressView.finish` waits for the final write before giving it up."""
@@ -107,7 +108,8 @@ class ProgressView:
         self._message: SentMessage | None = None
         self._last_write = float("-inf")
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._flush = TaskSet(logger)
+        self._started = False
         self._closing = False
         self._delete = False
         self._broken = False
@@ -146,17 +148,16 @@ class ProgressView:
 
     def _want(self, text: str) -> None:
         self._wanted = text
-        if self._task is None:
-            self._task = asyncio.create_task(self._flush_loop(), name=f"progress:{self._chat}")
-            self._task.add_done_callback(_log_failure)
+        if not self._started:
+            self._started = True
+            self._flush.spawn(self._flush_loop(), name=f"progress:{self._chat}")
         self._wake.set()
 
     # ending ---------------------------------------------------------------------------
     async def finish(self, status: TurnStatus | None = "completed") -> None:
         """The reply went out: write the final state (or delete), then wait (time-boxed)
         for the task; past ``finish_timeout`` the final state is given up (logged)."""
-        task = self._task
-        if task is None:
+        if not self._started:
             return
         self._closing = True
         if self._config.cleanup:
@@ -166,18 +167,13 @@ class ProgressView:
             steps = f"{self._calls} step" + ("" if self._calls == 1 else "s")
             self._wanted = self._render(f"{ending} — {steps}")
         self._wake.set()
-        _, late = await asyncio.wait({task}, timeout=self._finish_timeout)
-        if late:
+        if await self._flush.aclose(self._finish_timeout):
             logger.warning("progress in %s: final state not shown in time", self._chat)
-            await self.aclose()
 
     async def aclose(self) -> None:
         """Stop at once (shutdown): cancel the flush task and wait for it."""
         self._closing = True
-        task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
-            await asyncio.wait({task})
+        await self._flush.aclose()
 
     # the flush task ---------------------------------------------------------------------
     async def _flush_loop(self) -> None:
@@ -199,26 +195,28 @@ class ProgressView:
             await self._sleep(wait)
 
     async def _write_latest(self) -> None:
-        for _ in range(WRITE_ATTEMPTS):
-            text = self._wanted
-            if self._broken or text is None or text == self._shown:
-                return
-            try:
-                await self._write(text)
-            except NotModified:
-                pass
-            except RateLimited as exc:
-                if exc.retry_after > MAX_RETRY_AFTER:
-                    break
-                await self._sleep(exc.retry_after)
-                continue
-            except Exception:
-                logger.warning("progress in %s: edit failed; stopped", self._chat, exc_info=True)
-                self._broken = True
-                return
-            self._shown, self._last_write = text, self._clock()
+        try:
+            await with_rate_limits(
+                self._write_wanted,
+                attempts=WRITE_ATTEMPTS,
+                sleep=self._sleep,
+                chat=self._chat,
+                what="progress state",
+            )
+        except RateLimited:
+            return  # logged by with_rate_limits
+        except Exception:
+            logger.warning("progress in %s: edit failed; stopped", self._chat, exc_info=True)
+            self._broken = True
+
+    async def _write_wanted(self) -> None:
+        """Write the then-latest state, unless it is already shown."""
+        text = self._wanted
+        if self._broken or text is None or text == self._shown:
             return
-        logger.error("progress in %s: rate limited too long; state not shown", self._chat)
+        with contextlib.suppress(NotModified):  # already shown: counts as written
+            await self._write(text)
+        self._shown, self._last_write = text, self._clock()
 
     async def _write(self, text: str) -> None:
         if self._message is None:
@@ -233,8 +231,3 @@ class ProgressView:
             await self._adapter.delete(self._message)
         except Exception:
             logger.warning("progress in %s: delete failed", self._chat, exc_info=True)
-
-
-def _log_failure(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        logger.error("%s failed", task.get_name(), exc_info=task.exception())

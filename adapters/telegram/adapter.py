@@ -12,7 +12,6 @@ tree (``errors.py``).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from adapters.telegram.normalize import (
 from adapters.telegram.polling import LongPoller, PollSettings, RawUpdates
 from adapters.telegram.webhook import WebhookServer, WebhookSettings
 from core.store.base import Store
+from core.tasks import TaskSet
 
 _log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class TelegramAdapter:
         self.identity: BotIdentity | None = None
         self._inbox: Inbox | None = None
         self._poller: LongPoller | None = None
-        self._poll_task: asyncio.Task[None] | None = None
+        self._polling = TaskSet(_log)
         self._webhook: WebhookServer | None = None
 
     def _build_bot(self, token: str) -> ExtBot[int]:
@@ -159,10 +159,7 @@ class TelegramAdapter:
         with platform_errors():
             await self.bot.delete_webhook()
         self._poller = LongPoller(self.bot, inbox, self.settings.poll, self._raw_updates)
-        self._poll_task = asyncio.get_running_loop().create_task(
-            self._poller.run(), name="telegram-poll"
-        )
-        self._poll_task.add_done_callback(_log_poll_end)
+        self._polling.spawn(self._poller.run(), name="telegram-poll")
 
     async def _start_webhook(self, inbox: Inbox, settings: WebhookSettings) -> None:
         self._webhook = WebhookServer(self.bot, inbox, settings)
@@ -176,10 +173,7 @@ class TelegramAdapter:
 
     async def stop(self) -> None:
         """Stop receiving, cancel deliveries in flight (they replay next run), shut down."""
-        if self._poll_task is not None:
-            self._poll_task.cancel()
-            await asyncio.gather(self._poll_task, return_exceptions=True)
-            self._poll_task = None
+        await self._polling.aclose()
         if self._webhook is not None:
             await self._webhook.stop()
             self._webhook = None
@@ -246,8 +240,3 @@ class TelegramAdapter:
             await self.bot.send_chat_action(
                 chat.chat_id, ChatAction.TYPING, message_thread_id=_thread(chat)
             )
-
-
-def _log_poll_end(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        _log.error("telegram polling loop ended", exc_info=task.exception())

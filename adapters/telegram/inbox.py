@@ -35,7 +35,6 @@ leaves the update unfinished too.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -49,6 +48,7 @@ from telegram.error import TelegramError
 from adapters.base import EventSink, InboundEvent
 from adapters.telegram.normalize import PLATFORM, Normalizer
 from core.store.base import InboundRecord, InboundState, Store
+from core.tasks import TaskSet
 
 _log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class Inbox:
         self.normalizer = normalizer
         self.sink = sink
         self.update_settled = update_settled
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._deliveries = TaskSet(_log)
 
     async def accept(self, update: Update) -> bool:
         """Persist ``update`` and start its delivery; False for an already known update.
@@ -141,14 +141,11 @@ class Inbox:
 
     async def close(self) -> None:
         """Cancel deliveries in flight; their updates stay unfinished for the next run."""
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._deliveries.aclose()
 
     async def drain(self) -> None:
         """Wait until every delivery started so far (and any started meanwhile) has ended."""
-        while self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._deliveries.drain()
 
     def _revive(self, record: InboundRecord) -> Update | None:
         try:
@@ -169,11 +166,9 @@ class Inbox:
             await self.store.set_inbound_state(PLATFORM, update_id, "processing")
         except Exception:
             _log.exception("telegram update %s: could not mark it processing", update_id)
-        task = asyncio.get_running_loop().create_task(
+        self._deliveries.spawn(
             self._hand_over(update_id, update), name=f"telegram-update-{update_id}"
         )
-        self._tasks.add(task)
-        task.add_done_callback(self._finished)
 
     async def _hand_over(self, update_id: str, update: Update) -> None:
         state: InboundState = "done"
@@ -197,11 +192,6 @@ class Inbox:
         if self.update_settled is None:
             return True
         return await self.update_settled(str(event.session_key), event.update_id)
-
-    def _finished(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            _log.error("%s failed", task.get_name(), exc_info=task.exception())
 
 
 def _update_id_of(data: dict[str, Any]) -> int | None:

@@ -6,20 +6,54 @@ import asyncio
 import inspect
 from pathlib import Path
 
+from core.approver import ApprovalRequest
 from core.store.base import ApprovalRecord
 from core.store.sqlite import open_store
 from gateway.chat_commands import ChatCommands
 from gateway.commands import COMMANDS, ChoicePress, parse_press
 from gateway.router import Router
-from tests.gateway.fakes import FakeAdapter, Step, event
-from tests.gateway.harness import ALICE, BOB, CAROL, MALLORY, GatewayFactory, with_profile
+from tests.gateway.fakes import Call, FakeAdapter, Step, event
+from tests.gateway.harness import (
+    ALICE,
+    BOB,
+    CAROL,
+    MALLORY,
+    Gateway,
+    GatewayFactory,
+    with_profile,
+)
 
 DANGER = Step(None, tools=(("danger", {"command": "rm -rf build"}),))
+DANGER_DIST = Step(None, tools=(("danger", {"command": "rm -rf dist"}),))
 SLOW = Step(None, tools=(("slow", {}),))
 
 
 def payloads(card: object) -> list[str]:
     return [b.data for row in card.buttons for b in row]  # type: ignore[attr-defined]
+
+
+def clarify(question: str, choices: list[str]) -> Step:
+    """A model step asking the user to pick one of ``choices``."""
+    return Step(None, tools=(("clarify", {"question": question, "choices": choices}),))
+
+
+async def card_for(gw: Gateway, text: str) -> Call:
+    """Alice says ``text``; the (first) card it brings up."""
+    await gw.say(ALICE, text)
+    return await gw.card()
+
+
+async def ask(gw: Gateway, text: str) -> tuple[Call, ApprovalRequest]:
+    """Alice says ``text``; the card it brings up and the one request pending."""
+    card = await card_for(gw, text)
+    (request,) = gw.service.approvals.pending()
+    return card, request
+
+
+async def in_a_tool(gw: Gateway) -> None:
+    """Alice starts a long job; returns once its tool is running."""
+    await gw.say(ALICE, "long job")
+    await asyncio.wait_for(gw.tool_started.wait(), 5)
 
 
 async def test_stop_with_nothing_running_says_so(running: GatewayFactory) -> None:
@@ -46,8 +80,7 @@ async def test_stop_during_model_call_ends_turn_with_one_stopped_notice(
 
 async def test_stop_during_a_tool_ends_the_turn(running: GatewayFactory) -> None:
     async with running(SLOW, Step("never")) as gw:
-        await gw.say(ALICE, "long job")
-        await asyncio.wait_for(gw.tool_started.wait(), 5)
+        await in_a_tool(gw)
         await gw.say(ALICE, "/stop")
         await gw.idle()
         assert gw.ran == [] and "never" not in gw.adapter.texts()
@@ -58,8 +91,7 @@ async def test_stop_during_pending_approval_cancels_it_and_settles_the_card(
     running: GatewayFactory,
 ) -> None:
     async with running(DANGER, Step("never")) as gw:
-        await gw.say(ALICE, "clean up")
-        card = await gw.card()
+        card = await card_for(gw, "clean up")
         await gw.say(ALICE, "/stop")
         await gw.idle()
         settled = await gw.settled(card)
@@ -71,9 +103,7 @@ async def test_approval_card_buttons_carry_the_approval_id_within_64_bytes(
     running: GatewayFactory,
 ) -> None:
     async with running(DANGER, Step("done")) as gw:
-        await gw.say(ALICE, "clean up")
-        card = await gw.card()
-        (request,) = gw.service.approvals.pending()
+        card, request = await ask(gw, "clean up")
         assert payloads(card) == [f"ap:{request.id}:a", f"ap:{request.id}:d", f"ap:{request.id}:s"]
         assert all(len(p.encode()) <= 64 for p in payloads(card))
         assert "fake:dm" not in "".join(payloads(card))
@@ -84,8 +114,7 @@ async def test_stranger_press_is_refused_and_the_requester_press_resolves(
     running: GatewayFactory,
 ) -> None:
     async with running(DANGER, Step("cleaned")) as gw:
-        await gw.say(ALICE, "clean up")
-        card = await gw.card()
+        card = await card_for(gw, "clean up")
         approve = payloads(card)[0]
         bob = await gw.press(BOB, approve, card)
         mallory = await gw.press(MALLORY, approve, card)
@@ -103,8 +132,7 @@ async def test_stranger_press_is_refused_and_the_requester_press_resolves(
 
 async def test_configured_approver_may_answer_for_someone_else(running: GatewayFactory) -> None:
     async with running(DANGER, Step("no")) as gw:
-        await gw.say(ALICE, "clean up")
-        card = await gw.card()
+        card = await card_for(gw, "clean up")
         await gw.press(CAROL, payloads(card)[1], card)
         await gw.idle()
         assert gw.ran == []
@@ -114,8 +142,7 @@ async def test_configured_approver_may_answer_for_someone_else(running: GatewayF
 async def test_stale_press_says_already_decided_and_leaves_the_newer_request(
     running: GatewayFactory,
 ) -> None:
-    second = Step(None, tools=(("danger", {"command": "rm -rf dist"}),))
-    async with running(DANGER, second, Step("done")) as gw:
+    async with running(DANGER, DANGER_DIST, Step("done")) as gw:
         await gw.say(ALICE, "clean up")
         old = await gw.card(0)
         await gw.press(ALICE, payloads(old)[0], old)
@@ -146,8 +173,7 @@ async def test_every_press_is_answered_exactly_once(running: GatewayFactory) -> 
 
 async def test_approval_timeout_edits_the_card_to_expired(running: GatewayFactory) -> None:
     async with running(DANGER, Step("gave up"), profile=with_profile(approval_timeout=0.05)) as gw:
-        await gw.say(ALICE, "clean up")
-        card = await gw.card()
+        card = await card_for(gw, "clean up")
         await gw.idle()
         settled = await gw.settled(card)
         assert settled.text.endswith("⌛ Expired — no action taken") and settled.buttons == ()
@@ -158,8 +184,7 @@ async def test_approve_without_id_resolves_the_oldest_pending_of_own_session(
     running: GatewayFactory,
 ) -> None:
     async with running(DANGER, Step("done")) as gw:
-        await gw.say(ALICE, "clean up")
-        await gw.card()
+        await card_for(gw, "clean up")
         await gw.say(ALICE, "/approve")
         await gw.idle()
         assert "✅ Approved." in gw.adapter.texts() and gw.ran == ["danger rm -rf build"]
@@ -167,9 +192,7 @@ async def test_approve_without_id_resolves_the_oldest_pending_of_own_session(
 
 async def test_deny_with_id_and_reason_reaches_the_model(running: GatewayFactory) -> None:
     async with running(DANGER, Step("understood")) as gw:
-        await gw.say(ALICE, "clean up")
-        card = await gw.card()
-        (request,) = gw.service.approvals.pending()
+        card, request = await ask(gw, "clean up")
         await gw.say(ALICE, f"/deny {request.id[:8]} not on Fridays")
         await gw.idle()
         assert "❌ Denied." in gw.adapter.texts() and gw.ran == []
@@ -182,8 +205,7 @@ async def test_approve_with_a_stale_id_never_approves_a_newer_request(
     running: GatewayFactory,
 ) -> None:
     async with running(DANGER, Step("done")) as gw:
-        await gw.say(ALICE, "clean up")
-        await gw.card()
+        await card_for(gw, "clean up")
         await gw.say(ALICE, "/approve zzzzzzzz")
         assert "No such pending request." in gw.adapter.texts()
         assert len(gw.service.approvals.pending()) == 1
@@ -197,11 +219,8 @@ async def test_approve_with_nothing_pending(running: GatewayFactory) -> None:
 
 
 async def test_choice_buttons_answer_clarify(running: GatewayFactory) -> None:
-    ask = Step(None, tools=(("clarify", {"question": "Colour?", "choices": ["red", "green"]}),))
-    async with running(ask, Step("green it is")) as gw:
-        await gw.say(ALICE, "paint")
-        card = await gw.card()
-        (request,) = gw.service.approvals.pending()
+    async with running(clarify("Colour?", ["red", "green"]), Step("green it is")) as gw:
+        card, request = await ask(gw, "paint")
         assert [b.label for row in card.buttons for b in row] == ["red", "green"]
         assert payloads(card) == [f"ch:{request.id}:0", f"ch:{request.id}:1"]
         await gw.press(ALICE, payloads(card)[1], card)
@@ -214,8 +233,7 @@ async def test_steer_during_a_tool_reaches_the_next_model_request(
     running: GatewayFactory,
 ) -> None:
     async with running(SLOW, Step("steered")) as gw:
-        await gw.say(ALICE, "long job")
-        await asyncio.wait_for(gw.tool_started.wait(), 5)
+        await in_a_tool(gw)
         await gw.say(ALICE, "/steer use python")
         assert gw.adapter.texts() == ["⏩ Steer queued — lands after the current tool."]
         gw.gate.set()
@@ -236,8 +254,7 @@ async def test_steer_without_a_running_turn_becomes_an_ordinary_message(
 
 async def test_redirect_during_a_turn_is_acknowledged(running: GatewayFactory) -> None:
     async with running(SLOW, Step("redirected")) as gw:
-        await gw.say(ALICE, "long job")
-        await asyncio.wait_for(gw.tool_started.wait(), 5)
+        await in_a_tool(gw)
         await gw.say(ALICE, "/redirect only the docs folder")
         assert gw.adapter.texts()[0].startswith("↪️ Redirect queued")
         gw.gate.set()
@@ -250,7 +267,7 @@ async def test_new_ends_the_session_so_the_next_message_starts_fresh(
     running: GatewayFactory,
 ) -> None:
     async with running(Step("first answer"), Step("second answer")) as gw:
-        await gw.say(ALICE, "remember the number 42")
+        await gw.say(ALICE, "remember the number 98765")
         await gw.idle()
         before = await gw.store.get_active_session("fake:dm:100")
         await gw.say(ALICE, "/new")
@@ -260,14 +277,13 @@ async def test_new_ends_the_session_so_the_next_message_starts_fresh(
         after = await gw.store.get_active_session("fake:dm:100")
         assert before is not None and after is not None and before.id != after.id
         history = " ".join(m.text() for m in gw.model.requests[-1].messages)
-        assert "42" not in history
+        assert "98765" not in history
 
 
 async def test_status_reports_work_queue_and_waiting_approval(running: GatewayFactory) -> None:
     async with running(DANGER, Step("x"), Step("y")) as gw:
         await gw.say(BOB, "/status")
-        await gw.say(ALICE, "clean up")
-        await gw.card()
+        await card_for(gw, "clean up")
         await gw.say(ALICE, "and then this")
         await gw.say(ALICE, "/status")
         (request,) = gw.service.approvals.pending()
@@ -321,8 +337,7 @@ async def test_start_closes_approvals_a_crashed_run_left_pending(
 async def test_deny_with_a_stale_short_or_full_id_says_already_decided_not_a_newer_one(
     running: GatewayFactory,
 ) -> None:
-    second = Step(None, tools=(("danger", {"command": "rm -rf dist"}),))
-    async with running(DANGER, second, Step("done")) as gw:
+    async with running(DANGER, DANGER_DIST, Step("done")) as gw:
         await gw.say(ALICE, "clean up")
         old = await gw.card(0)
         (first,) = gw.service.approvals.pending()
@@ -371,8 +386,7 @@ async def test_deny_with_a_short_reason_denies_the_own_pending_request(
     running: GatewayFactory,
 ) -> None:
     async with running(DANGER, Step("ok")) as gw:
-        await gw.say(ALICE, "clean up")
-        await gw.card()
+        await card_for(gw, "clean up")
         await gw.say(ALICE, "/deny not now")
         await gw.idle()
         assert "❌ Denied." in gw.adapter.texts() and gw.ran == []
@@ -384,11 +398,8 @@ async def test_deny_with_a_short_reason_denies_the_own_pending_request(
 async def test_a_stranger_pressing_a_missing_choice_is_refused_before_any_check(
     running: GatewayFactory,
 ) -> None:
-    ask = Step(None, tools=(("clarify", {"question": "Colour?", "choices": ["red", "green"]}),))
-    async with running(ask, Step("ok")) as gw:
-        await gw.say(ALICE, "paint")
-        card = await gw.card()
-        (request,) = gw.service.approvals.pending()
+    async with running(clarify("Colour?", ["red", "green"]), Step("ok")) as gw:
+        card, request = await ask(gw, "paint")
         refused = await gw.press(BOB, f"ch:{request.id}:99", card)
         assert refused.text.startswith("Sorry — only the person who asked")
         invalid = await gw.press(ALICE, f"ch:{request.id}:99", card)
@@ -399,9 +410,7 @@ async def test_an_id_prefix_never_reveals_another_sessions_request(
     running: GatewayFactory,
 ) -> None:
     async with running(DANGER, Step("done")) as gw:
-        await gw.say(ALICE, "clean up")
-        await gw.card()
-        (request,) = gw.service.approvals.pending()
+        _, request = await ask(gw, "clean up")
         await gw.say(BOB, f"/approve {request.id[:6]}", chat_id="200")
         await gw.say(BOB, f"/deny {request.id[:8]}", chat_id="200")
         assert gw.adapter.texts()[-2:] == ["No such pending request."] * 2
@@ -416,9 +425,7 @@ async def test_the_same_user_id_on_another_platform_can_neither_approve_nor_ask(
 ) -> None:
     other = FakeAdapter(platform="other")
     async with running(DANGER, Step("done"), elsewhere=other) as gw:
-        await gw.say(ALICE, "clean up")
-        card = await gw.card()
-        (request,) = gw.service.approvals.pending()
+        card, request = await ask(gw, "clean up")
         for who in (CAROL, ALICE):  # fake's approver, and the requester, by bare id
             press = event(who, button=f"ap:{request.id}:a", on=card.message, platform="other")
             await gw.service.router(press)
@@ -436,10 +443,8 @@ async def test_clarify_cards_redact_the_question_choices_and_answer(
     secret = "sk-abcdefghijklmnopqrstuvwx1234"
     question = f"Which key, {secret} or the other?"
     choices = [f"use {secret}", "password=hunter2"]
-    ask = Step(None, tools=(("clarify", {"question": question, "choices": choices}),))
-    async with running(ask, Step("ok")) as gw:
-        await gw.say(ALICE, "set up")
-        card = await gw.card()
+    async with running(clarify(question, choices), Step("ok")) as gw:
+        card = await card_for(gw, "set up")
         labels = [b.label for row in card.buttons for b in row]
         await gw.press(ALICE, payloads(card)[0], card)
         settled = await gw.settled(card)
