@@ -24,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from functools import partial
 from types import TracebackType
 
 from adapters.base import Adapter, AdapterError, BadMarkup, ChatRef, RateLimited, SentMessage
-from gateway.rate_limits import MAX_RETRY_AFTER, Sleep
+from gateway.rate_limits import MAX_RETRY_AFTER, Sleep, with_rate_limits
 from gateway.render import renderer_for
 
 logger = logging.getLogger(__name__)
@@ -92,18 +93,15 @@ class Delivery:
         self, adapter: Adapter, chat: ChatRef, text: str, *, markup: bool
     ) -> SentMessage | None:
         """Like :meth:`send`, but lets ``BadMarkup`` through for the plain fallback."""
-        for _ in range(self._attempts):
-            try:
-                return await adapter.send(chat, text, markup=markup)
-            except RateLimited as exc:
-                if exc.retry_after > MAX_RETRY_AFTER:
-                    return _lost(chat, text, f"rate limited for {exc.retry_after:.0f}s")
-                await self._sleep(exc.retry_after)
-            except BadMarkup:
-                raise
-            except AdapterError as exc:
-                return _lost(chat, text, exc)
-        return _lost(chat, text, f"still rate limited after {self._attempts} attempts")
+        try:
+            return await with_rate_limits(
+                partial(adapter.send, chat, text, markup=markup),
+                attempts=self._attempts, sleep=self._sleep, chat=chat, what="message",
+            )  # fmt: skip
+        except BadMarkup:
+            raise
+        except AdapterError as exc:  # RateLimited past the bounds included
+            return _lost(chat, text, exc)
 
 
 def _capped(chunks: list[str]) -> tuple[list[str], list[str]]:
