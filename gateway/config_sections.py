@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from core.agent.profile import BusyPolicy
 from gateway.config_reader import Table, got, show
@@ -227,6 +228,26 @@ def read_web(table: Table) -> WebSection:
 
 
 # platforms -------------------------------------------------------------------
+class ChatRules(TypedDict):
+    """The keys every chat platform section shares (who may talk, where, and approve)."""
+
+    group_sessions: GroupSessions
+    require_mention: bool
+    allow_bots: bool
+    allowed_users: frozenset[str]
+    approvers: frozenset[str]
+
+
+def read_chat_rules(table: Table) -> ChatRules:
+    return ChatRules(
+        group_sessions=table.choice("group_sessions", GROUP_SESSIONS, "per_user"),
+        require_mention=table.boolean("require_mention", True),
+        allow_bots=table.boolean("allow_bots", False),
+        allowed_users=table.ids("allowed_users"),
+        approvers=read_approvers(table),
+    )
+
+
 def read_telegram(table: Table, ctx: Context, enabled: bool) -> TelegramSection:
     token = read_secret(table, "token", ctx, "COMMONOS_TELEGRAM_TOKEN")
     mode = table.choice("mode", TELEGRAM_MODES, "polling")
@@ -240,11 +261,7 @@ def read_telegram(table: Table, ctx: Context, enabled: bool) -> TelegramSection:
             table, "webhook_secret", ctx, "COMMONOS_TELEGRAM_WEBHOOK_SECRET"
         ),
         webhook_listen=read_listen(table, "webhook_listen", TELEGRAM.webhook_listen),
-        group_sessions=table.choice("group_sessions", GROUP_SESSIONS, "per_user"),
-        require_mention=table.boolean("require_mention", True),
-        allow_bots=table.boolean("allow_bots", False),
-        allowed_users=table.ids("allowed_users"),
-        approvers=read_approvers(table),
+        **read_chat_rules(table),
     )
     if enabled and mode == "webhook":
         if section.webhook_url is None:
@@ -261,11 +278,7 @@ def read_discord(table: Table, ctx: Context, enabled: bool) -> DiscordSection:
         token=require(table, "token", token, "COMMONOS_DISCORD_TOKEN", "") if enabled else "",
         api_base=read_url(table, "api_base", DISCORD.api_base),
         gateway_url=_ws_url(table, "gateway_url"),
-        group_sessions=table.choice("group_sessions", GROUP_SESSIONS, "per_user"),
-        require_mention=table.boolean("require_mention", True),
-        allow_bots=table.boolean("allow_bots", False),
-        allowed_users=table.ids("allowed_users"),
-        approvers=read_approvers(table),
+        **read_chat_rules(table),
     )
     table.finish()
     return section
@@ -300,11 +313,7 @@ def read_slack(table: Table, ctx: Context, enabled: bool) -> SlackSection:
         api_base_url=read_url(table, "api_base_url", SLACK.api_base_url),
         mode=mode,
         http_listen=read_listen(table, "http_listen", SLACK.http_listen),
-        group_sessions=table.choice("group_sessions", GROUP_SESSIONS, "per_user"),
-        require_mention=table.boolean("require_mention", True),
-        allow_bots=table.boolean("allow_bots", False),
-        allowed_users=table.ids("allowed_users"),
-        approvers=read_approvers(table),
+        **read_chat_rules(table),
     )
     table.finish()
     return section
