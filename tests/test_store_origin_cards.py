@@ -12,7 +12,7 @@ import aiosqlite
 import pytest
 
 from core.store.base import ApprovalCard, ApprovalRecord, SessionRecord, StoreError
-from core.store.migrations import INITIAL_SCHEMA, LATEST_VERSION, apply_migrations
+from core.store.migrations import INITIAL_SCHEMA, LATEST_VERSION, MIGRATIONS, apply_migrations
 from core.store.sqlite import SqliteStore, open_store
 from core.types import ChatMessage
 
@@ -60,8 +60,9 @@ async def test_a_version_1_file_migrates_in_place_and_keeps_its_data(tmp_path: P
     finally:
         await store.close()
 
-    assert LATEST_VERSION == 2
-    assert query(path, "SELECT version FROM schema_version ORDER BY version") == [(1,), (2,)]
+    every = [(migration.version,) for migration in MIGRATIONS]
+    assert LATEST_VERSION == every[-1][0] and every[:2] == [(1,), (2,)]
+    assert query(path, "SELECT version FROM schema_version ORDER BY version") == every
     assert (stored.message, stored.origin) == (ChatMessage("user", "kept across the upgrade"), None)
     assert approval is not None and (approval.state, approval.card) == ("pending", None)
     assert session is not None and session.id == "s1"

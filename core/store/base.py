@@ -24,6 +24,25 @@ from core.types import ApprovalState, ChatMessage, Content, ExitReason, TurnStat
 
 InboundState = Literal["pending", "processing", "done", "failed"]
 
+ToolCallStatus = Literal[
+    "requested",
+    "awaiting_approval",
+    "started",
+    "finished",
+    "blocked",
+    "denied",
+    "timed_out",
+    "cancelled",
+]
+"""How far a tool call got: ``requested`` (recorded, deciding), ``awaiting_approval``
+(a person was asked), ``started`` (its handler runs), then how it ended: ``finished`` (ran
+to a result, possibly an error), ``blocked`` (a policy refused it), ``denied`` or
+``timed_out`` (its approval), ``cancelled`` (the turn stopped). A row of a dead turn left
+``requested`` or ``awaiting_approval`` never ran; one left ``started`` has an unknown
+outcome."""
+
+OPEN_TOOL_CALL_STATES: tuple[ToolCallStatus, ...] = ("requested", "awaiting_approval", "started")
+
 
 class StoreError(Exception):
     """The store cannot be opened or used (not SQLite, newer schema, corrupt)."""
@@ -78,9 +97,11 @@ class ToolCallRecord:
     result: str
     is_error: bool
     started_at: float
-    finished_at: float
+    finished_at: float | None
+    """None while the call is still open (``status`` is one of the open states)."""
     approval_id: str | None = None
     approval_outcome: ApprovalState | None = None
+    status: ToolCallStatus = "finished"
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +217,25 @@ class Store(Protocol):
         ...
 
     # tool calls and approvals -----------------------------------------------
-    async def record_tool_call(self, record: ToolCallRecord) -> None: ...
+    async def record_tool_call(self, record: ToolCallRecord) -> None:
+        """Store a call that has already ended, in one write."""
+        ...
+
+    async def open_tool_call(self, record: ToolCallRecord) -> int:
+        """Store a call as it begins (``record.status``, usually ``requested``); returns the
+        row's sequence number for :meth:`set_tool_call_status` and :meth:`finish_tool_call`."""
+        ...
+
+    async def set_tool_call_status(
+        self, seq: int, status: ToolCallStatus, *, approval_id: str | None = None
+    ) -> None:
+        """Move an open call on (e.g. to ``awaiting_approval``, ``started``)."""
+        ...
+
+    async def finish_tool_call(self, seq: int, record: ToolCallRecord) -> None:
+        """Write an open call's end: arguments, result, error flag, finish time, approval and
+        final status from ``record`` (its ids and start time are kept as opened)."""
+        ...
 
     async def list_tool_calls(self, turn_id: str) -> list[ToolCallRecord]: ...
 

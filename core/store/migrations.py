@@ -139,7 +139,44 @@ MESSAGE_ORIGIN_AND_CARDS = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (INITIAL_SCHEMA, MESSAGE_ORIGIN_AND_CARDS)
+TOOL_CALL_STATUS = Migration(
+    version=4,
+    name="tool call status",
+    statements=(
+        # A call is recorded when it is asked for and its status follows it (requested ->
+        # awaiting_approval -> started -> finished | blocked | denied | timed_out |
+        # cancelled), so after a crash the record says how far it got. An open row has no
+        # result and no finish time yet: the table is rebuilt with both optional. Rows
+        # written before were all written when their call had ended: ``finished``.
+        """CREATE TABLE tool_calls_v4 (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            call_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL REFERENCES turns (id),
+            session_id TEXT NOT NULL REFERENCES sessions (id),
+            name TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            result TEXT NOT NULL DEFAULT '',
+            is_error INTEGER NOT NULL DEFAULT 0,
+            started_at REAL NOT NULL,
+            finished_at REAL,
+            approval_id TEXT,
+            approval_outcome TEXT,
+            status TEXT NOT NULL DEFAULT 'finished'
+        )""",
+        """INSERT INTO tool_calls_v4 (seq, call_id, turn_id, session_id, name, arguments,
+            result, is_error, started_at, finished_at, approval_id, approval_outcome, status)
+            SELECT seq, call_id, turn_id, session_id, name, arguments, result, is_error,
+            started_at, finished_at, approval_id, approval_outcome, 'finished'
+            FROM tool_calls""",
+        "DROP TABLE tool_calls",
+        "ALTER TABLE tool_calls_v4 RENAME TO tool_calls",
+        "CREATE INDEX tool_calls_by_turn ON tool_calls (turn_id, seq)",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = tuple(
+    sorted((INITIAL_SCHEMA, MESSAGE_ORIGIN_AND_CARDS, TOOL_CALL_STATUS), key=lambda m: m.version)
+)
 LATEST_VERSION = MIGRATIONS[-1].version
 
 _CREATE_VERSION_TABLE = """CREATE TABLE IF NOT EXISTS schema_version (

@@ -24,6 +24,7 @@ from core.store.base import (
     SessionRecord,
     StoredMessage,
     ToolCallRecord,
+    ToolCallStatus,
     TurnRecord,
 )
 from core.text import valid_text
@@ -133,7 +134,31 @@ TOOL_CALL_COLUMNS = (
     "finished_at",
     "approval_id",
     "approval_outcome",
+    "status",
 )
+
+TOOL_CALL_END_COLUMNS = (
+    "arguments",
+    "result",
+    "is_error",
+    "finished_at",
+    "approval_id",
+    "approval_outcome",
+    "status",
+)
+"""What :meth:`SqliteStore.finish_tool_call` writes when an open call ends."""
+
+
+def tool_call_end_params(record: ToolCallRecord) -> tuple[object, ...]:
+    return (
+        record.arguments,
+        record.result,
+        int(record.is_error),
+        record.finished_at,
+        record.approval_id,
+        record.approval_outcome,
+        record.status,
+    )
 
 
 def tool_call_params(record: ToolCallRecord) -> tuple[object, ...]:
@@ -149,6 +174,7 @@ def tool_call_params(record: ToolCallRecord) -> tuple[object, ...]:
         record.finished_at,
         record.approval_id,
         record.approval_outcome,
+        record.status,
     )
 
 
@@ -165,6 +191,7 @@ def tool_call_from_row(row: sqlite3.Row) -> ToolCallRecord:
         finished_at=row["finished_at"],
         approval_id=row["approval_id"],
         approval_outcome=cast("ApprovalState | None", row["approval_outcome"]),
+        status=cast(ToolCallStatus, row["status"]),
     )
 
 

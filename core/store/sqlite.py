@@ -52,6 +52,7 @@ from core.store.base import (
     StoredMessage,
     StoreError,
     ToolCallRecord,
+    ToolCallStatus,
     TurnRecord,
 )
 from core.store.migrations import apply_migrations, read_version, refuse_newer
@@ -226,6 +227,26 @@ class SqliteStore:
     async def record_tool_call(self, record: ToolCallRecord) -> None:
         doing = f"record tool call {record.call_id!r} of turn {record.turn_id!r}"
         await self._write(_INSERT_TOOL_CALL, rows.tool_call_params(record), doing)
+
+    async def open_tool_call(self, record: ToolCallRecord) -> int:
+        doing = f"open tool call {record.call_id!r} of turn {record.turn_id!r}"
+        written = await self._write(_INSERT_TOOL_CALL, rows.tool_call_params(record), doing)
+        assert written.lastrowid is not None  # an INSERT into a rowid table always sets it
+        return written.lastrowid
+
+    async def set_tool_call_status(
+        self, seq: int, status: ToolCallStatus, *, approval_id: str | None = None
+    ) -> None:
+        sql = (
+            "UPDATE tool_calls SET status = ?, approval_id = COALESCE(?, approval_id) WHERE seq = ?"
+        )
+        await self._update_one(sql, (status, approval_id, seq), f"tool call #{seq}")
+
+    async def finish_tool_call(self, seq: int, record: ToolCallRecord) -> None:
+        assignments = ", ".join(f"{column} = ?" for column in rows.TOOL_CALL_END_COLUMNS)
+        sql = f"UPDATE tool_calls SET {assignments} WHERE seq = ?"
+        params = (*rows.tool_call_end_params(record), seq)
+        await self._update_one(sql, params, f"tool call #{seq}")
 
     async def list_tool_calls(self, turn_id: str) -> list[ToolCallRecord]:
         found = await self._read(
