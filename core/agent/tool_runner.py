@@ -17,7 +17,13 @@ asked for them. For each call:
 4. run the handler under the turn's token; an exception becomes an error result;
 5. fire ``post_tool_call`` — for blocked, failed and cancelled calls too;
 6. ``transform_tool_result`` may replace the text;
-7. store the call (``Store.record_tool_call``) with its approval id and outcome.
+7. store the call's end (``Store.finish_tool_call``) with its approval id and outcome.
+
+The call's record follows it as it goes, so after a crash it says how far the call got:
+opened ``requested`` before anything is decided (``Store.open_tool_call``), then
+``awaiting_approval`` while a person is asked, ``started`` just before the handler runs, and
+at the end ``finished``, ``blocked``, ``denied``, ``timed_out`` or ``cancelled``. A call whose
+task is cancelled (shutdown) keeps the state it had reached.
 
 Every hook call runs under the turn's token (``token.guard``): ``/stop`` aborts a hook
 that hangs. After a call was cancelled, ``post_tool_call`` and ``transform_tool_result``
@@ -43,7 +49,7 @@ from core.approver import ApprovalGate, Decision
 from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry
 from core.hooks.results import AskUser, Block, Modify
-from core.store.base import Store, ToolCallRecord
+from core.store.base import Store, ToolCallRecord, ToolCallStatus
 from core.tools.base import AskChoice, Choice, RunChild, Tool, ToolContext, ToolRegistry
 from core.tools.clarify import ChoiceNotMade
 from core.types import ApprovalState, ToolCall
@@ -98,6 +104,9 @@ class ToolEnvironment:
 class ToolRunner:
     def __init__(self, env: ToolEnvironment) -> None:
         self._env = env
+        self._rows: dict[int, int] = {}
+        """Store row (``seq``) of each call in flight, by the identity of its ``ToolCall``
+        (call ids from the model are not guaranteed unique within a batch)."""
 
     async def run_batch(self, calls: tuple[ToolCall, ...]) -> list[CallOutcome]:
         if any(self._interactive(c) for c in calls):
@@ -112,13 +121,27 @@ class ToolRunner:
 
     async def run_one(self, call: ToolCall) -> CallOutcome:
         started = self._env.clock()
+        self._rows[id(call)] = await self._env.store.open_tool_call(
+            self._record_of(call, None, "", started, None)
+        )
         try:
-            attempt = await self._attempt(call)
-        except Cancelled:
-            attempt = _Attempt(CANCELLED_RESULT, is_error=True, cancelled=True)
-        text = await self._after_call(call, attempt)
-        await self._record(call, attempt, text, started)
+            try:
+                attempt = await self._attempt(call)
+            except Cancelled:
+                attempt = _Attempt(CANCELLED_RESULT, is_error=True, cancelled=True)
+            text = await self._after_call(call, attempt)
+            await self._record(call, attempt, text, started)
+        finally:
+            self._rows.pop(id(call), None)
         return CallOutcome(call, text, attempt.is_error, attempt.cancelled)
+
+    async def _advance(
+        self, call: ToolCall, status: ToolCallStatus, approval_id: str | None = None
+    ) -> None:
+        """Move the call's record on before the step begins (a crash then tells)."""
+        seq = self._rows.get(id(call))
+        if seq is not None:
+            await self._env.store.set_tool_call_status(seq, status, approval_id=approval_id)
 
     async def _after_call(self, call: ToolCall, attempt: _Attempt) -> str:
         """``post_tool_call`` then ``transform_tool_result``; the text the model gets."""
@@ -204,6 +227,7 @@ class ToolRunner:
 
     async def _ask(self, call: ToolCall, arguments: dict[str, Any], prompt: str) -> Decision:
         scope = self._env.scope
+        await self._advance(call, "awaiting_approval")
         return await self._env.approvals.ask(
             kind="approval",
             session_key=scope.session_key,
@@ -219,6 +243,7 @@ class ToolRunner:
 
     async def _invoke(self, tool: Tool, call: ToolCall, arguments: dict[str, Any]) -> _Attempt:
         context = self._context(call, arguments)
+        await self._advance(call, "started")
         try:
             result = await self._env.token.guard(tool.handler(arguments, context))
         except Cancelled:
@@ -280,23 +305,50 @@ class ToolRunner:
         )
 
     async def _record(self, call: ToolCall, attempt: _Attempt, text: str, started: float) -> None:
+        """Write the call's end onto its open row (or the whole call, if it has none)."""
+        record = self._record_of(call, attempt, text, started, self._env.clock())
+        seq = self._rows.get(id(call))
+        if seq is None:
+            await self._env.store.record_tool_call(record)
+        else:
+            await self._env.store.finish_tool_call(seq, record)
+
+    def _record_of(
+        self,
+        call: ToolCall,
+        attempt: _Attempt | None,
+        text: str,
+        started: float,
+        finished: float | None,
+    ) -> ToolCallRecord:
+        """The call's record: opened (``attempt`` None, ``requested``) or ended."""
         scope = self._env.scope
-        arguments = json.dumps(attempt.arguments) if attempt.arguments is not None else None
-        await self._env.store.record_tool_call(
-            ToolCallRecord(
-                call_id=call.id,
-                turn_id=scope.turn_id,
-                session_id=scope.session_id,
-                name=call.name,
-                arguments=arguments if arguments is not None else call.arguments,
-                result=text,
-                is_error=attempt.is_error,
-                started_at=started,
-                finished_at=self._env.clock(),
-                approval_id=attempt.approval_id,
-                approval_outcome=attempt.approval,
-            )
+        parsed = attempt.arguments if attempt is not None else None
+        return ToolCallRecord(
+            call_id=call.id,
+            turn_id=scope.turn_id,
+            session_id=scope.session_id,
+            name=call.name,
+            arguments=json.dumps(parsed) if parsed is not None else call.arguments,
+            result=text,
+            is_error=attempt.is_error if attempt is not None else False,
+            started_at=started,
+            finished_at=finished,
+            approval_id=attempt.approval_id if attempt is not None else None,
+            approval_outcome=attempt.approval if attempt is not None else None,
+            status=end_status(attempt) if attempt is not None else "requested",
         )
+
+
+def end_status(attempt: _Attempt) -> ToolCallStatus:
+    """How a call that came back ended, for its record."""
+    if attempt.approval in ("denied", "timed_out"):
+        return attempt.approval
+    if attempt.cancelled:
+        return "cancelled"
+    if attempt.blocked:
+        return "blocked"
+    return "finished"
 
 
 def _invalid_decision(call: ToolCall, decision: object, arguments: dict[str, Any]) -> _Attempt:
