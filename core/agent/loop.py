@@ -5,8 +5,12 @@
 2. **History** — the open session (created if none), its active messages oldest first;
    the turn is started and the user message stored before the first model call. A
    replayed update (``UserMessage.origin`` already stored in the session, e.g. after a
-   restart cut its turn short) reuses that stored message instead: the turn goes on after
-   it, so the model sees it once (``Store.find_message_by_origin``).
+   restart cut its turn short) reuses that stored message instead
+   (``Store.find_message_by_origin``, :mod:`core.agent.replay`): when its turn's answer is
+   stored, that answer is the result — no turn is started and the model is not called;
+   otherwise the turn resumes on that message, seeing the history up to it and what its own
+   turn did, never later turns. Tool calls a crash left without a result get a placeholder
+   saying what their record knows (:func:`core.agent.transcript.load_call_records`).
 3. **System prompt** — stable + context (restored or rebuilt, :mod:`core.agent.prompt`)
    + volatile (the clock's current time).
 4. **Session hooks** — ``on_session_start`` for a new session; ``pre_llm_call`` once per
@@ -53,11 +57,12 @@ from core.agent.external import ExternalRuntime
 from core.agent.model_call import ModelCaller
 from core.agent.profile import AgentProfile
 from core.agent.prompt import Runtime, SoulFile, restore_or_build_prefix, system_prompt
+from core.agent.replay import redelivery, stored_answer
 from core.agent.scope import TurnScope
 from core.agent.session_lock import SessionLocks
 from core.agent.steer import record_redirects, watch_redirects
 from core.agent.tool_runner import ToolEnvironment, ToolRunner
-from core.agent.transcript import Transcript
+from core.agent.transcript import Transcript, load_call_records
 from core.agent.turn import StepCallback, TurnResult, UserMessage
 from core.agent.turn_run import TurnEnd, TurnParts, TurnRun, stop_end
 from core.approver import ApprovalGate
@@ -65,7 +70,7 @@ from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
-from core.store.base import SessionRecord, Store, StoreError
+from core.store.base import SessionRecord, Store, StoredMessage, StoreError
 from core.tools.base import RunChild, ToolRegistry
 from core.types import ChatMessage
 
@@ -92,6 +97,8 @@ class _OpenTurn:
     session: SessionRecord
     is_new: bool
     gate: LoopGate | None = None
+    replayed: StoredMessage | None = None
+    """The stored user message of a replayed update, when the turn resumes on it."""
 
 
 class CommonAgent:
@@ -136,21 +143,53 @@ class CommonAgent:
             except Exception as error:
                 logger.exception("turn of %s could not start", session_key)
                 return TurnResult("", "", "failed", "crashed", CRASH_REPLY, 0, str(error))
+            if isinstance(turn, TurnResult):
+                return turn  # a replayed update whose answer is stored: no new turn
             return await self._drive(turn, step_callback)
 
     # step 2 ---------------------------------------------------------------------------
     async def _open(
         self, key: str, message: UserMessage, control: TurnControl, budget: IterationBudget
-    ) -> _OpenTurn:
-        """Session, history and a started turn; from here on every failure is recorded."""
+    ) -> _OpenTurn | TurnResult:
+        """Session, history and a started turn; from here on every failure is recorded.
+
+        A replayed update whose answer is stored gets that answer back instead (a
+        :class:`TurnResult`, no turn started)."""
         session, is_new = await self._session(key)
         history = await self.store.load_active_messages(session.id)
+        replayed = await self._replayed(session.id, message.origin, history)
+        if replayed is not None:
+            answer = stored_answer(history, replayed.id)
+            if answer is not None:
+                logger.info(
+                    "replaying update %s: its answer is stored (turn %s); delivered again,"
+                    " no model call",
+                    message.origin,
+                    answer.turn_id,
+                )
+                return await redelivery(self.store, answer)
+        calls = await load_call_records(self.store, history)
         scope = TurnScope(key, session.id, uuid.uuid4().hex, message.sender_id)
         await self._start_turn(scope)
         control.turn_id = scope.turn_id
-        transcript = Transcript("", history)
+        transcript = Transcript("", history, calls)
         is_new = is_new or not history
-        return _OpenTurn(scope, transcript, control, budget, message, session, is_new)
+        opened = _OpenTurn(scope, transcript, control, budget, message, session, is_new)
+        opened.replayed = replayed
+        return opened
+
+    async def _replayed(
+        self, session_id: str, origin: str | None, history: list[StoredMessage]
+    ) -> StoredMessage | None:
+        """The active stored user message of a replayed update (same origin), if any."""
+        if origin is None:
+            return None
+        stored = await self.store.find_message_by_origin(session_id, origin)
+        if stored is None or stored.message.role != "user":
+            return None
+        if all(m.id != stored.id for m in history):
+            return None  # compacted away since: stored afresh
+        return stored
 
     async def _start_turn(self, scope: TurnScope) -> None:
         """Start the turn's record; cancelled meanwhile, a written record ends interrupted."""
@@ -187,16 +226,14 @@ class CommonAgent:
 
     async def _resume_replayed(self, turn: _OpenTurn) -> bool:
         """A replayed update (same origin) reuses the user message stored the first time:
-        the model sees it once, and a redirect still updates that stored message."""
-        origin, session_id = turn.message.origin, turn.scope.session_id
-        if origin is None:
+        the model sees it once, with the history up to it (never later turns), and a
+        redirect still updates that stored message."""
+        stored = turn.replayed
+        if stored is None or turn.transcript.resume_at(stored.id) is None:
             return False
-        stored = await self.store.find_message_by_origin(session_id, origin)
-        if stored is None or stored.message.role != "user":
-            return False
-        if turn.transcript.resume_at(stored.id) is None:
-            return False  # compacted away since: store it afresh
-        logger.info("replaying update %s: reusing stored message %d", origin, stored.id)
+        logger.info(
+            "replaying update %s: reusing stored message %d", turn.message.origin, stored.id
+        )
         return True
 
     async def _session(self, key: str) -> tuple[SessionRecord, bool]:

@@ -9,27 +9,48 @@ message, then everything the turn adds. It renders the request for the model:
 
 History from a process that died mid-tools may hold an assistant tool call without its
 result; providers reject such a request, so :func:`heal` adds a placeholder result (for the
-model only, never stored) instead of losing the session.
+model only, never stored) instead of losing the session. The placeholder tells what the
+call's record (:func:`load_call_records`) knows: it never started, it waited for an
+approval that never came, it was started and its outcome is unknown (check before running
+it again — never repeat a side-effecting call blindly), or it ended and here is its
+recorded result.
+
+A replayed update resumes on its own stored user message (:meth:`Transcript.resume_at`):
+the turn sees the history up to that message and what its own turn already did, never the
+turns that came after it (those stay in the store).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from core.store.base import StoredMessage
-from core.types import ChatMessage
+from core.store.base import Store, StoredMessage, ToolCallRecord
+from core.types import ChatMessage, ToolCall
+
+CallRecords = Mapping[tuple[str, str], ToolCallRecord]
+"""Tool-call records by ``(turn id, call id)``."""
 
 
 @dataclass(slots=True)
 class Entry:
     message: ChatMessage
     stored_id: int | None
+    turn_id: str | None = None
 
 
 class Transcript:
-    def __init__(self, system_prompt: str, history: list[StoredMessage]) -> None:
+    def __init__(
+        self,
+        system_prompt: str,
+        history: list[StoredMessage],
+        calls: CallRecords | None = None,
+    ) -> None:
+        """``calls``: the records of the history's unanswered tool calls, for the
+        placeholders (:func:`load_call_records`); a call without one never started."""
         self.system_prompt = system_prompt
-        self.entries = heal([Entry(m.message, m.id) for m in history])
+        entries = [Entry(m.message, m.id, m.turn_id) for m in history]
+        self.entries = heal(entries, calls or {})
         self.turn_start = len(self.entries)
         self.model_context = ""
         """``pre_llm_call`` context, sent in front of the user message, never stored."""
@@ -41,9 +62,12 @@ class Transcript:
 
     def resume_at(self, stored_id: int) -> Entry | None:
         """Make the history's message ``stored_id`` this turn's user message (a replayed
-        update): the turn continues after it. None when the history does not hold it."""
+        update): the turn continues after what its own turn already did, and every later
+        turn leaves this transcript (not the store). None when the history does not hold it.
+        """
         for index, entry in enumerate(self.entries):
             if entry.stored_id == stored_id:
+                del self.entries[turn_end(self.entries, index) :]
                 self.turn_start = index
                 return entry
         return None
@@ -73,28 +97,86 @@ class Transcript:
         return [system, *messages]
 
 
-UNANSWERED_RESULT = "No result: the turn ended before this tool finished."
+def turn_end(entries: Sequence[Entry], index: int) -> int:
+    """Where the turn whose user message is ``entries[index]`` ends: at the next stored user
+    message (the next turn), else at the end."""
+    for later in range(index + 1, len(entries)):
+        entry = entries[later]
+        if entry.message.role == "user" and entry.stored_id is not None:
+            return later
+    return len(entries)
 
 
-def heal(entries: list[Entry]) -> list[Entry]:
+NEVER_STARTED = (
+    "No result: the gateway restarted before this call started. It did not run and had no "
+    "effect; call it again if it is still needed."
+)
+NEVER_APPROVED = (
+    "No result: this call was waiting for approval when the gateway restarted. It was never "
+    "approved and did not run; call it again if it is still needed (approval is asked again)."
+)
+OUTCOME_UNKNOWN = (
+    "No result: this call was started, but the gateway restarted before it finished, so its "
+    "outcome is unknown. Check what it did before running it again; do not repeat a "
+    "side-effecting call blindly."
+)
+_ENDED = {
+    "finished": "it finished",
+    "blocked": "it was blocked by a policy and did not run",
+    "denied": "it was denied and did not run",
+    "timed_out": "its approval timed out and it did not run",
+    "cancelled": "it was stopped before it finished; check what it did before running it again",
+}
+
+
+def restart_result(record: ToolCallRecord | None) -> str:
+    """What the model is told about a tool call left without a result by a restart."""
+    if record is None or record.status == "requested":
+        return NEVER_STARTED
+    if record.status == "awaiting_approval":
+        return NEVER_APPROVED
+    if record.status == "started":
+        return OUTCOME_UNKNOWN
+    how = _ENDED[record.status]
+    if record.status == "cancelled" and record.approval_outcome == "cancelled":
+        how = "its approval was cancelled and it did not run"
+    return f"Recorded before the gateway restarted: {how}. Its result:\n{record.result}"
+
+
+def heal(entries: list[Entry], calls: CallRecords | None = None) -> list[Entry]:
     """Give every tool call of the history a result (placeholders are not stored)."""
+    known = calls or {}
     healed: list[Entry] = []
     for index, entry in enumerate(entries):
         healed.append(entry)
-        answered = _answered_after(entries, index)
-        for call in entry.message.tool_calls:
-            if call.id not in answered:
-                placeholder = ChatMessage(
-                    role="tool", content=UNANSWERED_RESULT, tool_call_id=call.id, name=call.name
-                )
-                healed.append(Entry(placeholder, None))
+        for call in _unanswered(entries, index):
+            text = restart_result(known.get((entry.turn_id or "", call.id)))
+            placeholder = ChatMessage(
+                role="tool", content=text, tool_call_id=call.id, name=call.name
+            )
+            healed.append(Entry(placeholder, None, entry.turn_id))
     return healed
 
 
-def _answered_after(entries: list[Entry], index: int) -> set[str]:
+def _unanswered(entries: Sequence[Entry], index: int) -> list[ToolCall]:
     answered: set[str] = set()
     for entry in entries[index + 1 :]:
         if entry.message.role != "tool":
             break
         answered.add(entry.message.tool_call_id or "")
-    return answered
+    return [call for call in entries[index].message.tool_calls if call.id not in answered]
+
+
+async def load_call_records(store: Store, history: Sequence[StoredMessage]) -> CallRecords:
+    """The records of the history's unanswered tool calls (only their turns are read)."""
+    entries = [Entry(m.message, m.id, m.turn_id) for m in history]
+    turns = {
+        entry.turn_id
+        for index, entry in enumerate(entries)
+        if entry.turn_id is not None and _unanswered(entries, index)
+    }
+    found: dict[tuple[str, str], ToolCallRecord] = {}
+    for turn_id in sorted(turns):
+        for record in await store.list_tool_calls(turn_id):
+            found[(turn_id, record.call_id)] = record  # a reused call id: the latest row
+    return found
