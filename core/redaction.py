@@ -17,16 +17,29 @@ still sees *that* a secret was there. It catches:
 - long runs: 32+ hex digits, and 32+ base64/base64url characters that mix upper case,
   lower case and digits (path-like runs with only short pieces between ``/`` are kept).
 
-It is a tripwire for the usual shapes, not a guarantee: a secret with no recognisable
-name or shape passes through. Ordinary prose and shell commands come out unchanged.
+The shapes are a tripwire, not a guarantee: a secret with no recognisable name or shape
+passes through them. So the redactor also knows the *exact values* of the configured
+secrets (bot tokens, API keys, signing secrets — :func:`remember_secrets`, called when the
+gateway loads its config) and masks each wherever it appears: verbatim, base64-encoded
+(standard and URL-safe alphabets, at any byte alignment, so a value inside a larger encoded
+blob is caught too) and URL-encoded (``%3A`` or ``%3a``). Values shorter than
+:data:`MIN_SECRET_LENGTH` are too likely to occur in ordinary text and are ignored.
+Ordinary prose and shell commands come out unchanged.
 """
 
 from __future__ import annotations
 
+import base64
 import re
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
+from urllib.parse import quote, quote_plus
 
 MASK = "[REDACTED]"
+MIN_SECRET_LENGTH = 6
+"""Known secret values shorter than this are not matched (too likely in ordinary text)."""
+MIN_ENCODED_FRAGMENT = 8
+"""Shortest base64 fragment of a known value that is matched on its own."""
 
 _URL_PASSWORD = re.compile(r"(\b[a-zA-Z][\w+.-]*://[^\s/:@]+:)([^\s/@]+)(@)")
 _AUTHORIZATION = re.compile(
@@ -64,8 +77,67 @@ _LONG_BASE64 = re.compile(r"(?<![\w+/=-])[A-Za-z0-9+/_-]{32,}={0,2}(?![\w+/=-])"
 _MIXED_PIECE_LENGTH = 20
 
 
+class KnownSecrets:
+    """Exact secret values and their encoded forms, matched by one compiled pattern."""
+
+    def __init__(self) -> None:
+        self._values: set[str] = set()
+        self._pattern: re.Pattern[str] | None = None
+        self._lock = threading.Lock()
+
+    def add(self, values: Iterable[str]) -> None:
+        with self._lock:
+            fresh = {v for v in values if len(v) >= MIN_SECRET_LENGTH} - self._values
+            if not fresh:
+                return
+            self._values |= fresh
+            forms = {form for value in self._values for form in encoded_forms(value)}
+            alternatives = sorted(forms, key=len, reverse=True)
+            self._pattern = re.compile("|".join(re.escape(f) for f in alternatives))
+
+    def mask(self, text: str, mask: str) -> str:
+        pattern = self._pattern
+        return text if pattern is None else pattern.sub(mask, text)
+
+
+def encoded_forms(value: str) -> set[str]:
+    """``value`` verbatim, URL-encoded, and the parts of its base64 encodings that depend
+    only on its own bytes (at each of the three byte alignments, both alphabets)."""
+    forms = {value, quote(value, safe=""), quote(value), quote_plus(value)}
+    forms |= {_lower_escapes(form) for form in list(forms)}
+    raw = value.encode("utf-8")
+    for offset in range(3):
+        encoded = base64.b64encode(b"\0" * offset + raw).decode("ascii")
+        start = -(-offset * 8 // 6)  # the first character holding none of the padding bytes
+        end = (offset + len(raw)) * 8 // 6  # the last one holding only the value's bits
+        fragment = encoded[start:end]
+        if len(fragment) >= MIN_ENCODED_FRAGMENT:
+            forms |= {fragment, fragment.replace("+", "-").replace("/", "_")}
+    return {form for form in forms if form}
+
+
+def _lower_escapes(text: str) -> str:
+    return re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), text)
+
+
+KNOWN = KnownSecrets()
+"""The process's configured secret values (:func:`remember_secrets` adds to it)."""
+
+
+def remember_secrets(values: Iterable[str]) -> None:
+    """Teach the redactor these exact secret values (and their encoded forms)."""
+    KNOWN.add(values)
+
+
+def redact_known(text: str, mask: str = MASK) -> str:
+    """``text`` with only the known secret values (and their encoded forms) masked: for
+    text already rendered to a markup, where the shape patterns could cut through tags."""
+    return KNOWN.mask(text, mask)
+
+
 def redact(text: str, mask: str = MASK) -> str:
     """``text`` with every secret it recognises replaced by ``mask`` (see the module doc)."""
+    text = KNOWN.mask(text, mask)
     for pattern, replace in _passes(mask):
         text = pattern.sub(replace, text)
     return text
@@ -86,12 +158,25 @@ def _passes(mask: str) -> tuple[tuple[re.Pattern[str], Callable[[re.Match[str]],
     )
 
 
+_MASKS = frozenset({MASK, "***"})
+"""Values that are already masks are left alone, so redacting twice changes nothing."""
+
+
+def _masked_already(match: re.Match[str]) -> bool:
+    return match.group(0)[len(match.group(1)) :].strip("'\"") in _MASKS
+
+
 def _keep_first(mask: str) -> Callable[[re.Match[str]], str]:
-    return lambda m: f"{m.group(1)}{mask}"
+    def replace(match: re.Match[str]) -> str:
+        return match.group(0) if _masked_already(match) else f"{match.group(1)}{mask}"
+
+    return replace
 
 
 def _keep_name(mask: str) -> Callable[[re.Match[str]], str]:
     def replace(match: re.Match[str]) -> str:
+        if _masked_already(match):
+            return match.group(0)
         value = match.group(0)[len(match.group(1)) :]
         quote = value[0] if value[:1] in ("'", '"') else ""
         return f"{match.group(1)}{quote}{mask}{quote}"

@@ -5,14 +5,28 @@ approval cards look a session key up to know where to write. It also remembers w
 approval cards each session was shown, so a stale short id typed later can be told apart
 from one never asked there. Entries are small and keyed by session key, user id and
 approval id, bounded by ``capacity`` (oldest forgotten first).
+
+It is also the one way out: every adapter it hands out is wrapped in
+:class:`RedactedAdapter`, so each text sent or edited into a chat — replies, progress,
+approval cards, notices, button answers and labels — passes :func:`core.redaction.redact`
+(secret shapes and the exact configured secret values) on its way to the platform.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from adapters.base import Adapter, ChatRef, InboundEvent
+from adapters.base import (
+    Adapter,
+    ButtonRows,
+    Capabilities,
+    ChatRef,
+    EventSink,
+    InboundEvent,
+    SentMessage,
+)
 from core.bounded import BoundedMap
+from core.redaction import redact, redact_known
 
 DEFAULT_CAPACITY = 10_000
 
@@ -23,9 +37,64 @@ class Place:
     chat: ChatRef
 
 
+class RedactedAdapter:
+    """An :class:`Adapter` whose outbound texts are redacted before the platform sees them.
+
+    Plain text gets the whole redactor; text already in the platform's markup gets the
+    exact-value pass only (the shape patterns could cut through its tags — the reply was
+    redacted as Markdown before it was rendered, see :mod:`gateway.delivery`)."""
+
+    def __init__(self, inner: Adapter) -> None:
+        self.inner = inner
+        self.platform: str = inner.platform
+        self.capabilities: Capabilities = inner.capabilities
+
+    async def start(self, sink: EventSink) -> None:
+        await self.inner.start(sink)
+
+    async def stop(self) -> None:
+        await self.inner.stop()
+
+    async def send(
+        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> SentMessage:
+        clean, rows = _clean(text, markup), _clean_buttons(buttons)
+        return await self.inner.send(chat, clean, buttons=rows, markup=markup)
+
+    async def edit(
+        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> None:
+        clean, rows = _clean(text, markup), _clean_buttons(buttons)
+        await self.inner.edit(message, clean, buttons=rows, markup=markup)
+
+    async def delete(self, message: SentMessage) -> None:
+        await self.inner.delete(message)
+
+    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+        await self.inner.answer_button(event, None if text is None else redact(text))
+
+    async def typing(self, chat: ChatRef) -> None:
+        await self.inner.typing(chat)
+
+
+def _clean(text: str, markup: bool) -> str:
+    return redact_known(text) if markup else redact(text)
+
+
+def _clean_buttons(rows: ButtonRows) -> ButtonRows:
+    if not rows:
+        return rows
+    return tuple(tuple(replace(b, label=redact(b.label)) for b in row) for row in rows)
+
+
+def redacted(adapter: Adapter) -> Adapter:
+    """``adapter`` behind the outbound redactor (once: a wrapped adapter is kept)."""
+    return adapter if isinstance(adapter, RedactedAdapter) else RedactedAdapter(adapter)
+
+
 class ChatDirectory:
     def __init__(self, adapters: list[Adapter], *, capacity: int = DEFAULT_CAPACITY) -> None:
-        self._adapters = {adapter.platform: adapter for adapter in adapters}
+        self._adapters = {adapter.platform: redacted(adapter) for adapter in adapters}
         self._places: BoundedMap[str, ChatRef] = BoundedMap(capacity)
         self._names: BoundedMap[str, str] = BoundedMap(capacity)
         self._asked: BoundedMap[str, str] = BoundedMap(capacity)

@@ -1,6 +1,8 @@
 """Sending text to a chat: the final reply of a turn, and short notices.
 
-A reply is rendered for the adapter's markup dialect, chunked to its length limit
+A reply is first redacted (:func:`core.redaction.redact`: secret shapes and the exact
+configured secret values, so no chunk boundary can split a secret past the redactor), then
+rendered for the adapter's markup dialect, chunked to its length limit
 (counted in its unit), and each chunk is sent with:
 
 * ``BadMarkup`` → that chunk is resent as plain text (the markup stripped), once;
@@ -28,8 +30,8 @@ from functools import partial
 from types import TracebackType
 
 from adapters.base import Adapter, AdapterError, BadMarkup, ChatRef, RateLimited, SentMessage
+from core.redaction import redact
 from gateway.rate_limits import MAX_RETRY_AFTER, Sleep, with_rate_limits
-from gateway.render import renderer_for
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +52,10 @@ class Delivery:
 
         At most ``MAX_CHUNKS`` messages: a longer reply ends with a note saying how many
         characters were left out."""
-        renderer = renderer_for(adapter.capabilities.markup)
+        renderer = adapter.capabilities.renderer
         caps = adapter.capabilities
-        chunks = renderer.chunk(renderer.render(markdown), caps.max_text_length, caps.length_unit)
+        rendered = renderer.render(redact(markdown))
+        chunks = renderer.chunk(rendered, caps.max_text_length, caps.length_unit)
         kept, dropped = _capped(chunks)
         sent: list[SentMessage] = []
         for chunk in kept:

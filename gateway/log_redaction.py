@@ -3,7 +3,8 @@
 Libraries log request URLs (python-telegram-bot's token is part of every Bot API URL,
 httpx logs each request at INFO); a traceback may quote a header. :class:`RedactSecrets`
 sits on the log handlers and replaces every configured secret in the rendered message and
-traceback with a mask before anything is written.
+traceback with a mask before anything is written — verbatim, base64- and URL-encoded
+(:func:`core.redaction.encoded_forms`, the same forms the chat redactor masks).
 """
 
 from __future__ import annotations
@@ -12,23 +13,22 @@ import dataclasses
 import logging
 from collections.abc import Iterable, Iterator
 
+from core.redaction import MIN_SECRET_LENGTH, encoded_forms
 from gateway.config_render import mask
 from gateway.config_schema import Config
-
-MIN_SECRET_LENGTH = 6
-"""Shorter values are too likely to occur in ordinary text to be replaced."""
 
 
 class RedactSecrets(logging.Filter):
     def __init__(self, secrets: Iterable[str]) -> None:
         super().__init__()
         unique = {s for s in secrets if len(s) >= MIN_SECRET_LENGTH}
-        self._secrets = sorted(unique, key=len, reverse=True)
+        forms = {form: mask(secret) for secret in unique for form in encoded_forms(secret)}
+        self._forms = sorted(forms.items(), key=lambda item: len(item[0]), reverse=True)
 
     def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret in text:
-                text = text.replace(secret, mask(secret))
+        for form, masked in self._forms:
+            if form in text:
+                text = text.replace(form, masked)
         return text
 
     def filter(self, record: logging.LogRecord) -> bool:
