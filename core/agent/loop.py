@@ -18,17 +18,24 @@
 5. **Loop** — :class:`core.agent.turn_run.TurnRun` (or the external runtime,
    :mod:`core.agent.external`, when the profile names one).
 6. **Finish** — ``agent_loop_stopped`` (with the reason) when the loop stopped early, the
-   final status stored (``Store.finish_turn``), then ``on_session_end`` — every turn.
+   final status stored (``Store.finish_turn``), then ``on_session_end`` — for every turn
+   whose record was started, also one that failed or was cancelled while opening (it ends
+   ``failed``/``crashed`` or ``interrupted``/``cancelled``). These after-turn hooks run
+   under the turn's token, each dispatch time-boxed to the registry's ``time_box`` (after
+   a stop, to ``AFTER_STOP_SECONDS``): they never hold the session lock longer than that.
 
 ``run_turn`` never raises for a failed turn: a broken store, hook or bug ends the turn as
 ``failed``/``crashed`` with a readable reply. Only ``asyncio.CancelledError`` (the task
 itself cancelled) propagates, and only after a started turn was recorded as
-``interrupted``/``cancelled`` (time-boxed by :data:`CLEANUP_SECONDS`). Cancelled while its
-record is being started, the record (if written) is ended directly — no hook has run yet;
-from then on, through :meth:`CommonAgent._finish`, which also fires the stop and
-session-end hooks. Cancelled before that, there is no turn to record. Every hook call
-during the turn (and the step callback) runs under the turn's token, so ``/stop`` aborts
-a hook that hangs: the turn ends ``interrupted``.
+``interrupted``/``cancelled`` (time-boxed by :data:`CLEANUP_SECONDS`), with its stop and
+session-end hooks — also when the record was being started (if it was written). Cancelled
+before that, there is no turn to record. Every hook call of the turn and the step
+callback run under the turn's token, each async hook function time-boxed by the registry
+(:data:`core.hooks.registry.HOOK_SECONDS`) and the step callback by
+:data:`core.agent.step.OBSERVER_SECONDS`: ``/stop`` ends the turn ``interrupted`` within a
+fraction of a second whatever a hook does (a sync hook that blocks the event loop is the
+one thing nothing can stop). The turn's notice callback (``on_notice``) hears about a
+model that is slow to answer (:class:`core.agent.step.ModelSlow`).
 
 Child agents (the ``delegate`` tool): ``ToolContext.run_child(task, token)`` runs a child
 turn of this agent in the session ``"<parent key>/child:<turn id>:<call id>"`` (servers
@@ -61,13 +68,14 @@ from core.agent.replay import redelivery, stored_answer
 from core.agent.scope import TurnScope
 from core.agent.session_lock import SessionLocks
 from core.agent.steer import record_redirects, watch_redirects
+from core.agent.step import NoticeCallback
 from core.agent.tool_runner import ToolEnvironment, ToolRunner
 from core.agent.transcript import Transcript, load_call_records
 from core.agent.turn import StepCallback, TurnResult, UserMessage
 from core.agent.turn_run import TurnEnd, TurnParts, TurnRun, stop_end
 from core.approver import ApprovalGate
 from core.cancellation import CancellationToken, Cancelled
-from core.hooks.registry import HookRegistry
+from core.hooks.registry import HookRegistry, under_token
 from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
 from core.store.base import SessionRecord, Store, StoredMessage, StoreError
@@ -99,6 +107,13 @@ class _OpenTurn:
     gate: LoopGate | None = None
     replayed: StoredMessage | None = None
     """The stored user message of a replayed update, when the turn resumes on it."""
+
+
+@dataclass(slots=True)
+class _Opening:
+    """How far opening a turn got: its scope once the turn record is started."""
+
+    scope: TurnScope | None = None
 
 
 class CommonAgent:
@@ -133,23 +148,43 @@ class CommonAgent:
         *,
         step_callback: StepCallback | None = None,
         budget: IterationBudget | None = None,
+        on_notice: NoticeCallback | None = None,
     ) -> TurnResult:
         """Run one turn of ``session_key`` (see the module docstring for every step)."""
         if budget is None:
             budget = IterationBudget(self.profile.max_iterations)
         async with self.locks.hold(session_key):
+            opening = _Opening()
             try:
-                turn = await self._open(session_key, message, control, budget)
+                turn = await self._open(session_key, message, control, budget, opening)
+            except asyncio.CancelledError:
+                if opening.scope is not None:
+                    await _time_boxed(self._close(opening.scope, control.token, stop_end(None), 0))
+                raise
             except Exception as error:
-                logger.exception("turn of %s could not start", session_key)
-                return TurnResult("", "", "failed", "crashed", CRASH_REPLY, 0, str(error))
+                return await self._failed_open(session_key, opening, control, error)
             if isinstance(turn, TurnResult):
                 return turn  # a replayed update whose answer is stored: no new turn
-            return await self._drive(turn, step_callback)
+            return await self._drive(turn, step_callback, on_notice)
+
+    async def _failed_open(
+        self, key: str, opening: _Opening, control: TurnControl, error: Exception
+    ) -> TurnResult:
+        """A turn that could not open: recorded and ended (``on_session_end``) if started."""
+        logger.exception("turn of %s could not start", key)
+        if opening.scope is None:
+            return TurnResult("", "", "failed", "crashed", CRASH_REPLY, 0, str(error))
+        end = TurnEnd("failed", "crashed", CRASH_REPLY, f"{type(error).__name__}: {error}")
+        return await self._close(opening.scope, control.token, end, 0)
 
     # step 2 ---------------------------------------------------------------------------
     async def _open(
-        self, key: str, message: UserMessage, control: TurnControl, budget: IterationBudget
+        self,
+        key: str,
+        message: UserMessage,
+        control: TurnControl,
+        budget: IterationBudget,
+        opening: _Opening,
     ) -> _OpenTurn | TurnResult:
         """Session, history and a started turn; from here on every failure is recorded.
 
@@ -170,7 +205,8 @@ class CommonAgent:
                 return await redelivery(self.store, answer)
         calls = await load_call_records(self.store, history)
         scope = TurnScope(key, session.id, uuid.uuid4().hex, message.sender_id)
-        await self._start_turn(scope)
+        await self._start_turn(scope, control.token)
+        opening.scope = scope
         control.turn_id = scope.turn_id
         transcript = Transcript("", history, calls)
         is_new = is_new or not history
@@ -191,21 +227,23 @@ class CommonAgent:
             return None  # compacted away since: stored afresh
         return stored
 
-    async def _start_turn(self, scope: TurnScope) -> None:
+    async def _start_turn(self, scope: TurnScope, token: CancellationToken) -> None:
         """Start the turn's record; cancelled meanwhile, a written record ends interrupted."""
         try:
             await self.store.start_turn(scope.session_id, scope.turn_id)
         except asyncio.CancelledError:
-            await _time_boxed(self._end_cancelled_start(scope.turn_id))
+            await _time_boxed(self._end_cancelled_start(scope, token))
             raise
 
-    async def _end_cancelled_start(self, turn_id: str) -> None:
+    async def _end_cancelled_start(self, scope: TurnScope, token: CancellationToken) -> None:
         try:
             await self.store.finish_turn(
-                turn_id, status="interrupted", exit_reason="cancelled", iterations=0
+                scope.turn_id, status="interrupted", exit_reason="cancelled", iterations=0
             )
         except StoreError as error:  # the start never reached the store: nothing to end
-            logger.info("turn %s cancelled before it was stored: %s", turn_id, error)
+            logger.info("turn %s cancelled before it was stored: %s", scope.turn_id, error)
+            return
+        await self._session_end_hooks(scope, token, stop_end(None))
 
     # steps 2–4 (storing the message, prompt, session hooks) ----------------------------
     async def _prepare(self, turn: _OpenTurn) -> None:
@@ -258,10 +296,15 @@ class CommonAgent:
         turn.transcript.model_context = "\n\n".join(str(c) for c in found if str(c))
 
     # steps 5–6 ------------------------------------------------------------------------
-    async def _drive(self, turn: _OpenTurn, step_callback: StepCallback | None) -> TurnResult:
+    async def _drive(
+        self,
+        turn: _OpenTurn,
+        step_callback: StepCallback | None,
+        on_notice: NoticeCallback | None = None,
+    ) -> TurnResult:
         try:
             await self._prepare(turn)
-            end = await self._watched_loop(turn, step_callback)
+            end = await self._watched_loop(turn, step_callback, on_notice)
         except asyncio.CancelledError:
             cancelled = TurnEnd("interrupted", "cancelled", stopped_early=True)
             await _time_boxed(self._finish(turn, cancelled))
@@ -273,21 +316,25 @@ class CommonAgent:
             end = TurnEnd("failed", "crashed", CRASH_REPLY, f"{type(error).__name__}: {error}")
         return await self._finish(turn, end)
 
-    async def _watched_loop(self, turn: _OpenTurn, step_callback: StepCallback | None) -> TurnEnd:
+    async def _watched_loop(
+        self, turn: _OpenTurn, step_callback: StepCallback | None, on_notice: NoticeCallback | None
+    ) -> TurnEnd:
         """The loop, with redirects recorded at once while it runs (and any straggler after)."""
         watcher = asyncio.create_task(
             watch_redirects(turn.control, turn.transcript, self.store),
             name=f"redirects:{turn.scope.turn_id}",
         )
         try:
-            end = await self._loop(turn, step_callback)
+            end = await self._loop(turn, step_callback, on_notice)
         finally:
             watcher.cancel()
             await asyncio.wait({watcher})
         await record_redirects(turn.control, turn.transcript, self.store)
         return end
 
-    async def _loop(self, turn: _OpenTurn, step_callback: StepCallback | None) -> TurnEnd:
+    async def _loop(
+        self, turn: _OpenTurn, step_callback: StepCallback | None, on_notice: NoticeCallback | None
+    ) -> TurnEnd:
         if self.profile.external_runtime:
             external = ExternalRuntime(
                 self.profile.external_runtime, self.store, self.hooks, self.profile, self.clock
@@ -295,11 +342,16 @@ class CommonAgent:
             return await external.run(turn.scope, turn.transcript, turn.control, step_callback)
         turn.gate = LoopGate(self.profile.max_iterations, turn.budget)
         run = TurnRun(
-            self._parts(turn), turn.scope, turn.transcript, turn.control, turn.gate, step_callback
+            self._parts(turn, on_notice),
+            turn.scope,
+            turn.transcript,
+            turn.control,
+            turn.gate,
+            step_callback,
         )
         return await run.loop()
 
-    def _parts(self, turn: _OpenTurn) -> TurnParts:
+    def _parts(self, turn: _OpenTurn, on_notice: NoticeCallback | None) -> TurnParts:
         scope = turn.scope
         env = ToolEnvironment(
             tools=self.tools,
@@ -312,7 +364,7 @@ class CommonAgent:
             clock=self.clock,
             child_runner=lambda call_id: self._child_runner(call_id, turn),
         )
-        caller = ModelCaller(self.model, self.hooks, self.retry, scope)
+        caller = ModelCaller(self.model, self.hooks, self.retry, scope, on_notice)
         parts = (self.store, self.hooks, self.profile, self.clock, self.tools.specs())
         return TurnParts(*parts, caller, ToolRunner(env))
 
@@ -329,33 +381,46 @@ class CommonAgent:
         return run_child
 
     async def _finish(self, turn: _OpenTurn, end: TurnEnd) -> TurnResult:
-        scope = turn.scope.hook_args()
         iterations = turn.gate.calls if turn.gate is not None else end.iterations
+        return await self._close(turn.scope, turn.control.token, end, iterations)
+
+    async def _close(
+        self, scope: TurnScope, token: CancellationToken, end: TurnEnd, iterations: int
+    ) -> TurnResult:
+        """Step 6 for every started turn: stop hook, final status stored, session end."""
         if end.stopped_early:
-            await self.hooks.notify("agent_loop_stopped", **scope, reason=end.exit_reason)
+            await self._after_turn(scope, token, "agent_loop_stopped", reason=end.exit_reason)
         try:
             await self.store.finish_turn(
-                turn.scope.turn_id,
+                scope.turn_id,
                 status=end.status,
                 exit_reason=end.exit_reason,
                 iterations=iterations,
                 error=end.error,
             )
-            await self.store.touch_session(turn.scope.session_id)
+            await self.store.touch_session(scope.session_id)
         except Exception:
-            logger.exception("turn %s: final status not stored", turn.scope.turn_id)
-        await self.hooks.notify(
-            "on_session_end", **scope, status=end.status, exit_reason=end.exit_reason
-        )
-        return TurnResult(
-            turn.scope.turn_id,
-            turn.scope.session_id,
-            end.status,
-            end.exit_reason,
-            end.reply,
-            iterations,
-            end.error,
-        )
+            logger.exception("turn %s: final status not stored", scope.turn_id)
+        await self._session_end_hooks(scope, token, end)
+        result = (end.status, end.exit_reason, end.reply, iterations, end.error)
+        return TurnResult(scope.turn_id, scope.session_id, *result)
+
+    async def _session_end_hooks(
+        self, scope: TurnScope, token: CancellationToken, end: TurnEnd
+    ) -> None:
+        status, reason = end.status, end.exit_reason
+        await self._after_turn(scope, token, "on_session_end", status=status, exit_reason=reason)
+
+    async def _after_turn(
+        self, scope: TurnScope, token: CancellationToken, name: str, **kwargs: object
+    ) -> None:
+        """An after-turn hook: under the token, the whole dispatch boxed to ``time_box``."""
+        work = under_token(token, self.hooks.notify(name, **scope.hook_args(), **kwargs))
+        try:
+            await CancellationToken.time_boxed(work, self.hooks.time_box)
+        except (Cancelled, TimeoutError) as cut:
+            why = "stopped" if isinstance(cut, Cancelled) else "timed out"
+            logger.warning("turn %s: %s hook %s; going on", scope.turn_id, name, why)
 
 
 def describe_child(result: TurnResult) -> str:

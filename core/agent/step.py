@@ -1,24 +1,59 @@
-"""The step callback: an observation point for the gateway (seed 001 §3.6).
+"""Observation points for the gateway: the step callback and turn notices.
 
-Before each model call after the first, the loop calls ``step_callback(iteration,
-prev_tools)``: ``iteration`` is the 1-based number of the model call about to be made and
-``prev_tools`` lists ``{"name", "result", "arguments"}`` for each tool call of the latest
-assistant tool-call message, with the results of the tool messages that follow it. The
-callback may be sync or async; any exception is logged at debug level and ignored —
-observation code must never affect the turn.
+**The step callback** (seed 001 §3.6). At the top of every iteration, before anything
+else is sent to the model, the loop calls ``step_callback(iteration, prev_tools)``:
+``iteration`` is the 1-based number of the model call about to be made and ``prev_tools``
+lists ``{"name", "result", "arguments"}`` for each tool call of this turn's latest
+assistant tool-call message, with the results of the tool messages that follow it — an
+empty list on the first iteration (and whenever the turn has not called a tool yet).
+
+**Turn notices.** Events the user should hear about while the turn runs, as data
+(:data:`TurnNotice`); the gateway decides how to show them. Today: :class:`ModelSlow`, a
+model call (its retries included) that has not answered for a while.
+
+Both kinds of callback may be sync or async. Observation code must never affect the
+turn: an exception is logged at debug level and ignored; an async callback is awaited
+for at most :data:`OBSERVER_SECONDS` (then abandoned, a warning logged) and under the
+turn's token, so ``/stop`` never waits for it.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from core.agent.turn import StepCallback
+from core.cancellation import CancellationToken, Cancelled
 from core.types import ChatMessage
 
 logger = logging.getLogger(__name__)
+
+OBSERVER_SECONDS = 1.0
+"""Time box for one async step callback or notice callback."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSlow:
+    """A model call has gone ``waited`` seconds without an answer and is still trying."""
+
+    iteration: int
+    """The 1-based model call of the turn."""
+    attempt: int
+    """The HTTP attempt in flight (1 = the first try)."""
+    max_attempts: int
+    waited: float
+    last_error: str | None = None
+    """What the last failed attempt was (e.g. ``"timeout"``, ``"server_error: 503"``)."""
+
+
+TurnNotice = ModelSlow
+"""Every notice a turn can give (one kind so far)."""
+
+NoticeCallback = Callable[[TurnNotice], Any]
+"""``on_notice(notice)``; sync or async, never affects the turn."""
 
 
 def prev_tools(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
@@ -45,13 +80,40 @@ def _results_after(messages: Sequence[ChatMessage]) -> dict[str, str]:
 
 
 async def notify_step(
-    callback: StepCallback | None, iteration: int, tools: list[dict[str, Any]]
+    callback: StepCallback | None,
+    iteration: int,
+    tools: list[dict[str, Any]],
+    token: CancellationToken | None = None,
 ) -> None:
+    """Call the step callback; it never raises, never outlives its time box or a stop."""
     if callback is None:
         return
+    what = f"step_callback (iteration {iteration})"
+    await observe(lambda: callback(iteration, tools), token, what)
+
+
+async def notify_notice(
+    callback: NoticeCallback | None, notice: TurnNotice, token: CancellationToken | None = None
+) -> None:
+    """Hand a notice to the gateway, under the same rules as the step callback."""
+    if callback is None:
+        return
+    await observe(lambda: callback(notice), token, f"notice callback ({type(notice).__name__})")
+
+
+async def observe(call: Callable[[], object], token: CancellationToken | None, what: str) -> None:
+    """Run one observer call: errors logged at debug, async work boxed and stoppable."""
     try:
-        result = callback(iteration, tools)
+        result = call()
         if inspect.isawaitable(result):
-            await result
+            await CancellationToken.time_boxed(_stoppable(result, token), OBSERVER_SECONDS)
+    except Cancelled:
+        return  # the loop's next check ends the turn
+    except TimeoutError:
+        logger.warning("%s took longer than %gs; abandoned", what, OBSERVER_SECONDS)
     except Exception as error:
-        logger.debug("step_callback error (iteration %s): %s", iteration, error)
+        logger.debug("%s error: %s", what, error)
+
+
+async def _stoppable(work: Awaitable[object], token: CancellationToken | None) -> object:
+    return await (work if token is None else token.guard(work))

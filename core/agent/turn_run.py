@@ -5,16 +5,19 @@ Each iteration, in this order::
     interrupt check        token cancelled → interrupted (interrupted_by_user | cancelled)
     review input budget    aggregate prompt tokens ≥ budget → review_input_budget_exhausted
     loop gate              (calls < max_iterations and budget.remaining > 0) or grace_call
+    step_callback          every iteration (``prev_tools`` empty on the first), as in Hermes
+                           before the steer drain, so results carry no steer markers
     wrap-up reminder       80 % of run_budget_seconds → one-shot note via the steer channel
     steer channel          redirect, /steer and notes land on the latest tool result
-    step_callback          before every model call after the first
     model call             pre_api_request → call → post_api_request (retries, hooks)
     store the reply        the assistant message, as the model sent it
     no tool calls          transform_llm_output, post_llm_call → finish
     tool calls             run the batch, store the results in the model's order, loop
 
-Every way out is a :class:`TurnEnd`; nothing raises out of :meth:`TurnRun.loop` except
-``asyncio.CancelledError`` (the task itself was cancelled).
+Every hook and the step callback run under the turn's token (each async hook function
+also time-boxed by its registry, the step callback by ``core.agent.step``): ``/stop``
+ends the turn whatever they do. Every way out is a :class:`TurnEnd`; nothing raises out
+of :meth:`TurnRun.loop` except ``asyncio.CancelledError`` (the task itself was cancelled).
 """
 
 from __future__ import annotations
@@ -136,16 +139,18 @@ class TurnRun:
             reply = replace(reply, tool_calls=())
         stored_id = await self._store_message(reply.to_message())
         if not reply.tool_calls:
-            return await self._final(reply, kind, stored_id)
+            try:
+                return await self._final(reply, kind, stored_id)
+            except Cancelled as stopped:  # /stop while an after-reply hook ran
+                return stop_end(stopped.reason)
         return await self._run_tools(reply)
 
     async def _prepare_call(self) -> None:
+        tools = prev_tools(self._transcript.turn_messages())
+        await notify_step(self._step_callback, self.gate.calls, tools, self._control.token)
         if self._wrap_up.due():
             self._steer.add_note(self._wrap_up.text())
         await self._steer.deliver()
-        if self.gate.calls > 1:
-            tools = prev_tools(self._transcript.turn_messages())
-            await notify_step(self._step_callback, self.gate.calls, tools)
 
     async def _call_model(self, kind: CallKind) -> ModelReply:
         extra: dict[str, object] = {"tool_choice": "none"} if kind == "grace" else {}
@@ -167,11 +172,12 @@ class TurnRun:
     async def _final(self, reply: ModelReply, kind: CallKind, stored_id: int) -> TurnEnd:
         raw = reply.content or ""
         hooks, scope = self._parts.hooks, self._scope.hook_args()
-        text = await hooks.transform("transform_llm_output", raw, **scope)
+        guard = self._control.token.guard
+        text = await guard(hooks.transform("transform_llm_output", raw, **scope))
         if text != raw:
             self._transcript.entries[-1].message.content = text
             await self._parts.store.update_message_content(stored_id, text)
-        await hooks.notify("post_llm_call", **scope, reply=text)
+        await guard(hooks.notify("post_llm_call", **scope, reply=text))
         if kind == "grace":
             exhausted = budget_end(self.gate.calls)
             return replace(exhausted, reply=text) if text else exhausted

@@ -10,22 +10,41 @@
 
 Hook functions may be sync or async; every hook is called with keyword arguments only,
 and must accept ``**kwargs`` so new arguments can be added later.
+
+**Time boxes.** Each async hook function is awaited for at most ``time_box`` seconds
+(:data:`HOOK_SECONDS` unless the registry was built with another); past that it is
+cancelled and abandoned (:meth:`CancellationToken.time_boxed`). For an observer, a
+transform or a collector that counts as a failure (logged, ignored); for a decision hook
+``first_result`` raises ``TimeoutError`` (the caller blocks the call). A *sync* hook that
+blocks the event loop cannot be boxed: hooks must not block.
+
+**The turn's token.** The registry does not know the turn; the engine runs each dispatch
+through :func:`under_token`: ``/stop`` aborts a hook that hangs at once, and a hook fired
+after the stop (``agent_loop_stopped``, ``on_session_end``, the after-call hooks of a
+cancelled tool) gets :data:`AFTER_STOP_SECONDS` instead.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from core.cancellation import CancellationToken
 from core.hooks.spec import HOOK_NAMES
 
 logger = logging.getLogger(__name__)
 
 HookFn = Callable[..., Any]
 T = TypeVar("T")
+
+HOOK_SECONDS = 10.0
+"""Default time box for one async hook function."""
+
+AFTER_STOP_SECONDS = 0.2
+"""Time box for a whole hook dispatch that runs after the turn's token was cancelled."""
 
 
 class UnknownHookError(ValueError):
@@ -41,9 +60,11 @@ class _Registration:
 
 
 class HookRegistry:
-    def __init__(self) -> None:
+    def __init__(self, *, time_box: float = HOOK_SECONDS) -> None:
         self._hooks: dict[str, list[_Registration]] = {}
         self._counter = 0
+        self.time_box = time_box
+        """Seconds one async hook function may take (see the module docstring)."""
 
     def register(self, name: str, fn: HookFn, *, priority: int = 100, source: str = "") -> None:
         if name not in HOOK_NAMES:
@@ -62,13 +83,13 @@ class HookRegistry:
     async def notify(self, name: str, **kwargs: Any) -> None:
         for reg in self._hooks.get(name, []):
             try:
-                await _call(reg.fn, kwargs)
-            except Exception:
-                logger.warning("hook %s (%s) failed; ignored", name, reg.source, exc_info=True)
+                await self._call(reg, kwargs)
+            except Exception as error:
+                _log_failure(name, reg, error)
 
     async def first_result(self, name: str, **kwargs: Any) -> Any:
         for reg in self._hooks.get(name, []):
-            result = await _call(reg.fn, kwargs)
+            result = await self._call(reg, kwargs)
             if result is not None:
                 return result
         return None
@@ -76,9 +97,9 @@ class HookRegistry:
     async def transform(self, name: str, value: T, **kwargs: Any) -> T:
         for reg in self._hooks.get(name, []):
             try:
-                replaced = await _call(reg.fn, {**kwargs, "value": value})
-            except Exception:
-                logger.warning("hook %s (%s) failed; ignored", name, reg.source, exc_info=True)
+                replaced = await self._call(reg, {**kwargs, "value": value})
+            except Exception as error:
+                _log_failure(name, reg, error)
                 continue
             if replaced is not None:
                 value = replaced
@@ -88,20 +109,41 @@ class HookRegistry:
         results: list[Any] = []
         for reg in self._hooks.get(name, []):
             try:
-                result = await _call(reg.fn, kwargs)
-            except Exception:
-                logger.warning("hook %s (%s) failed; ignored", name, reg.source, exc_info=True)
+                result = await self._call(reg, kwargs)
+            except Exception as error:
+                _log_failure(name, reg, error)
                 continue
             if result is not None:
                 results.append(result)
         return results
 
+    async def _call(self, reg: _Registration, kwargs: dict[str, Any]) -> Any:
+        result = reg.fn(**kwargs)
+        if inspect.isawaitable(result):
+            try:
+                result = await CancellationToken.time_boxed(result, self.time_box)
+            except TimeoutError:
+                raise HookTimedOut(f"{reg.source} took longer than {self.time_box:g}s") from None
+        return result
 
-async def _call(fn: HookFn, kwargs: dict[str, Any]) -> Any:
-    result = fn(**kwargs)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
+
+class HookTimedOut(TimeoutError):
+    """An async hook function overran the registry's time box and was abandoned."""
+
+
+async def under_token(token: CancellationToken, work: Awaitable[T]) -> T:
+    """A hook dispatch ``/stop`` can abort (``Cancelled``); fired after the stop, a short
+    time box instead (``TimeoutError`` past :data:`AFTER_STOP_SECONDS`)."""
+    if not token.cancelled:
+        return await token.guard(work)
+    return await CancellationToken.time_boxed(work, AFTER_STOP_SECONDS)
+
+
+def _log_failure(name: str, reg: _Registration, error: Exception) -> None:
+    if isinstance(error, HookTimedOut):
+        logger.warning("hook %s: %s; abandoned", name, error)
+        return
+    logger.warning("hook %s (%s) failed; ignored", name, reg.source, exc_info=error)
 
 
 def _describe(fn: HookFn) -> str:

@@ -34,21 +34,39 @@ Reclassify = Callable[[ErrorClassification], Awaitable[ErrorClassification]]
 ErrorObserver = Callable[[ModelError], Awaitable[None]]
 
 
+SLOW_NOTICE_SECONDS = 20.0
+"""Default: tell the user after this long without an answer from the model."""
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """How hard to try. ``max_attempts`` counts the first call (1 means no retry)."""
+    """How hard to try, and when to say so.
+
+    ``max_attempts`` counts the first call (1 means no retry; the configuration's
+    ``max_retries`` is ``max_attempts - 1``, see :meth:`with_retries`).
+    ``slow_notice_seconds``: after this long without an answer (retries and backoff
+    included) the engine tells the user the model is not answering; 0 never does.
+    """
 
     max_attempts: int = 4
     base_delay: float = 1.0
     max_delay: float = 30.0
     max_retry_after: float = 120.0
+    slow_notice_seconds: float = SLOW_NOTICE_SECONDS
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError(f"retry max_attempts must be at least 1, got {self.max_attempts}")
-        delays = (self.base_delay, self.max_delay, self.max_retry_after)
+        delays = (self.base_delay, self.max_delay, self.max_retry_after, self.slow_notice_seconds)
         if min(delays) < 0:
             raise ValueError("retry delays must not be negative")
+
+    @classmethod
+    def with_retries(
+        cls, max_retries: int, *, slow_notice_seconds: float = SLOW_NOTICE_SECONDS
+    ) -> RetryPolicy:
+        """The policy for ``[model] max_retries`` (0: one request, never retried)."""
+        return cls(max_attempts=max_retries + 1, slow_notice_seconds=slow_notice_seconds)
 
     def delay(self, found: ErrorClassification, attempt: int, rng: random.Random) -> float | None:
         """Seconds to wait before attempt ``attempt + 1``, or ``None`` to give up."""

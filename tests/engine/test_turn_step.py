@@ -17,13 +17,14 @@ def two_echoes_then_text(rig: Rig) -> None:
     )
 
 
-async def test_step_callback_reports_the_previous_tools_before_each_later_call(rig: Rig) -> None:
+async def test_step_callback_runs_every_iteration_with_the_previous_tools(rig: Rig) -> None:
     steps: list[tuple[int, list[dict[str, Any]]]] = []
     two_echoes_then_text(rig)
 
     await rig.turn("go", step_callback=lambda i, tools: steps.append((i, tools)))
 
     assert steps == [
+        (1, []),
         (
             2,
             [
@@ -44,7 +45,7 @@ async def test_an_async_step_callback_is_awaited(rig: Rig) -> None:
 
     await rig.turn("go", step_callback=callback)
 
-    assert seen == [2]
+    assert seen == [1, 2]
 
 
 async def test_a_raising_step_callback_never_affects_the_turn(rig: Rig) -> None:
