@@ -1,14 +1,8 @@
-"""Renderer: a long Markdown reply to Telegram HTML, cut to Telegram's 4096 UTF-16 limit.
-
-Skipped (with a line saying so) when ``gateway.render`` does not offer ``renderer_for``.
-"""
+"""Renderer: a long Markdown reply to Telegram HTML, cut to Telegram's 4096 UTF-16 limit."""
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
-from typing import Protocol
-
+from adapters.telegram.render import TelegramRenderer
 from bench.figures import print_table, sample
 from bench.sizes import Sizes
 
@@ -46,31 +40,8 @@ def sample_markdown(chars: int = TARGET_CHARS) -> str:
     return "".join(parts)[: chars - 1].rstrip() + "\n"
 
 
-class ReplyRenderer(Protocol):
-    """The part of ``gateway.render.Renderer`` measured here."""
-
-    def render(self, markdown: str) -> str: ...
-
-    def chunk(self, text: str, limit: int, unit: str) -> list[str]: ...
-
-    def plain(self, chunk: str) -> str: ...
-
-
-def _renderer() -> ReplyRenderer | None:
-    """The Telegram renderer, or None when ``gateway.render`` does not offer one yet."""
-    try:
-        module = importlib.import_module("gateway.render")
-    except ImportError:
-        return None
-    factory: Callable[[str], ReplyRenderer] | None = getattr(module, "renderer_for", None)
-    return None if factory is None else factory("telegram_html")
-
-
 async def run(sizes: Sizes) -> None:
-    renderer = _renderer()
-    if renderer is None:
-        print("\n== renderer: skipped (gateway.render.renderer_for not available)")
-        return
+    renderer = TelegramRenderer()
     markdown = sample_markdown()
     chunks: list[int] = []
 

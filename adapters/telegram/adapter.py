@@ -29,6 +29,7 @@ from adapters.base import (
     InboundEvent,
     SentMessage,
 )
+from adapters.inbox import STORAGE_NOTICE
 from adapters.session_keys import SessionKeyRule
 from adapters.telegram.errors import platform_errors
 from adapters.telegram.inbox import Inbox, UpdateSettleWait
@@ -38,7 +39,8 @@ from adapters.telegram.normalize import (
     Normalizer,
     default_session_key,
 )
-from adapters.telegram.polling import LongPoller, PollSettings, RawUpdates
+from adapters.telegram.polling import LongPoller, PollSettings, RawUpdates, install_log_filter
+from adapters.telegram.render import TelegramRenderer
 from adapters.telegram.webhook import WebhookServer, WebhookSettings
 from core.store.base import Store
 from core.tasks import TaskSet
@@ -115,8 +117,10 @@ class TelegramAdapter:
             button_payload_limit=BUTTON_PAYLOAD_LIMIT,
             edit_interval=self.settings.edit_interval,
             markup="telegram_html",
+            renderer=TelegramRenderer(),
         )
         self.bot = self._build_bot(token)
+        install_log_filter()
         self.identity: BotIdentity | None = None
         self._inbox: Inbox | None = None
         self._poller: LongPoller | None = None
@@ -146,7 +150,9 @@ class TelegramAdapter:
             await self.bot.initialize()
         self.identity = BotIdentity(self.bot.id, self.bot.username)
         normalizer = Normalizer(self.identity, self.key_rule)
-        self._inbox = Inbox(self.store, self.bot, normalizer, sink, self.update_settled)
+        self._inbox = Inbox(
+            self.store, self.bot, normalizer, sink, self.update_settled, self._storage_notice
+        )
         await self.set_commands(self.settings.commands)
         await self._inbox.replay()
         if self.settings.webhook is not None:
@@ -154,6 +160,13 @@ class TelegramAdapter:
         else:
             await self._start_polling(self._inbox)
         _log.info("telegram: receiving as @%s", self.identity.username)
+
+    async def _storage_notice(self, chat: ChatRef) -> None:
+        """Tell ``chat`` its messages wait for the store (once per outage; never raises)."""
+        try:
+            await self.send(chat, STORAGE_NOTICE, markup=False)
+        except Exception as exc:
+            _log.warning("telegram: could not tell chat %s the store is out: %s", chat.chat_id, exc)
 
     async def _start_polling(self, inbox: Inbox) -> None:
         with platform_errors():

@@ -26,6 +26,7 @@ from adapters.base import (
     Sender,
     SentMessage,
 )
+from adapters.telegram.render import TelegramRenderer
 from core.model.base import ModelRequest
 from core.types import ModelReply, ToolCall
 from gateway.session_keys import session_key
@@ -37,6 +38,7 @@ TELEGRAMISH = Capabilities(
     button_payload_limit=64,
     edit_interval=1.0,
     markup="telegram_html",
+    renderer=TelegramRenderer(),
 )
 WAIT = 5.0
 

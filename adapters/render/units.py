@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from adapters.base import LengthUnit
+from typing import Literal
+
+LengthUnit = Literal["utf16", "codepoints", "bytes"]
 
 
 def measure(text: str, unit: LengthUnit) -> int:

@@ -1,5 +1,11 @@
-"""Split our HTML into messages that fit a length limit, keeping every chunk valid.
+"""Telegram's HTML parse mode: the dialect, the chunker and the plain-text fallback.
 
+Dialect: only the tags Telegram accepts are produced (``b i s code pre a blockquote``),
+every literal ``<``, ``>`` and ``&`` is escaped, and a code block's language travels as
+``<pre><code class="language-x">``. Links whose target Telegram would refuse (relative,
+``javascript:``) are shown as text.
+
+Chunker: split our HTML into messages that fit a length limit, keeping every chunk valid.
 The limit counts visible text only (Telegram measures "after entities parsing"), in the
 platform's unit. A tag or an entity (``&amp;``) is never cut. Where a cut falls inside
 open tags — a code block, a bold run — the chunk closes them and the next chunk reopens
@@ -16,8 +22,49 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from adapters.base import LengthUnit
-from gateway.render.units import measure
+from adapters.render.markdown import render_markdown
+from adapters.render.units import LengthUnit, measure
+
+_LANGUAGE = re.compile(r"[\w+#.-]{1,32}")
+_SAFE_SCHEMES = ("http://", "https://", "tg://", "mailto:")
+_TAG = re.compile(r"<[^>]*>")
+
+
+class TelegramHtml:
+    def text(self, text: str) -> str:
+        return html.escape(text, quote=False)
+
+    def bold(self, inner: str) -> str:
+        return f"<b>{inner}</b>" if inner else ""
+
+    def italic(self, inner: str) -> str:
+        return f"<i>{inner}</i>" if inner else ""
+
+    def strike(self, inner: str) -> str:
+        return f"<s>{inner}</s>" if inner else ""
+
+    def code(self, literal: str) -> str:
+        return f"<code>{self.text(literal)}</code>" if literal else ""
+
+    def pre(self, literal: str, language: str | None) -> str:
+        body = self.text(literal) or " "
+        if language and _LANGUAGE.fullmatch(language):
+            return f'<pre><code class="language-{language}">{body}</code></pre>'
+        return f"<pre>{body}</pre>"
+
+    def link(self, href: str, inner: str) -> str:
+        if not href.lower().startswith(_SAFE_SCHEMES):
+            return inner
+        return f'<a href="{html.escape(href, quote=True)}">{inner}</a>'
+
+    def quote(self, inner: str) -> str:
+        return f"<blockquote>{inner}</blockquote>" if inner else ""
+
+
+def html_to_plain(markup: str) -> str:
+    """The visible text of our Telegram HTML: tags dropped, entities decoded."""
+    return html.unescape(_TAG.sub("", markup))
+
 
 _ATOM = re.compile(r"<[^>]*>|&(?:#\d+|#x[0-9a-fA-F]+|[a-zA-Z]+);|[^<&]|[<&]", re.DOTALL)
 _TAG_NAME = re.compile(r"</?\s*([a-zA-Z-]+)")
@@ -122,3 +169,16 @@ def _skip_breaks(atoms: list[_Atom], index: int, open_tags: list[_Atom]) -> int:
     while index < len(atoms) and atoms[index].text in ("\n", " "):
         index += 1
     return index
+
+
+class TelegramRenderer:
+    """Markdown → Telegram HTML, chunked without breaking tags, stripped on rejection."""
+
+    def render(self, markdown: str) -> str:
+        return render_markdown(markdown, TelegramHtml())
+
+    def chunk(self, text: str, limit: int, unit: LengthUnit) -> list[str]:
+        return chunk_html(text, limit, unit)
+
+    def plain(self, chunk: str) -> str:
+        return html_to_plain(chunk)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import html
+
+from adapters.render.markdown import MarkdownRenderer
+
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -33,3 +37,8 @@ class SlackMrkdwn:
 
     def quote(self, inner: str) -> str:
         return "\n".join(f"> {line}" for line in inner.split("\n"))
+
+
+def slack_renderer() -> MarkdownRenderer:
+    """Markdown → mrkdwn, chunked at line ends (fences kept), entities undone as plain."""
+    return MarkdownRenderer(SlackMrkdwn(), to_plain=html.unescape)

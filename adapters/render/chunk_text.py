@@ -7,8 +7,7 @@ every chunk renders as code on its own. A line longer than the limit is cut hard
 
 from __future__ import annotations
 
-from adapters.base import LengthUnit
-from gateway.render.units import measure
+from adapters.render.units import LengthUnit, measure
 
 FENCES = ("```", "~~~")
 

@@ -11,11 +11,15 @@ Markdown is shown as text, never passed through.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-from gateway.render.dialect import Dialect
+from adapters.render.chunk_text import chunk_text
+from adapters.render.dialect import Dialect
+from adapters.render.plain import PlainText
+from adapters.render.units import LengthUnit
 
 RULE = "———"
 _PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
@@ -130,3 +134,44 @@ def _plain_inline(node: SyntaxTreeNode) -> str:
     if node.type in ("text", "code_inline", "html_inline"):
         return node.content
     return "".join(_plain_inline(child) for child in node.children)
+
+
+@dataclass(frozen=True, slots=True)
+class MarkdownRenderer:
+    """A :class:`~adapters.render.Renderer` made of a dialect, the Markdown-aware text
+    chunker and a plain-text fallback (``None``: the chunk is plain already)."""
+
+    dialect: Dialect
+    fences: bool = True
+    to_plain: Callable[[str], str] | None = None
+
+    def render(self, markdown: str) -> str:
+        return render_markdown(markdown, self.dialect)
+
+    def chunk(self, text: str, limit: int, unit: LengthUnit) -> list[str]:
+        return chunk_text(text, limit, unit, fences=self.fences)
+
+    def plain(self, chunk: str) -> str:
+        return self.to_plain(chunk) if self.to_plain is not None else chunk
+
+
+PLAIN = MarkdownRenderer(PlainText(), fences=False)
+"""Plain text: the Markdown's words with the markup stripped."""
+
+
+class CommonMarkRenderer:
+    """Markdown passed through as is, for a platform that renders it itself; chunks keep
+    code fences whole; the fallback is the plain words."""
+
+    def render(self, markdown: str) -> str:
+        return markdown.strip()
+
+    def chunk(self, text: str, limit: int, unit: LengthUnit) -> list[str]:
+        return chunk_text(text, limit, unit, fences=True)
+
+    def plain(self, chunk: str) -> str:
+        return render_plain(chunk)
+
+
+def render_plain(markdown: str) -> str:
+    return render_markdown(markdown, PlainText())

@@ -1,4 +1,4 @@
-"""Markdown → Telegram HTML, plain text, and chunking to the platform's limit."""
+"""Markdown → each platform's markup, plain text, and chunking to the platform's limit."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import random
 
 import pytest
 
-from gateway.render import measure, render_plain, render_telegram_html, renderer_for
-from gateway.render.chunk_html import chunk_html
-from gateway.render.chunk_text import chunk_text
+from adapters.render import measure
+from adapters.render.chunk_text import chunk_text
+from adapters.render.markdown import CommonMarkRenderer, render_plain
+from adapters.slack.render import slack_renderer
+from adapters.telegram.render import TelegramRenderer, chunk_html
 from tests.platform_sim.telegram_markup import parse, utf16_len
 
 
@@ -37,16 +39,16 @@ def visible(markup: str) -> tuple[str, list[dict[str, object]]]:
     ],
 )
 def test_markdown_constructs_render_to_exact_telegram_html(markdown: str, html: str) -> None:
-    assert render_telegram_html(markdown) == html
+    assert TelegramRenderer().render(markdown) == html
 
 
 def test_table_renders_as_aligned_preformatted_block() -> None:
-    html = render_telegram_html("| a | bb |\n|---|---|\n| 1 | 2 |")
+    html = TelegramRenderer().render("| a | bb |\n|---|---|\n| 1 | 2 |")
     assert html == "<pre>a | bb\n--+---\n1 | 2</pre>"
 
 
 def test_nested_list_is_indented_under_its_item() -> None:
-    assert render_telegram_html("- a\n  - b\n- c") == "• a\n  • b\n• c"
+    assert TelegramRenderer().render("- a\n  - b\n- c") == "• a\n  • b\n• c"
 
 
 @pytest.mark.parametrize(
@@ -62,12 +64,12 @@ def test_nested_list_is_indented_under_its_item() -> None:
     ],
 )
 def test_malformed_markdown_still_renders_html_telegram_accepts(markdown: str) -> None:
-    text, _ = visible(render_telegram_html(markdown))
+    text, _ = visible(TelegramRenderer().render(markdown))
     assert text.strip()
 
 
 def test_escaped_text_reads_back_exactly() -> None:
-    text, entities = visible(render_telegram_html("if x < 3 && y > 2: `a<b>`"))
+    text, entities = visible(TelegramRenderer().render("if x < 3 && y > 2: `a<b>`"))
     assert text == "if x < 3 && y > 2: a<b>"
     assert entities == [{"type": "code", "offset": 19, "length": 4}]
 
@@ -92,7 +94,7 @@ def five_thousand_char_reply() -> str:
 def test_long_reply_with_code_splits_in_two_chunks_with_fence_reopened() -> None:
     reply = five_thousand_char_reply()
     assert 4500 < len(reply) < 5500
-    renderer = renderer_for("telegram_html")
+    renderer = TelegramRenderer()
     chunks = renderer.chunk(renderer.render(reply), 4096, "utf16")
     assert len(chunks) == 2
     for chunk in chunks:
@@ -132,19 +134,19 @@ def test_markdown_chunks_close_and_reopen_code_fence_with_language() -> None:
 
 
 def test_plain_fallback_of_a_chunk_is_its_visible_text() -> None:
-    renderer = renderer_for("telegram_html")
+    renderer = TelegramRenderer()
     chunk = renderer.render("**a** < `b` & [c](https://c.io)")
     assert renderer.plain(chunk) == visible(chunk)[0] == "a < b & c"
 
 
 def test_slack_mrkdwn_dialect() -> None:
-    renderer = renderer_for("slack_mrkdwn")
+    renderer = slack_renderer()
     rendered = renderer.render("**b** *i* ~~s~~ [docs](https://d.io) a<b & `x`")
     assert rendered == "*b* _i_ ~s~ <https://d.io|docs> a&lt;b &amp; `x`"
 
 
 def test_discord_markdown_passes_through_and_chunks_on_lines() -> None:
-    renderer = renderer_for("discord_markdown")
+    renderer = CommonMarkRenderer()
     reply = "**keep** this\n" + "line\n" * 600
     chunks = renderer.chunk(renderer.render(reply), 2000, "codepoints")
     assert chunks[0].startswith("**keep** this") and all(len(c) <= 2000 for c in chunks)
@@ -155,7 +157,7 @@ FUZZ_PIECES = [*"ab *_~`[]()<>&#>|-\n\n 1.😀\\!:/", "```", "```py\n", "http://
 
 def test_random_markdown_always_renders_and_chunks_to_valid_html_losing_nothing() -> None:
     rng = random.Random(7)
-    renderer = renderer_for("telegram_html")
+    renderer = TelegramRenderer()
     for _ in range(300):
         source = "".join(rng.choice(FUZZ_PIECES) for _ in range(rng.randint(1, 150)))
         markup = renderer.render(source)
@@ -172,5 +174,5 @@ def test_code_block_inside_a_list_item_keeps_its_lines_byte_identical() -> None:
     code = "def f():\n    return 1\n\n  # two spaces"
     fenced = "\n".join("  " + line if line else "" for line in code.split("\n"))
     markdown = f"- run this:\n\n  ```\n{fenced}\n  ```\n- done"
-    shown, _ = visible(render_telegram_html(markdown))
+    shown, _ = visible(TelegramRenderer().render(markdown))
     assert code in shown

@@ -1,0 +1,1 @@
+"""Slack (the adapter comes with its own issue; its config section and renderer live here)."""
