@@ -18,13 +18,15 @@ Errors: adapters translate their SDK's exceptions into this tree at the edge::
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
+
+from adapters.render import LengthUnit, Renderer
 
 ChatType = Literal["dm", "group", "channel", "thread"]
 EventKind = Literal["text", "command", "button"]
-LengthUnit = Literal["utf16", "codepoints", "bytes"]
-Markup = Literal["telegram_html", "discord_markdown", "slack_mrkdwn", "plain"]
+Markup = Literal["telegram_html", "discord_markdown", "slack_mrkdwn", "markdown", "plain"]
+"""``markdown``: CommonMark passed through as is; the adapter renders it (the web chat)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +110,12 @@ class InboundEvent:
     reply_to_bot: bool = False
 
 
+def _plain_renderer() -> Renderer:
+    from adapters.render.markdown import PLAIN  # markdown-it-py loads on first use
+
+    return PLAIN
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     max_text_length: int
@@ -118,6 +126,8 @@ class Capabilities:
     edit_interval: float
     """Minimum seconds between edits of one message that the platform tolerates."""
     markup: Markup
+    renderer: Renderer = field(default_factory=_plain_renderer)
+    """Markdown → this platform's markup, its chunker and its plain fallback."""
 
 
 EventSink = Callable[[InboundEvent], Awaitable[None]]
