@@ -4,7 +4,8 @@ States of one update in the store's inbound queue (``_deliver``, ``_hand_over``,
 ``_settle``)::
 
     (fetched) --enqueue_inbound--> pending --_deliver--> processing
-    (unparseable, accept_raw) --stored as--> failed
+    (unreadable: unparseable, unknown type, a value the store cannot hold,
+     or refused by the store MAX_ATTEMPTS times) --> dead letter (never in the queue)
 
     processing --nothing for us (event None)-------------> done
                --sink returned, settled True-------------> done
@@ -13,6 +14,11 @@ States of one update in the store's inbound queue (``_deliver``, ``_hand_over``,
                --normalize, sink or settle wait raised---> failed
 
     pending | processing --replay on start--> processing again  (unreadable payload: failed)
+
+Every ``failed`` update is also kept as a dead letter with the error. Storing goes through
+the shared :class:`adapters.inbox.Intake`: a poison update is quarantined and confirmed, a
+store outage (disk full, read-only) leaves it unconfirmed — the chat is told once — so it
+is fetched again, and answered, once storage is back.
 
 The sink (the gateway's Router) answers its own failures in the chat and never raises, so
 an update whose routing failed still ends ``done``; ``failed`` is for updates we could not
@@ -45,7 +51,8 @@ from typing import Any
 from telegram import Bot, Update
 from telegram.error import TelegramError
 
-from adapters.base import EventSink, InboundEvent
+from adapters.base import ChatRef, EventSink, InboundEvent
+from adapters.inbox import MAX_ATTEMPTS, STORABLE_INTEGERS, Intake, Notify, unstorable_value
 from adapters.telegram.normalize import PLATFORM, Normalizer
 from core.store.base import InboundRecord, InboundState, Store
 from core.tasks import TaskSet
@@ -69,62 +76,62 @@ class Inbox:
         normalizer: Normalizer,
         sink: EventSink,
         update_settled: UpdateSettleWait | None = None,
+        notify: Notify | None = None,
+        max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
         self.store = store
         self.bot = bot
         self.normalizer = normalizer
         self.sink = sink
         self.update_settled = update_settled
+        self.intake = Intake(store, PLATFORM, notify, max_attempts)
+        """Quarantine and storage outages (``notify`` tells a chat the store is out)."""
         self._deliveries = TaskSet(_log)
 
     async def accept(self, update: Update) -> bool:
-        """Persist ``update`` and start its delivery; False for an already known update.
+        """Persist ``update`` and start its delivery; False when it is not delivered
+        (already known, or quarantined as a dead letter).
 
-        Only storing can fail here (the caller then keeps the update unconfirmed): the
-        session key is best effort, and a broken update is delivered — and marked
-        ``failed`` — by its own task, never blocking the ones behind it."""
-        record = InboundRecord(
-            platform=PLATFORM,
-            update_id=str(update.update_id),
-            session_key=self._key_of(update),
-            payload=json.dumps(update.to_dict()),
-            received_at=time.time(),
-        )
-        if not await self.store.enqueue_inbound(record):
-            _log.info("telegram update %s already received; not delivered again", update.update_id)
+        Raises when it could not be stored *yet* (the store is out, or failed fewer than
+        ``max_attempts`` times): the caller keeps the update unconfirmed and tries again."""
+        item, raw = str(update.update_id), _raw_json(update)
+        problem = _unreadable(update, raw)
+        if problem is not None:
+            await self.intake.reject(item, raw, problem)
             return False
-        await self._deliver(record.update_id, update)
+        try:
+            event = self.normalizer.event(update)
+        except Exception as exc:
+            await self.intake.reject(item, raw, exc)
+            return False
+        key = str(event.session_key) if event is not None else ""
+        record = InboundRecord(PLATFORM, item, key, raw, time.time())
+        taken = await self.intake.take(
+            item, raw, lambda: self.store.enqueue_inbound(record), notice_chat(event)
+        )
+        if taken == "known":
+            _log.info("telegram update %s already received; not delivered again", item)
+        if taken != "stored":
+            return False
+        await self._deliver(item, update)
         return True
 
-    def _key_of(self, update: Update) -> str:
-        try:
-            return self.normalizer.session_key(update)
-        except Exception:
-            _log.exception("telegram update %s: no session key; stored without", update.update_id)
-            return ""
-
     async def accept_raw(self, data: dict[str, Any]) -> int | None:
-        """An update PTB could not parse as part of its batch: parse it alone, or store it
-        as ``failed`` (payload kept) so it never blocks the queue. Returns its update id,
-        None when it has no readable one (nothing to confirm it by)."""
+        """An update PTB could not parse as part of its batch: parse it alone, or quarantine
+        it (payload kept) so it never blocks the queue. Returns its update id, None when it
+        has no usable one (nothing to confirm it by)."""
         update_id = _update_id_of(data)
+        raw = json.dumps(data, default=str)
         if update_id is None:
-            await self._reject(unreadable_id(data), data, "no update_id")
+            await self.intake.reject(unreadable_id(data), raw, "no usable update_id")
             return None
         try:
             update = Update.de_json(data, self.bot)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
-            await self._reject(str(update_id), data, exc)
+        except Exception as exc:
+            await self.intake.reject(str(update_id), raw, exc)
             return update_id
         await self.accept(update)
         return update_id
-
-    async def _reject(self, update_id: str, data: dict[str, Any], why: object) -> None:
-        _log.error("telegram update %s is unreadable (%s); stored as failed", update_id, why)
-        record = InboundRecord(
-            PLATFORM, update_id, "", json.dumps(data, default=str), time.time(), state="failed"
-        )
-        await self.store.enqueue_inbound(record)  # a known id is already stored; kept as is
 
     async def replay(self) -> int:
         """Deliver the updates a previous run left unfinished; returns how many."""
@@ -133,6 +140,8 @@ class Inbox:
             update = self._revive(record)
             if update is None:
                 await self.store.set_inbound_state(PLATFORM, record.update_id, "failed")
+                why = "unreadable in the store"
+                await self.intake.reject(record.update_id, record.payload, why)
             else:
                 await self._deliver(record.update_id, update)
         if records:
@@ -151,7 +160,7 @@ class Inbox:
         try:
             data: dict[str, Any] = json.loads(record.payload)
             return Update.de_json(data, self.bot)
-        except (ValueError, TypeError, KeyError) as exc:
+        except Exception as exc:
             _log.error(
                 "telegram update %s in the store is unreadable (%s); marked failed, kept",
                 record.update_id,
@@ -181,10 +190,17 @@ class Inbox:
                 if not await self._settle(event):
                     _log.info("telegram update %s: work cut short; replays next run", update_id)
                     return
-        except Exception:
+        except Exception as exc:
             _log.exception("telegram update %s: event handling failed", update_id)
             state = "failed"
+            await self._bury(update_id, update, exc)
         await self.store.set_inbound_state(PLATFORM, update_id, state)
+
+    async def _bury(self, update_id: str, update: Update, error: Exception) -> None:
+        try:
+            await self.intake.reject(update_id, _raw_json(update), error)
+        except Exception:
+            _log.exception("telegram update %s: could not keep it as a dead letter", update_id)
 
     async def _settle(self, event: InboundEvent) -> bool:
         if event.kind == "button":
@@ -194,11 +210,46 @@ class Inbox:
         return await self.update_settled(str(event.session_key), event.update_id)
 
 
-def _update_id_of(data: dict[str, Any]) -> int | None:
-    try:
-        return int(data["update_id"])
-    except (KeyError, TypeError, ValueError):
+def usable_update_id(update_id: object) -> int | None:
+    """``update_id`` when it can confirm an update (a non-negative 64-bit integer); None
+    for anything else — moving the getUpdates offset by it would skip real updates."""
+    if isinstance(update_id, bool) or not isinstance(update_id, int):
         return None
+    return update_id if 0 <= update_id < STORABLE_INTEGERS.stop - 1 else None
+
+
+def _update_id_of(data: dict[str, Any]) -> int | None:
+    return usable_update_id(data.get("update_id"))
+
+
+def _raw_json(update: Update) -> str:
+    try:
+        return json.dumps(update.to_dict(), default=str)
+    except Exception as exc:  # keep what can be kept: the id and why the rest is missing
+        return json.dumps({"update_id": str(update.update_id), "unserialisable": repr(exc)})
+
+
+def _unreadable(update: Update, raw: str) -> str | None:
+    """Why ``update`` cannot be taken in (None: it can): an unusable id, an integer the
+    store cannot hold, or a kind of update PTB does not know."""
+    if usable_update_id(update.update_id) is None:
+        return f"update_id {update.update_id!r} is not a usable id"
+    where = unstorable_value(json.loads(raw))
+    if where is not None:
+        return f"integer out of the 64-bit range at {where}"
+    if all(getattr(update, kind, None) is None for kind in Update.ALL_TYPES):
+        kinds = sorted(key for key in update.api_kwargs if key != "update_id")
+        return f"unknown update type ({', '.join(kinds) or 'no content'})"
+    return None
+
+
+def notice_chat(event: InboundEvent | None) -> ChatRef | None:
+    """Where to tell that the store is out: only a chat that spoke to the bot (a DM, a
+    command, a press, a mention or a reply to it), never for a bot's message."""
+    if event is None or event.sender.is_bot:
+        return None
+    addressed = event.chat_type == "dm" or event.kind != "text"
+    return event.chat if addressed or event.mentioned or event.reply_to_bot else None
 
 
 def unreadable_id(data: dict[str, Any]) -> str:

@@ -6,10 +6,14 @@ update is either in the store or still unconfirmed on Telegram's side — never 
 A failed persist leaves the offset where it was and the update is fetched again.
 
 The loop survives everything but cancellation: flood control waits ``retry_after``, other
-failures back off exponentially (capped) and are logged. A batch PTB cannot parse is taken
-apart from the raw JSON (:class:`RawUpdates`): readable updates go on as usual, an
-unreadable one is stored as ``failed`` with its payload — one error, nothing lost, and it
-never blocks the updates behind it.
+failures back off exponentially (capped) and are logged. The backoff is reset only once a
+batch has been stored, so while the store keeps failing (disk full, read-only) the same
+batch is fetched again ever more slowly, and logged only when the outage begins and ends
+(:class:`adapters.inbox.StorageOutage`). A batch PTB cannot parse is taken apart from the
+raw JSON (:class:`RawUpdates`): readable updates go on as usual, an unreadable one is
+quarantined as a dead letter — one WARNING naming it, nothing lost, and it never blocks the
+updates behind it. PTB's own CRITICAL record of that batch (the whole JSON, user text
+included, with a traceback) is dropped by :class:`UnparsedBatchFilter`.
 """
 
 from __future__ import annotations
@@ -25,14 +29,35 @@ from telegram import Bot, Update
 from telegram.error import RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 
+from adapters.inbox import preview
 from adapters.telegram.errors import retry_after_seconds
-from adapters.telegram.inbox import Inbox
+from adapters.telegram.inbox import Inbox, usable_update_id
+from core.store.base import StoreUnavailable
 
 _log = logging.getLogger(__name__)
 
 ALLOWED_UPDATES: tuple[str, ...] = ("message", "callback_query")
 Fetched = Update | dict[str, Any]
 """A parsed update, or the raw JSON of one PTB could not parse."""
+PTB_LOGGERS = ("telegram.Bot", "telegram.ext.ExtBot")
+"""Where python-telegram-bot logs the batches ``getUpdates`` could not parse."""
+
+
+class UnparsedBatchFilter(logging.Filter):
+    """Drops PTB's "Error while parsing updates!" record: it holds the whole batch (user
+    text included) and a traceback, at CRITICAL. The poller takes that batch apart and
+    each unreadable update gets one WARNING of its own (:mod:`adapters.inbox`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Error while parsing updates")
+
+
+def install_log_filter() -> None:
+    """Install :class:`UnparsedBatchFilter` on PTB's bot loggers (once)."""
+    for name in PTB_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, UnparsedBatchFilter) for f in logger.filters):
+            logger.addFilter(UnparsedBatchFilter())
 
 
 class RawUpdates(HTTPXRequest):
@@ -81,14 +106,30 @@ class LongPoller:
 
     async def run(self) -> None:
         while True:
-            for fetched in await self._fetch():
-                try:
-                    update_id = await self._persist(fetched)
-                except Exception as exc:
-                    await self._back_off("could not store an update", exc)
-                    break
-                if update_id is not None:
-                    self.offset = max(self.offset or 0, update_id + 1)
+            batch = await self._fetch()
+            if batch:
+                await self._take(batch)
+
+    async def _take(self, batch: Sequence[Fetched]) -> None:
+        """Store a batch in order, moving the offset past each stored (or quarantined)
+        update; on a failure stop and back off: the rest is fetched again."""
+        confirmable = False
+        for fetched in batch:
+            try:
+                update_id = await self._persist(fetched)
+            except StoreUnavailable as exc:
+                await self._back_off(None, exc)  # the inbox logs the outage, once
+                return
+            except Exception as exc:
+                await self._back_off("could not store an update", exc)
+                return
+            if update_id is not None:
+                confirmable = True
+                self.offset = max(self.offset or 0, update_id + 1)
+        if not confirmable:  # nothing to confirm it by: it would come back at once
+            await self._back_off("got updates without a usable update_id", None)
+            return
+        self._failures = 0
 
     async def _fetch(self) -> Sequence[Fetched]:
         try:
@@ -107,14 +148,15 @@ class LongPoller:
             return ()
         except Exception as exc:
             return await self._unparsed(exc)
-        self._failures = 0
+        if not updates:
+            self._failures = 0
         return updates
 
     async def _unparsed(self, exc: Exception) -> Sequence[Fetched]:
         if self.raw is None or not self.raw.latest:
             await self._back_off("getUpdates failed", exc)
             return ()
-        _log.error("telegram: PTB could not read a batch of updates (%s); taking it apart", exc)
+        _log.debug("telegram: PTB could not read a batch of updates (%s); taking it apart", exc)
         return list(self.raw.latest)
 
     async def _persist(self, fetched: Fetched) -> int | None:
@@ -122,15 +164,16 @@ class LongPoller:
         storing failed: the offset then stays and the update is fetched again."""
         if isinstance(fetched, Update):
             await self.inbox.accept(fetched)
-            return fetched.update_id
+            return usable_update_id(fetched.update_id)
         return await self.inbox.accept_raw(fetched)
 
-    async def _back_off(self, what: str, exc: Exception) -> None:
+    async def _back_off(self, what: str | None, exc: Exception | None) -> None:
+        """Wait ever longer (capped); ``what`` None: already logged elsewhere (debug only)."""
         self._failures += 1
         delay = min(
             self.settings.backoff_initial * 2 ** (self._failures - 1), self.settings.backoff_max
         )
-        _log.warning(
-            "telegram %s (%s: %s); retrying in %.1fs", what, type(exc).__name__, exc, delay
-        )
+        why = f" ({preview(exc)})" if exc is not None else ""
+        level = logging.DEBUG if what is None else logging.WARNING
+        _log.log(level, "telegram %s%s; retrying in %.1fs", what or "store out", why, delay)
         await asyncio.sleep(delay)

@@ -3,7 +3,7 @@
 Telegram sends ``X-Telegram-Bot-Api-Secret-Token`` with every request when the webhook was
 set with a ``secret_token``; anything without the right header is refused (403) and never
 reaches the store. An update is answered 200 only after :meth:`Inbox.accept_raw` has
-persisted it (one PTB cannot read is stored as ``failed``, so it never blocks the ones
+persisted it (one PTB cannot read is kept as a dead letter, so it never blocks the ones
 behind it); Telegram redelivers whatever we failed to store (answered 500).
 """
 
@@ -77,7 +77,7 @@ class WebhookServer:
         if data is None:
             return web.Response(status=400, text="not a Telegram update")
         try:
-            await self.inbox.accept_raw(data)  # one PTB cannot read is stored as failed
+            await self.inbox.accept_raw(data)  # one PTB cannot read becomes a dead letter
         except Exception:
             _log.exception("telegram webhook: could not persist update %s", data.get("update_id"))
             return web.Response(status=500, text="try again")

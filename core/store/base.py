@@ -48,6 +48,12 @@ class StoreError(Exception):
     """The store cannot be opened or used (not SQLite, newer schema, corrupt)."""
 
 
+class StoreUnavailable(StoreError):
+    """The store cannot write *right now* (disk full, read-only file, I/O error, locked by
+    another process): what was given was fine, and the same write is expected to succeed
+    once storage is back. Callers wait and retry; they never treat the item as poison."""
+
+
 @dataclass(frozen=True, slots=True)
 class SessionRecord:
     id: str
@@ -140,6 +146,23 @@ class InboundRecord:
     payload: str
     received_at: float
     state: InboundState = "pending"
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """An inbound item that could not be taken in (unreadable, or refused by the store after
+    a bounded number of attempts), kept with its raw form for an operator to look at."""
+
+    platform: str
+    item_id: str
+    """The platform's id of the item (e.g. a Telegram ``update_id``), or a digest of it."""
+    raw: str
+    """The item as received (JSON text where the platform speaks JSON)."""
+    error: str
+    attempts: int
+    created_at: float
+    id: int = 0
+    """Assigned by the store (:meth:`Store.add_dead_letter`); 0 before that."""
 
 
 class Store(Protocol):
@@ -278,3 +301,16 @@ class Store(Protocol):
         ...
 
     async def get_inbound(self, platform: str, update_id: str) -> InboundRecord | None: ...
+
+    # dead letters -----------------------------------------------------------
+    async def add_dead_letter(self, letter: DeadLetter) -> int | None:
+        """Keep ``letter``; its new id, or None when ``(platform, item_id)`` is already kept."""
+        ...
+
+    async def list_dead_letters(self, platform: str | None = None) -> list[DeadLetter]:
+        """Dead letters (optionally of one platform), oldest first."""
+        ...
+
+    async def drop_dead_letter(self, letter_id: int) -> bool:
+        """Remove one dead letter; False when there is none with ``letter_id``."""
+        ...

@@ -139,6 +139,25 @@ MESSAGE_ORIGIN_AND_CARDS = Migration(
     ),
 )
 
+DEAD_LETTERS = Migration(
+    version=3,
+    name="dead letters",
+    statements=(
+        # Inbound items that could not be taken in (unreadable, or refused by the store
+        # after bounded attempts): kept with their raw form and the error, once per item.
+        """CREATE TABLE dead_letters (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            platform TEXT NOT NULL,
+            item_id TEXT NOT NULL,
+            raw TEXT NOT NULL,
+            error TEXT NOT NULL,
+            attempts INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            UNIQUE (platform, item_id)
+        )""",
+    ),
+)
+
 TOOL_CALL_STATUS = Migration(
     version=4,
     name="tool call status",
@@ -175,7 +194,10 @@ TOOL_CALL_STATUS = Migration(
 )
 
 MIGRATIONS: tuple[Migration, ...] = tuple(
-    sorted((INITIAL_SCHEMA, MESSAGE_ORIGIN_AND_CARDS, TOOL_CALL_STATUS), key=lambda m: m.version)
+    sorted(
+        (INITIAL_SCHEMA, MESSAGE_ORIGIN_AND_CARDS, DEAD_LETTERS, TOOL_CALL_STATUS),
+        key=lambda m: m.version,
+    )
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

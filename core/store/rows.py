@@ -19,6 +19,7 @@ from typing import Any, cast
 from core.store.base import (
     ApprovalCard,
     ApprovalRecord,
+    DeadLetter,
     InboundRecord,
     InboundState,
     SessionRecord,
@@ -280,4 +281,31 @@ def inbound_from_row(row: sqlite3.Row) -> InboundRecord:
         payload=row["payload"],
         received_at=row["received_at"],
         state=cast(InboundState, row["state"]),
+    )
+
+
+DEAD_LETTER_COLUMNS = ("platform", "item_id", "raw", "error", "attempts", "created_at")
+
+
+def dead_letter_params(letter: DeadLetter) -> tuple[object, ...]:
+    """Values for :data:`DEAD_LETTER_COLUMNS` (the id is the store's to assign)."""
+    return (
+        letter.platform,
+        letter.item_id,
+        letter.raw,
+        letter.error,
+        letter.attempts,
+        letter.created_at,
+    )
+
+
+def dead_letter_from_row(row: sqlite3.Row) -> DeadLetter:
+    return DeadLetter(
+        platform=row["platform"],
+        item_id=row["item_id"],
+        raw=row["raw"],
+        error=row["error"],
+        attempts=row["attempts"],
+        created_at=row["created_at"],
+        id=row["id"],
     )

@@ -23,8 +23,9 @@ Every text parameter is made encodable first (:func:`rows.storable`): a lone sur
 stored as U+FFFD instead of failing the write.
 
 Foreign errors stop here: every ``sqlite3.Error`` leaves as a ``StoreError`` naming the file
-and what was being done. After :meth:`SqliteStore.close` every operation raises
-``StoreError``.
+and what was being done; one that means storage cannot be written right now (disk full,
+read-only file, I/O error, locked) leaves as its subclass ``StoreUnavailable``. After
+:meth:`SqliteStore.close` every operation raises ``StoreError``.
 """
 
 from __future__ import annotations
@@ -45,12 +46,14 @@ import aiosqlite
 from core.store import rows
 from core.store.base import (
     ApprovalRecord,
+    DeadLetter,
     InboundRecord,
     InboundState,
     SessionRecord,
     Store,
     StoredMessage,
     StoreError,
+    StoreUnavailable,
     ToolCallRecord,
     ToolCallStatus,
     TurnRecord,
@@ -80,6 +83,18 @@ _INSERT_APPROVAL = _insert_sql("approvals", rows.APPROVAL_COLUMNS)
 _INSERT_INBOUND = _insert_sql(
     "inbound", rows.INBOUND_COLUMNS, " ON CONFLICT (platform, update_id) DO NOTHING"
 )
+_INSERT_DEAD_LETTER = _insert_sql(
+    "dead_letters", rows.DEAD_LETTER_COLUMNS, " ON CONFLICT (platform, item_id) DO NOTHING"
+)
+_UNAVAILABLE = {
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_BUSY,
+    sqlite3.SQLITE_LOCKED,
+    sqlite3.SQLITE_CANTOPEN,
+}
+"""Primary result codes meaning "storage is not usable right now", not "bad data"."""
 
 
 class _Written(NamedTuple):
@@ -323,6 +338,25 @@ class SqliteStore:
         )
         return rows.inbound_from_row(found[0]) if found else None
 
+    # dead letters -----------------------------------------------------------
+    async def add_dead_letter(self, letter: DeadLetter) -> int | None:
+        doing = f"keep dead letter {letter.platform}/{letter.item_id}"
+        written = await self._write(_INSERT_DEAD_LETTER, rows.dead_letter_params(letter), doing)
+        return written.lastrowid if written.rowcount == 1 else None
+
+    async def list_dead_letters(self, platform: str | None = None) -> list[DeadLetter]:
+        sql = "SELECT * FROM dead_letters"
+        params: tuple[str, ...] = ()
+        if platform is not None:
+            sql, params = sql + " WHERE platform = ?", (platform,)
+        found = await self._read(sql + " ORDER BY id", params)
+        return [rows.dead_letter_from_row(row) for row in found]
+
+    async def drop_dead_letter(self, letter_id: int) -> bool:
+        sql = "DELETE FROM dead_letters WHERE id = ?"
+        written = await self._write(sql, (letter_id,), f"drop dead letter {letter_id}")
+        return written.rowcount == 1
+
     # plumbing ---------------------------------------------------------------
     def _open_connection(self) -> aiosqlite.Connection:
         if self._closed:
@@ -353,7 +387,9 @@ def _translated(path: Path, doing: str) -> Iterator[None]:
     try:
         yield
     except sqlite3.Error as exc:
-        raise StoreError(f"{path}: cannot {doing}: {exc}") from exc
+        unavailable = (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _UNAVAILABLE
+        kind = StoreUnavailable if unavailable else StoreError
+        raise kind(f"{path}: cannot {doing}: {exc}") from exc
 
 
 def _conforms(store: SqliteStore) -> Store:

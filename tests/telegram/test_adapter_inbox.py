@@ -225,15 +225,15 @@ async def test_unreadable_stored_update_is_marked_failed_and_the_rest_replay(
     assert await store.unfinished_inbound("telegram") == []
 
 
-async def test_update_ptb_cannot_read_is_stored_as_failed_and_does_not_block_the_next(
+async def test_update_ptb_cannot_read_is_a_dead_letter_and_does_not_block_the_next(
     adapter: Any, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
 ) -> None:
     broken = await telegram_sim.push_update("message", {"message_id": 5, "text": "no chat"})
     said = await telegram_sim.user_says(ALICE.id, "after the broken one")
     assert (await events.next_event()).text == "after the broken one"
     await adapter.drain()
-    record = await store.get_inbound("telegram", str(broken.update_id))
-    assert record is not None and record.state == "failed" and "no chat" in record.payload
+    [letter] = await store.list_dead_letters("telegram")
+    assert letter.item_id == str(broken.update_id) and "no chat" in letter.raw
     await telegram_sim.wait_for(lambda: telegram_sim.is_confirmed(broken.update_id))
     assert [e.update_id for e in events.events] == [said.event_id]
 
@@ -286,12 +286,13 @@ async def test_a_failed_processing_mark_still_delivers_the_update_once(
     assert await store.unfinished_inbound("telegram") == []
 
 
-async def test_a_raw_update_without_a_readable_id_is_kept_as_failed(
+async def test_a_raw_update_without_a_readable_id_is_kept_as_a_dead_letter(
     adapter: Any, store: SqliteStore
 ) -> None:
     items = [{"update_id": "not a number", "x": 1}, {"message": {"text": "no id"}}]
     for item in items:
         assert await adapter._inbox.accept_raw(item) is None
-        record = await store.get_inbound("telegram", unreadable_id(item))
-        assert record is not None and record.state == "failed"
-        assert json.loads(record.payload) == item
+    letters = await store.list_dead_letters("telegram")
+    assert [(d.item_id, json.loads(d.raw)) for d in letters] == [
+        (unreadable_id(item), item) for item in items
+    ]

@@ -71,7 +71,7 @@ def test_webhook_server_refuses_an_empty_secret_token(adapter: Any) -> None:
         WebhookServer(adapter.bot, adapter._inbox, WebhookSettings(secret_token=""))
 
 
-async def test_webhook_stores_an_unreadable_update_as_failed_and_takes_the_next(
+async def test_webhook_keeps_an_unreadable_update_as_a_dead_letter_and_takes_the_next(
     start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
 ) -> None:
     adapter = await start_adapter(webhook=WebhookSettings(secret_token=SECRET, port=0))
@@ -82,8 +82,8 @@ async def test_webhook_stores_an_unreadable_update_as_failed_and_takes_the_next(
         http.post(adapter.webhook_url or "", json=broken, headers=headers) as r,
     ):
         assert r.status == 200
-    record = await store.get_inbound("telegram", "77")
-    assert record is not None and record.state == "failed" and "no chat" in record.payload
+    [letter] = await store.list_dead_letters("telegram")
+    assert letter.item_id == "77" and "no chat" in letter.raw
     await telegram_sim.user_says(ALICE.id, "after the broken one")
     assert (await events.next_event()).text == "after the broken one"
 
