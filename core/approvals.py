@@ -16,7 +16,9 @@ Rules:
 * only the requester (``request.requested_by``) or a configured approver of the session
   may resolve; when a request has no requester, only configured approvers may;
 * exactly once: the first valid press wins (the claim is synchronous); later presses get
-  ``already_decided`` — also for ids of requests that ended before (read from the store);
+  ``already_decided`` — also for ids of requests that ended before (read from the store),
+  except those a restart cancelled (:meth:`Approvals.end_orphans`, resolved by
+  :data:`RESTART_BY`): a press on such a card gets ``cancelled_by_restart``;
 * a request whose ``present`` fails is denied: nobody saw it, so nobody approved it;
 * "always for this session": an approval with ``always=True`` is remembered
   (:class:`core.approval_memory.ApprovalMemory`: exact tool and normalised arguments, per
@@ -46,13 +48,18 @@ from core.types import ApprovalState
 
 logger = logging.getLogger(__name__)
 
-ResolveResult = Literal["resolved", "already_decided", "unknown", "forbidden", "invalid"]
-"""``invalid``: a choice that is not one of the request's options."""
+ResolveResult = Literal[
+    "resolved", "already_decided", "cancelled_by_restart", "unknown", "forbidden", "invalid"
+]
+"""``invalid``: a choice that is not one of the request's options; ``cancelled_by_restart``:
+the request was left pending by an earlier run and cancelled when this one started."""
 
 ResolveOutcome = Literal["approved", "denied"]
 
 ID_BYTES = 12
 ALWAYS_BY = "always"
+RESTART_BY = "restart"
+"""``resolved_by`` of a request an earlier run left pending, cancelled at start-up."""
 SETTLE_SECONDS = 5.0
 """Time box for storing the outcome after the asking task was cancelled, and for
 presenters still settling their cards at ``aclose``."""
@@ -233,9 +240,11 @@ class Approvals:
         except Exception:
             logger.exception("approval %s could not be looked up", approval_id)
             return "unknown"
-        if record is not None and record.state != "pending":
-            return "already_decided"
-        return "unknown"
+        if record is None or record.state == "pending":
+            return "unknown"
+        if record.state == "cancelled" and record.resolved_by == RESTART_BY:
+            return "cancelled_by_restart"
+        return "already_decided"
 
     def _may_resolve(self, request: ApprovalRequest, by: str) -> bool:
         if request.requested_by is not None and by == request.requested_by:
@@ -260,14 +269,15 @@ class Approvals:
     async def end_orphans(self) -> list[ApprovalRecord]:
         """At start-up: requests an earlier run left pending become ``cancelled``.
 
-        Their asking turn is gone, so no answer could be acted on; returns them (their
-        cards, if any, are still showing buttons).
+        Their asking turn is gone, so no answer could be acted on; they are resolved by
+        :data:`RESTART_BY`, so a later press says so. Returns them (their cards, if any, are
+        still showing buttons).
         """
         ended = []
         for record in await self._store.pending_approvals():
             if record.id in self._pending:
                 continue
-            if await self._store.resolve_approval(record.id, "cancelled", None):
+            if await self._store.resolve_approval(record.id, "cancelled", RESTART_BY):
                 ended.append(record)
         return ended
 

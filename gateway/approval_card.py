@@ -52,7 +52,7 @@ ARGUMENT_PREVIEW = 300
 CHOICE_LABEL = 60
 ATTEMPTS = 5
 CANCELLED = "⏹ Cancelled"
-RESTART_NOTICE = f"{CANCELLED} — the gateway restarted"
+RESTART_NOTICE = f"{CANCELLED} — the gateway restarted before this was answered; it did not run"
 WITHDRAW_SECONDS = 5.0
 """How long a card cancelled in flight is waited for, to remove its buttons."""
 

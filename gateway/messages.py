@@ -33,6 +33,7 @@ ACKS: Final[dict[str, str]] = {
 
 RESOLVE_ANSWERS: Final[dict[str, str]] = {
     "already_decided": "Already decided.",
+    "cancelled_by_restart": "Cancelled: the gateway restarted before this was answered.",
     "unknown": UNKNOWN_APPROVAL,
     "forbidden": "Sorry — only the person who asked (or an approver) can answer this.",
     "invalid": "That is not one of the options — use the buttons.",

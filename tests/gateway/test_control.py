@@ -331,7 +331,9 @@ async def test_start_closes_approvals_a_crashed_run_left_pending(
         turn = await gw.store.get_turn("t1")
         assert turn is not None and turn.status == "failed"
         await gw.service.router(event(ALICE, button="ap:old-id-123:a"))
-        assert [c.text for c in gw.adapter.of("answer")] == ["Already decided."]
+        assert [c.text for c in gw.adapter.of("answer")] == [
+            "Cancelled: the gateway restarted before this was answered."
+        ]
 
 
 async def test_deny_with_a_stale_short_or_full_id_says_already_decided_not_a_newer_one(

@@ -26,6 +26,7 @@ from tests.gateway.harness import ALICE, GatewayFactory, build_gateway
 
 DANGER = Step(None, tools=(("danger", {"command": "rm -rf build"}),))
 KEY = "fake:dm:100"
+RESTARTED_ANSWER = "Cancelled: the gateway restarted before this was answered."
 CHAT = ChatRef("fake", "100")
 
 
@@ -73,7 +74,7 @@ async def test_a_restart_retires_the_card_a_crashed_run_left_live(
             stored = await second_run.store.get_approval(request.id)
             assert stored is not None and stored.state == "cancelled"
             pressed = await second_run.press(ALICE, f"ap:{request.id}:a", card)
-            assert pressed.text == "Already decided."
+            assert pressed.text == RESTARTED_ANSWER
         finally:
             await second_run.service.stop()
             await second_run.store.close()
@@ -89,7 +90,7 @@ async def test_start_retires_a_stored_card_in_its_thread(
         assert retired.text == f"danger · id old-1\n\n{RESTART_NOTICE}"
         assert gw.adapter.sink is not None  # the adapter was started before the edit
         pressed = await gw.press(ALICE, "ap:old-1:a", retired)
-        assert pressed.text == "Already decided."
+        assert pressed.text == RESTARTED_ANSWER
 
 
 async def test_a_card_that_cannot_be_edited_does_not_stop_the_start(
