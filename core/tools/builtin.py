@@ -9,17 +9,26 @@ from core.tools.base import Tool
 from core.tools.clarify import clarify_tool
 from core.tools.delegate import delegate_tool
 from core.tools.files import read_file_tool, write_file_tool
+from core.tools.sandbox import Sandbox, Workspaces
 from core.tools.terminal import DEFAULT_TIMEOUT, terminal_tool
 
 
 def builtin_tools(
-    workspace: Path | None = None, *, terminal_timeout: float = DEFAULT_TIMEOUT
+    workspace: Path | None = None,
+    *,
+    workspaces: Workspaces | None = None,
+    sandbox: Sandbox | None = None,
+    terminal_timeout: float = DEFAULT_TIMEOUT,
 ) -> list[Tool]:
-    """All built-in tools; ``workspace`` overrides ``ToolContext.workspace`` when given."""
+    """All built-in tools. They work in the session's workspace from ``workspaces`` when
+    given, else in ``workspace``, else in ``ToolContext.workspace``; the terminal runs in
+    ``sandbox`` (default: the host shell — the gateway always passes one)."""
     return [
-        terminal_tool(workspace=workspace, timeout=terminal_timeout),
-        read_file_tool(workspace=workspace),
-        write_file_tool(workspace=workspace),
+        terminal_tool(
+            workspace=workspace, workspaces=workspaces, sandbox=sandbox, timeout=terminal_timeout
+        ),
+        read_file_tool(workspace=workspace, workspaces=workspaces),
+        write_file_tool(workspace=workspace, workspaces=workspaces),
         clarify_tool(),
         delegate_tool(),
     ]

@@ -1,10 +1,13 @@
 """``read_file`` and ``write_file``: file access confined to the workspace.
 
-A path is taken relative to the workspace and resolved (``..`` collapsed, symlinks
-followed); if the result is not inside the resolved workspace the call is an error result
-(``path escapes the workspace``) and nothing is read or written. Absolute paths are allowed
-only when they point inside the workspace. Reads return at most ``max_read`` bytes (with a
-``[truncated N bytes]`` note); writes larger than ``max_write`` bytes are refused whole.
+The workspace is the session's (from :class:`~core.tools.sandbox.Workspaces`, the same
+one the terminal uses) when the tool is given ``workspaces``; else the fixed ``workspace``;
+else ``ToolContext.workspace``. A path is taken relative to the workspace and resolved
+(``..`` collapsed, symlinks followed); if the result is not inside the resolved workspace
+the call is an error result (``path escapes the workspace``) and nothing is read or
+written. Absolute paths are allowed only when they point inside the workspace. Reads
+return at most ``max_read`` bytes (with a ``[truncated N bytes]`` note); writes larger than
+``max_write`` bytes are refused whole.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from core.tools.base import Tool, ToolContext, ToolResult
+from core.tools.sandbox import Workspaces
 from core.types import ToolSpec
 
 DEFAULT_MAX_READ = 64_000
@@ -43,13 +47,27 @@ def confine(workspace: Path, path: str) -> Path:
     return target
 
 
-def read_file_tool(*, workspace: Path | None = None, max_read: int = DEFAULT_MAX_READ) -> Tool:
+async def workspace_of(
+    ctx: ToolContext, workspace: Path | None, workspaces: Workspaces | None
+) -> Path:
+    """The directory a call of ``ctx`` works in (see the module docstring)."""
+    if workspaces is not None:
+        return await asyncio.to_thread(workspaces.ensure, ctx.session_key)
+    return workspace or ctx.workspace
+
+
+def read_file_tool(
+    *,
+    workspace: Path | None = None,
+    workspaces: Workspaces | None = None,
+    max_read: int = DEFAULT_MAX_READ,
+) -> Tool:
     async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = args.get("path")
         if not isinstance(path, str) or not path:
             return ToolResult("read_file needs a 'path' string", is_error=True)
         try:
-            target = confine(workspace or ctx.workspace, path)
+            target = confine(await workspace_of(ctx, workspace, workspaces), path)
             return await asyncio.to_thread(_read, target, path, max_read)
         except (BadPath, OSError) as exc:
             return ToolResult(_describe(exc), is_error=True)
@@ -75,7 +93,12 @@ def _read(target: Path, shown: str, max_read: int) -> ToolResult:
     return ToolResult(text)
 
 
-def write_file_tool(*, workspace: Path | None = None, max_write: int = DEFAULT_MAX_WRITE) -> Tool:
+def write_file_tool(
+    *,
+    workspace: Path | None = None,
+    workspaces: Workspaces | None = None,
+    max_write: int = DEFAULT_MAX_WRITE,
+) -> Tool:
     async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path, content = args.get("path"), args.get("content")
         if not isinstance(path, str) or not path or not isinstance(content, str):
@@ -85,7 +108,7 @@ def write_file_tool(*, workspace: Path | None = None, max_write: int = DEFAULT_M
             limit = f"content is {len(data)} bytes; the limit is {max_write}"
             return ToolResult(limit, is_error=True)
         try:
-            target = confine(workspace or ctx.workspace, path)
+            target = confine(await workspace_of(ctx, workspace, workspaces), path)
             await asyncio.to_thread(_write, target, data, bool(args.get("append")))
         except (BadPath, OSError) as exc:
             return ToolResult(_describe(exc), is_error=True)

@@ -1,4 +1,11 @@
-"""The ``terminal`` tool: run one shell command in the profile's workspace.
+"""The ``terminal`` tool: run one shell command in the session's workspace.
+
+Where and how it runs is the tool's :data:`~core.tools.sandbox.Sandbox`
+(:mod:`core.tools.sandbox`): inside bubblewrap, seeing only the session's workspace and the
+system read-only (the gateway wires every profile so, unless it says ``sandbox = "none"``);
+on the host shell (:class:`~core.tools.sandbox.NoSandbox`, the default of this factory, for
+embedding and tests); or not at all (:class:`~core.tools.sandbox.Unavailable`: every call is
+an error result saying that no sandbox is available, and nothing runs).
 
 The command runs through ``/bin/sh`` in its own process group (``start_new_session``), with
 stdout and stderr merged. It ends in one of three ways:
@@ -9,11 +16,14 @@ stdout and stderr merged. It ends in one of three ways:
 * the turn's token is cancelled: the process group is killed and
   :class:`~core.cancellation.Cancelled` propagates, so the turn stops at once.
 
+In the sandbox, bubblewrap is the process group's leader and takes the command down with
+it (``--die-with-parent``, and its PID namespace ends with it).
+
 Output is capped (``max_output`` bytes kept, the rest counted as ``[truncated N bytes]``).
-The child's environment drops variables whose names look like secrets (``*TOKEN*``,
-``*KEY*``, ``*SECRET*``, ``*PASSWORD*``): the model decides what runs here, and the gateway
-process holds the platform tokens. Risk is ``dangerous``; the built-in dangerous-command
-policy (``core.hooks.builtin``) asks before known-destructive commands.
+On the host shell the child's environment drops variables whose names look like secrets
+(``*TOKEN*``, ``*KEY*``, ``*SECRET*``, ``*PASSWORD*``); in the sandbox it is built from an
+allowlist. Risk is ``dangerous``; the built-in dangerous-command policy
+(``core.hooks.builtin``) asks before known-destructive commands.
 """
 
 from __future__ import annotations
@@ -23,15 +33,17 @@ import contextlib
 import os
 import signal
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from core.tools.base import Tool, ToolContext, ToolResult
+from core.tools.files import workspace_of
+from core.tools.sandbox import Launch, NoSandbox, Sandbox, Unavailable, Workspaces
 from core.types import ToolSpec
 
 DEFAULT_TIMEOUT = 60.0
 MAX_TIMEOUT = 600.0
 DEFAULT_MAX_OUTPUT = 16_000
-SECRET_NAME_PARTS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 KILL_WAIT_SECONDS = 2.0
 
 PARAMETERS: dict[str, Any] = {
@@ -69,19 +81,29 @@ class _Output:
 
 def terminal_tool(
     *,
-    workspace: os.PathLike[str] | None = None,
+    workspace: Path | None = None,
+    workspaces: Workspaces | None = None,
+    sandbox: Sandbox | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     max_output: int = DEFAULT_MAX_OUTPUT,
 ) -> Tool:
-    """The ``terminal`` tool; ``workspace`` overrides ``ToolContext.workspace`` when given."""
+    """The ``terminal`` tool. The working directory is the session's workspace from
+    ``workspaces``; else ``workspace``; else ``ToolContext.workspace``. ``sandbox``
+    defaults to :class:`~core.tools.sandbox.NoSandbox` (the host shell)."""
+    chosen: Sandbox = sandbox if sandbox is not None else NoSandbox()
 
     async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
             return ToolResult("terminal needs a non-empty 'command' string", is_error=True)
+        if isinstance(chosen, Unavailable):
+            return ToolResult(unavailable_text(chosen), is_error=True)
         limit = _timeout(args.get("timeout"), timeout)
-        cwd = os.fspath(workspace if workspace is not None else ctx.workspace)
-        return await run_command(command, cwd=cwd, timeout=limit, max_output=max_output, ctx=ctx)
+        cwd = await workspace_of(ctx, workspace, workspaces)
+        if not await asyncio.to_thread(cwd.is_dir):
+            return ToolResult(f"cannot start the command in {cwd}: no such directory", True)
+        launch = chosen.launch(command, cwd)
+        return await run_command(launch, timeout=limit, max_output=max_output, ctx=ctx)
 
     spec = ToolSpec(
         name="terminal",
@@ -92,6 +114,14 @@ def terminal_tool(
     return Tool(spec=spec, handler=handler)
 
 
+def unavailable_text(sandbox: Unavailable) -> str:
+    """What the model (and the chat) hear when no sandbox can run the command."""
+    return (
+        f"No sandbox is available, so the command was not run: {sandbox.reason}. "
+        'Install bubblewrap, or set sandbox = "none" for this profile.'
+    )
+
+
 def _timeout(requested: object, default: float) -> float:
     if isinstance(requested, int | float) and not isinstance(requested, bool) and requested > 0:
         return min(float(requested), MAX_TIMEOUT)
@@ -99,22 +129,22 @@ def _timeout(requested: object, default: float) -> float:
 
 
 async def run_command(
-    command: str, *, cwd: str, timeout: float, max_output: int, ctx: ToolContext
+    launch: Launch, *, timeout: float, max_output: int, ctx: ToolContext
 ) -> ToolResult:
-    """Run ``command``; see the module docstring for how it ends."""
+    """Run ``launch``; see the module docstring for how it ends."""
     ctx.token.raise_if_cancelled()
     try:
-        proc = await asyncio.create_subprocess_shell(
-            command,
-            cwd=cwd,
-            env=_child_env(),
+        proc = await asyncio.create_subprocess_exec(
+            *launch.argv,
+            cwd=launch.cwd,
+            env=launch.env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )
     except OSError as exc:
-        return ToolResult(f"cannot start the command in {cwd}: {exc}", is_error=True)
+        return ToolResult(f"cannot start the command in {launch.cwd}: {exc}", is_error=True)
     output = _Output(max_output)
     # A task, not a bare coroutine: guard() may refuse to start it (token already cancelled).
     collecting = asyncio.create_task(_collect(proc, output))
@@ -149,11 +179,3 @@ async def _kill_group(proc: asyncio.subprocess.Process) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(proc.wait(), KILL_WAIT_SECONDS)
-
-
-def _child_env() -> dict[str, str]:
-    return {
-        name: value
-        for name, value in os.environ.items()
-        if not any(part in name.upper() for part in SECRET_NAME_PARTS)
-    }
