@@ -2,7 +2,7 @@
 
 Adapters build every update's key with a :class:`SessionKeyRule`; :func:`session_key` is
 the rule, and :func:`key_rule` fixes a configured :class:`KeyStrategy` into one. The rules
-(DESIGN.md, "Session keys"):
+(``docs/architecture.md`` §7):
 
 * a direct message → one session per chat (``telegram:dm:<chat>``);
 * a group or channel → one session per user in that chat (``per_user``, the default,
@@ -11,8 +11,12 @@ the rule, and :func:`key_rule` fixes a configured :class:`KeyStrategy` into one.
   (``telegram:thread:<chat>:<topic>``, ``slack:channel:<channel>:<thread_ts>``).
 
 Two messages with the same key never run turns at the same time (the Dispatcher's rule),
-so the strategy decides what may run in parallel. This lives in ``adapters/`` because
-adapters may not import ``gateway/``; the gateway re-exports it (``gateway.session_keys``).
+so the strategy decides what may run in parallel.
+
+A key is stored as its string (``str(key)``); :func:`parse_session_key` is the one way
+back, used wherever a key comes back from the store. A child agent's session
+(``<parent key>/child:<turn>:<call>``) parses as its parent's key: it lives in the same
+chat.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from functools import partial
 from typing import Literal, Protocol
 
 from adapters.base import ChatType, SessionKey
+
+CHAT_TYPES: tuple[ChatType, ...] = ("dm", "group", "channel", "thread")
+CHILD_MARK = "/child:"
 
 GroupSessions = Literal["per_user", "shared"]
 
@@ -60,7 +67,7 @@ def session_key(
     if chat_type == "dm":
         return SessionKey(platform, "dm", chat_id)
     if thread_id is not None or chat_type == "thread":
-        return SessionKey(platform, chat_type, chat_id, thread_id=thread_id)
+        return SessionKey(platform, "thread", chat_id, thread_id=thread_id)
     if strategy.group == "shared" or user_id is None:
         return SessionKey(platform, chat_type, chat_id)
     return SessionKey(platform, chat_type, chat_id, user_id=user_id)
@@ -70,3 +77,28 @@ def key_rule(strategy: KeyStrategy) -> SessionKeyRule:
     """:func:`session_key` with ``strategy`` fixed: what an adapter is given as its rule."""
     rule: SessionKeyRule = partial(session_key, strategy=strategy)
     return rule
+
+
+def parse_session_key(text: str) -> SessionKey:
+    """The :class:`SessionKey` whose ``str()`` is ``text`` (ValueError if none is).
+
+    ``<platform>:<type>:<chat>``, then for a thread its ``:<thread>`` and for a per-user
+    group or channel key its ``:<user>``.
+    """
+    parts = text.split(CHILD_MARK, 1)[0].split(":")
+    if len(parts) not in (3, 4) or not all(parts) or parts[1] not in CHAT_TYPES:
+        raise ValueError(f"not a session key: {text!r}")
+    platform, chat_type, chat_id = parts[0], _chat_type(parts[1]), parts[2]
+    rest = parts[3] if len(parts) == 4 else None
+    if chat_type == "thread":
+        return SessionKey(platform, chat_type, chat_id, thread_id=rest)
+    if chat_type == "dm" and rest is not None:
+        raise ValueError(f"not a session key: {text!r}")
+    return SessionKey(platform, chat_type, chat_id, user_id=rest)
+
+
+def _chat_type(text: str) -> ChatType:
+    for chat_type in CHAT_TYPES:
+        if text == chat_type:
+            return chat_type
+    raise ValueError(f"unknown chat type {text!r}")

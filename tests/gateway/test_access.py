@@ -32,8 +32,8 @@ def test_thread_key_is_shared_by_its_members() -> None:
     keys = {str(session_key("telegram", "thread", "-5", user_id=u, thread_id="7")) for u in "12"}
     assert keys == {"telegram:thread:-5:7"}
     slack = session_key("slack", "channel", "C1", user_id="U1", thread_id="1700.1")
-    assert str(slack) == "slack:channel:C1:1700.1"
-    assert slack == SessionKey("slack", "channel", "C1", thread_id="1700.1")
+    assert str(slack) == "slack:thread:C1:1700.1"
+    assert slack == SessionKey("slack", "thread", "C1", thread_id="1700.1")
 
 
 def control(**policy: object) -> AccessControl:
