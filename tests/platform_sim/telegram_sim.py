@@ -24,6 +24,7 @@ Acting as users (each returns at once; the bot receives the update on its next g
     await sim.press_button(bot_msg, "approve:1", seen=bot_msg.history[0])  # a stale copy
     await sim.redeliver(int(msg.event_id))     # the confirmation was lost: delivered again
     await sim.push_update("message", raw_json)  # any hand-made update (e.g. a malformed one)
+    await sim.push_raw({"message": ...}, update_id=2**70)  # raw JSON, delivered as given
 
 Looking at the conversation (``SimMessage``: ``text`` plain, ``raw`` wire JSON, ``history``
 earlier versions, ``buttons`` [``SimButton(label, data, url)``], ``deleted``)::
@@ -358,6 +359,17 @@ class TelegramSim(SimServer):
         await self.changed()
         return update
 
+    async def push_raw(self, fields: Json, *, update_id: Any = None) -> TgUpdate:
+        """Deliver ``{"update_id": ..., **fields}`` exactly as given, whatever it holds (an
+        unknown type, wrong types, huge integers). Its ``update_id`` is the simulator's next
+        one unless ``update_id`` is given; either way the simulator confirms it by its own
+        id, like any update (so one with an unusable id is confirmed by a later offset)."""
+        update = TgUpdate(next(self._update_ids), "raw", fields)
+        update.raw = {"update_id": update.update_id if update_id is None else update_id, **fields}
+        self.updates.append(update)
+        await self.changed()
+        return update
+
     # faults ---------------------------------------------------------------------------------
     async def drop_connection(self) -> int:
         """Reset every in-flight getUpdates connection; returns how many were dropped.
@@ -498,7 +510,7 @@ class TelegramSim(SimServer):
         """Unconfirmed updates of an allowed type, oldest first (others are discarded)."""
         now = time.monotonic()
         for u in self.pending():
-            if u.kind not in self.allowed_updates:
+            if u.kind not in self.allowed_updates and u.raw is None:
                 u.confirmed_at = now
         return self.pending()
 

@@ -77,8 +77,12 @@ class TgUpdate:
     payload: Json
     deliveries: int = 0
     confirmed_at: float | None = None
+    raw: Json | None = None
+    """Sent as is instead of ``{update_id, kind: payload}`` (``TelegramSim.push_raw``)."""
 
     def to_json(self) -> Json:
+        if self.raw is not None:
+            return self.raw
         return {"update_id": self.update_id, self.kind: self.payload}
 
 
