@@ -52,6 +52,8 @@ class ModelSection:
     headers: Mapping[str, str] = field(default_factory=dict)
     timeout: float = 120.0
     max_retries: int = 3
+    slow_notice_seconds: float = 20.0
+    """Tell the chat after this long without an answer from the model; 0: never."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ returns a usable value; the caller raises once all errors are known.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,9 +155,21 @@ def read_model(table: Table, ctx: Context) -> ModelSection:
         headers=table.string_map("headers"),
         timeout=table.positive_number("timeout", MODEL.timeout),
         max_retries=table.non_negative_int("max_retries", MODEL.max_retries),
+        slow_notice_seconds=_seconds_or_off(table, "slow_notice_seconds", MODEL),
     )
     table.finish()
     return section
+
+
+def _seconds_or_off(table: Table, key: str, defaults: ModelSection) -> float:
+    """A number of seconds ≥ 0 (0 turns the feature off)."""
+    value, default = table.raw(key), float(getattr(defaults, key))
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        table.error(key, f"expected a number of seconds ≥ 0 (0 turns it off), {got(value)}")
+        return default
+    return float(value)
 
 
 def read_profile(table: Table, name: str, ctx: Context, defaults: ProfileSection) -> ProfileSection:

@@ -18,6 +18,10 @@ platform call:
 Modes: ``off`` (nothing), ``new`` (a line when the tool changes), ``all`` (a line per
 call; identical consecutive lines collapse to ``×N``). Time is injected (``clock`` and
 ``sleep``) so tests run without waiting.
+
+The engine's turn notices (``on_notice``, e.g. :class:`core.agent.step.ModelSlow`) are
+shown whatever the mode: :meth:`ProgressView.notice` sends each as its own plain message
+(:func:`notice_text`) from a tracked task, so the engine never waits for the chat.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from adapters.base import Adapter, ChatRef, NotModified, RateLimited, SentMessage
+from core.agent.step import ModelSlow, TurnNotice
 from core.tasks import TaskSet
 from core.types import TurnStatus
 from gateway.rate_limits import Sleep, with_rate_limits
@@ -53,6 +58,8 @@ EMOJI = (
     (("delegate", "agent", "child"), "🤝"),
 )
 ENDINGS: dict[str, str] = {"completed": "✅ Done", "interrupted": "⏹ Stopped"}
+NOTICE_ATTEMPTS = 3
+"""Rate-limited sends of one notice before it is given up (logged)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +83,16 @@ class _Line:
 
 
 DEFAULT_CONFIG = ProgressConfig()
+
+
+def notice_text(notice: TurnNotice) -> str:
+    """What the chat reads for a turn notice."""
+    if isinstance(notice, ModelSlow):
+        if notice.max_attempts <= 1:
+            return "⏳ The model is not answering yet; still waiting. Send /stop to give up."
+        tries = f"attempt {notice.attempt} of {notice.max_attempts}"
+        return f"⏳ The model is not answering, retrying… ({tries}). Send /stop to give up."
+    return "⏳ Still working…"
 
 
 def emoji_for(tool: str) -> str:
@@ -109,6 +126,7 @@ class ProgressView:
         self._last_write = float("-inf")
         self._wake = asyncio.Event()
         self._flush = TaskSet(logger)
+        self._notices = TaskSet(logger)
         self._started = False
         self._closing = False
         self._delete = False
@@ -153,13 +171,33 @@ class ProgressView:
             self._flush.spawn(self._flush_loop(), name=f"progress:{self._chat}")
         self._wake.set()
 
+    def notice(self, notice: TurnNotice) -> None:
+        """The engine's ``on_notice``: send the notice as a plain message of its own."""
+        if self._closing:
+            return
+        self._notices.spawn(self._send_notice(notice_text(notice)), name=f"notice:{self._chat}")
+
+    async def _send_notice(self, text: str) -> None:
+        async def send() -> None:
+            await self._adapter.send(self._chat, text, markup=False)
+
+        try:
+            await with_rate_limits(
+                send, attempts=NOTICE_ATTEMPTS, sleep=self._sleep, chat=self._chat, what="notice"
+            )
+        except RateLimited:
+            return  # logged by with_rate_limits
+        except Exception:
+            logger.warning("notice in %s not sent", self._chat, exc_info=True)
+
     # ending ---------------------------------------------------------------------------
     async def finish(self, status: TurnStatus | None = "completed") -> None:
         """The reply went out: write the final state (or delete), then wait (time-boxed)
         for the task; past ``finish_timeout`` the final state is given up (logged)."""
+        self._closing = True
+        await self._notices.aclose(self._finish_timeout)
         if not self._started:
             return
-        self._closing = True
         if self._config.cleanup:
             self._delete = True
         else:
@@ -173,6 +211,7 @@ class ProgressView:
     async def aclose(self) -> None:
         """Stop at once (shutdown): cancel the flush task and wait for it."""
         self._closing = True
+        await self._notices.aclose()
         await self._flush.aclose()
 
     # the flush task ---------------------------------------------------------------------

@@ -66,6 +66,7 @@ from core.cancellation import drain_abandoned
 from core.dispatcher import Dispatcher
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
+from core.model.retry import RetryPolicy
 from core.store.base import ApprovalRecord, Store
 from core.tools.base import ToolRegistry
 from gateway.access import AccessControl, AccessPolicy, qualified
@@ -106,6 +107,7 @@ class GatewayService:
         typing_sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         sleep: Sleep = asyncio.sleep,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if default_profile not in profiles:
             raise ValueError(f"default profile {default_profile!r} is not among {sorted(profiles)}")
@@ -131,7 +133,7 @@ class GatewayService:
             store, self.approver, timeout=self._approval_timeout, approvers=self._approvers_of
         )
         self.agents = {
-            name: CommonAgent(store, model, tools, hooks, self.approvals, profile)
+            name: CommonAgent(store, model, tools, hooks, self.approvals, profile, retry=retry)
             for name, profile in profiles.items()
         }
         self.delivery = Delivery(sleep=sleep)
@@ -272,7 +274,9 @@ class GatewayService:
         )
         try:
             async with typing:
-                return await agent.run_turn(session_key, message, control, step_callback=view.step)
+                return await agent.run_turn(
+                    session_key, message, control, step_callback=view.step, on_notice=view.notice
+                )
         except BaseException:
             self._views.pop(session_key, None)
             await view.aclose()

@@ -17,6 +17,7 @@ from core.hooks.builtin import register_builtin_hooks
 from core.hooks.loader import load_hooks
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
+from core.model.retry import RetryPolicy
 from core.store.base import Store
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
@@ -46,9 +47,18 @@ def build_service(config: Config, store: Store, model: ModelClient) -> GatewaySe
         access={p: _access(config, p) for p in WIRED_PLATFORMS if config.platform(p)},
         approvers={p: config.approvers(p) for p in WIRED_PLATFORMS},
         progress=ProgressConfig(mode=config.progress.mode, cleanup=config.progress.cleanup),
+        retry=_retry(config),
     )
     holder.append(service)
     return service
+
+
+def _retry(config: Config) -> RetryPolicy:
+    """``[model] max_retries`` and ``slow_notice_seconds`` for every agent's model calls."""
+    model = config.model
+    return RetryPolicy.with_retries(
+        model.max_retries, slow_notice_seconds=model.slow_notice_seconds
+    )
 
 
 def _hooks(directory: Path) -> HookRegistry:
