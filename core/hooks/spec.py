@@ -8,6 +8,14 @@ Kinds: *observe* (``HookRegistry.notify``; failures logged, never break the turn
 *decide* (``first_result``; first non-``None`` wins), *transform* (``transform``; each may
 return a replacement for ``value``), *collect* (``collect``; all non-``None`` results).
 
+Time: every hook fired by the turn loop runs under the turn's token — ``/stop`` aborts a
+hook that hangs, and the turn ends ``interrupted`` at once — and each async hook function
+is time-boxed by its registry (``HookRegistry.time_box``, default ``HOOK_SECONDS``): an
+observer, transform or collector that overruns is abandoned and ignored (logged); a
+``pre_tool_call`` that overruns blocks the call. Hooks fired after a stop
+(``agent_loop_stopped``, ``on_session_end``, the after-call hooks of a cancelled tool) get
+a short box (``AFTER_STOP_SECONDS``). A sync hook must never block: it cannot be stopped.
+
 Order within one turn (seed 000)::
 
     on_session_start? → pre_llm_call → ( pre_api_request → [api_request_error →
@@ -35,8 +43,9 @@ HOOKS: dict[str, tuple[HookKind, str]] = {
     ),
     "pre_api_request": (
         "observe",
-        "Before each model request, retries included. Args: iteration (1-based model call "
-        "number), messages (list of wire dicts, system prompt first).",
+        "Before each model request, retries included (at most [model] max_retries + 1 per "
+        "model call). Args: iteration (1-based model call number), messages (list of wire "
+        "dicts, system prompt first).",
     ),
     "post_api_request": (
         "observe",
@@ -55,22 +64,30 @@ HOOKS: dict[str, tuple[HookKind, str]] = {
     "transform_llm_output": (
         "transform",
         "The final text reply (no tool calls). value: str; return replacement text (the "
-        "stored assistant message is updated to match).",
+        "stored assistant message is updated to match). /stop while it runs ends the turn "
+        "interrupted (the stored reply keeps the model's text).",
     ),
     "post_llm_call": (
         "observe",
-        "After the final reply is settled. Args: reply (str).",
+        "After the final reply is settled. Args: reply (str). /stop while it runs ends the "
+        "turn interrupted.",
     ),
     "agent_loop_stopped": (
         "observe",
         "The loop stopped without a normal reply. Args: reason — the exit reason: "
         '"cancelled", "interrupted_by_user", "budget_exhausted", '
-        '"review_input_budget_exhausted", "model_error", "external_runtime" (failed).',
+        '"review_input_budget_exhausted", "model_error", "external_runtime" (failed). '
+        "Fires after the turn may already be stopped: the whole dispatch is time-boxed "
+        "(the registry's time_box; AFTER_STOP_SECONDS after a stop) and a /stop cuts it "
+        "short, so it never holds the session.",
     ),
     "on_session_end": (
         "observe",
-        "At the end of every turn (as in Hermes), after the final status is stored. "
-        "Args: status (TurnStatus), exit_reason (ExitReason).",
+        "At the end of every turn (as in Hermes), after the final status is stored: every "
+        "turn whose record was started, also one that failed to open after that (status "
+        "failed, exit_reason crashed) or was cancelled while opening (interrupted, "
+        "cancelled). Args: status (TurnStatus), exit_reason (ExitReason). Time-boxed like "
+        "agent_loop_stopped: it never holds the session.",
     ),
     "pre_tool_call": (
         "decide",
