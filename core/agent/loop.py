@@ -28,8 +28,9 @@
 ``failed``/``crashed`` with a readable reply. Only ``asyncio.CancelledError`` (the task
 itself cancelled) propagates, and only after a started turn was recorded as
 ``interrupted``/``cancelled`` (time-boxed by :data:`CLEANUP_SECONDS`), with its stop and
-session-end hooks — also when the record was being started (if it was written). Cancelled
-before that, there is no turn to record. Every hook call of the turn and the step
+session-end hooks; one cancelled while opening (its record being started, if it was
+written) gets ``on_session_end`` only — its loop never ran. Cancelled before that, there
+is no turn to record. Every hook call of the turn and the step
 callback run under the turn's token, each async hook function time-boxed by the registry
 (:data:`core.hooks.registry.HOOK_SECONDS`) and the step callback by
 :data:`core.agent.step.OBSERVER_SECONDS`: ``/stop`` ends the turn ``interrupted`` within a
@@ -78,9 +79,9 @@ from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry, under_token
 from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
-from core.store.base import SessionRecord, Store, StoredMessage, StoreError
+from core.store.base import SessionRecord, Store, StoredMessage
 from core.tools.base import RunChild, ToolRegistry
-from core.types import ChatMessage
+from core.types import ChatMessage, ExitReason, TurnStatus
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +160,7 @@ class CommonAgent:
                 turn = await self._open(session_key, message, control, budget, opening)
             except asyncio.CancelledError:
                 if opening.scope is not None:
-                    await _time_boxed(self._close(opening.scope, control.token, stop_end(None), 0))
+                    await _time_boxed(self._end_unopened(opening.scope, control, stop_end(None)))
                 raise
             except Exception as error:
                 return await self._failed_open(session_key, opening, control, error)
@@ -170,12 +171,26 @@ class CommonAgent:
     async def _failed_open(
         self, key: str, opening: _Opening, control: TurnControl, error: Exception
     ) -> TurnResult:
-        """A turn that could not open: recorded and ended (``on_session_end``) if started."""
+        """A turn that could not open: if its record was written, it ends ``failed``."""
         logger.exception("turn of %s could not start", key)
-        if opening.scope is None:
-            return TurnResult("", "", "failed", "crashed", CRASH_REPLY, 0, str(error))
         end = TurnEnd("failed", "crashed", CRASH_REPLY, f"{type(error).__name__}: {error}")
-        return await self._close(opening.scope, control.token, end, 0)
+        scope = opening.scope
+        if scope is None or not await self._end_unopened(scope, control, end):
+            return TurnResult("", "", "failed", "crashed", CRASH_REPLY, 0, str(error))
+        return TurnResult(scope.turn_id, scope.session_id, *_outcome(end, 0))
+
+    async def _end_unopened(self, scope: TurnScope, control: TurnControl, end: TurnEnd) -> bool:
+        """End the record of a turn that never got under way, then ``on_session_end``;
+        False (no hook) when the record was never written."""
+        try:
+            await self.store.finish_turn(
+                scope.turn_id, status=end.status, exit_reason=end.exit_reason, iterations=0
+            )
+        except Exception as problem:  # the start never reached the store: nothing to end
+            logger.info("turn %s ended before it was stored: %s", scope.turn_id, problem)
+            return False
+        await self._session_end_hooks(scope, control.token, end)
+        return True
 
     # step 2 ---------------------------------------------------------------------------
     async def _open(
@@ -205,8 +220,8 @@ class CommonAgent:
                 return await redelivery(self.store, answer)
         calls = await load_call_records(self.store, history)
         scope = TurnScope(key, session.id, uuid.uuid4().hex, message.sender_id)
-        await self._start_turn(scope, control.token)
-        opening.scope = scope
+        opening.scope = scope  # from here on, a written record is ended with its hooks
+        await self.store.start_turn(scope.session_id, scope.turn_id)
         control.turn_id = scope.turn_id
         transcript = Transcript("", history, calls)
         is_new = is_new or not history
@@ -226,24 +241,6 @@ class CommonAgent:
         if all(m.id != stored.id for m in history):
             return None  # compacted away since: stored afresh
         return stored
-
-    async def _start_turn(self, scope: TurnScope, token: CancellationToken) -> None:
-        """Start the turn's record; cancelled meanwhile, a written record ends interrupted."""
-        try:
-            await self.store.start_turn(scope.session_id, scope.turn_id)
-        except asyncio.CancelledError:
-            await _time_boxed(self._end_cancelled_start(scope, token))
-            raise
-
-    async def _end_cancelled_start(self, scope: TurnScope, token: CancellationToken) -> None:
-        try:
-            await self.store.finish_turn(
-                scope.turn_id, status="interrupted", exit_reason="cancelled", iterations=0
-            )
-        except StoreError as error:  # the start never reached the store: nothing to end
-            logger.info("turn %s cancelled before it was stored: %s", scope.turn_id, error)
-            return
-        await self._session_end_hooks(scope, token, stop_end(None))
 
     # steps 2–4 (storing the message, prompt, session hooks) ----------------------------
     async def _prepare(self, turn: _OpenTurn) -> None:
@@ -402,8 +399,7 @@ class CommonAgent:
         except Exception:
             logger.exception("turn %s: final status not stored", scope.turn_id)
         await self._session_end_hooks(scope, token, end)
-        result = (end.status, end.exit_reason, end.reply, iterations, end.error)
-        return TurnResult(scope.turn_id, scope.session_id, *result)
+        return TurnResult(scope.turn_id, scope.session_id, *_outcome(end, iterations))
 
     async def _session_end_hooks(
         self, scope: TurnScope, token: CancellationToken, end: TurnEnd
@@ -421,6 +417,13 @@ class CommonAgent:
         except (Cancelled, TimeoutError) as cut:
             why = "stopped" if isinstance(cut, Cancelled) else "timed out"
             logger.warning("turn %s: %s hook %s; going on", scope.turn_id, name, why)
+
+
+def _outcome(
+    end: TurnEnd, iterations: int
+) -> tuple[TurnStatus, ExitReason, str | None, int, str | None]:
+    """The tail of a :class:`TurnResult`: status, exit reason, reply, iterations, error."""
+    return end.status, end.exit_reason, end.reply, iterations, end.error
 
 
 def describe_child(result: TurnResult) -> str:
