@@ -115,7 +115,7 @@ def _build(root: Table, source: Path | None, ctx: Context, home: Path) -> Config
         telegram=_platform(root, "telegram", ctx),
         discord=_platform(root, "discord", ctx),
         slack=_platform(root, "slack", ctx),
-        web=_web(root),
+        web=_web(root, ctx),
     )
 
 
@@ -159,13 +159,11 @@ def _platform(root: Table, name: str, ctx: Context) -> Any:
     return section if enabled else None
 
 
-def _web(root: Table) -> WebSection | None:
-    if not root.has("web"):
-        root.raw("web")
-        return None
+def _web(root: Table, ctx: Context) -> WebSection | None:
+    """The web chat is on by default (loopback only); ``enabled = false`` turns it off."""
     table = root.child("web")
     enabled = table.boolean("enabled", True)
-    section = sections.read_web(table)
+    section = sections.read_web(table, ctx)
     return section if enabled else None
 
 

@@ -149,7 +149,15 @@ class SlackSection:
 
 @dataclass(frozen=True, slots=True)
 class WebSection:
-    listen: str = "127.0.0.1:8080"
+    """``[web]``: the built-in web chat and dashboard (on by default, loopback only)."""
+
+    listen: str = "127.0.0.1:8765"
+    token: str | None = secret()
+    """Required by every request when set; required for a non-loopback ``listen``."""
+    name: str = "local"
+    """Who the person at the browser is: ``web:<name>`` for approvals and allowlists."""
+    allowed_users: frozenset[str] = frozenset()
+    approvers: frozenset[str] = frozenset()
 
 
 PlatformSection = TelegramSection | DiscordSection | SlackSection

@@ -7,7 +7,9 @@ returns a usable value; the caller raises once all errors are known.
 
 from __future__ import annotations
 
+import ipaddress
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,8 +236,37 @@ def read_progress(table: Table) -> ProgressSection:
     return section
 
 
-def read_web(table: Table) -> WebSection:
-    section = WebSection(listen=read_listen(table, "listen", WEB.listen))
+WEB_TOKEN_ENV = "COMMONOS_WEB_TOKEN"
+WEB_LISTEN_ENV = "COMMONOS_WEB_LISTEN"
+WEB_NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+
+
+def read_web(table: Table, ctx: Context) -> WebSection:
+    """``[web]``; ``listen`` may come from env ``COMMONOS_WEB_LISTEN`` (which wins), the
+    token from ``COMMONOS_WEB_TOKEN``. A non-loopback ``listen`` without a token is an
+    error: the chat would be open to the network."""
+    env_listen = ctx.env_value(WEB_LISTEN_ENV)
+    listen = read_listen(table, "listen", WEB.listen)
+    if env_listen is not None:
+        listen = read_listen(Table({"listen": env_listen}, table.path, table.log), "listen", listen)
+    token = read_secret(table, "token", ctx, WEB_TOKEN_ENV)
+    name = table.string("name", WEB.name)
+    if WEB_NAME.fullmatch(name) is None:
+        table.error("name", f"expected 1-64 characters of A-Z a-z 0-9 _ . @ -, got {show(name)}")
+        name = WEB.name
+    section = WebSection(
+        listen=listen,
+        token=token,
+        name=name,
+        allowed_users=table.ids("allowed_users"),
+        approvers=read_approvers(table, "approvers"),
+    )
+    if section.token is None and not _loopback(listen.rpartition(":")[0]):
+        table.error(
+            "listen",
+            f"{show(listen)} is not a loopback address: set [web] token (or the env var "
+            f"{WEB_TOKEN_ENV}) so that every request needs it",
+        )
     table.finish()
     return section
 

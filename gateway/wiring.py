@@ -8,6 +8,7 @@ in the log, never silently ignored.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from adapters.base import Adapter
@@ -24,8 +25,11 @@ from core.tools.builtin import builtin_tools
 from gateway.access import AccessPolicy
 from gateway.commands import command_menu
 from gateway.config_schema import Config, TelegramSection
+from gateway.containment import profile_workspaces, unprobed_sandboxes
+from gateway.log_redaction import config_secrets
 from gateway.progress import ProgressConfig
 from gateway.service import GatewayService
+from gateway.web.compose import web_access, web_adapter, web_approvers
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +48,12 @@ def build_service(config: Config, store: Store, model: ModelClient) -> GatewaySe
         adapters=adapters,
         profiles={name: config.agent_profile(name) for name in config.profiles},
         default_profile=config.gateway.default_profile,
-        access={p: _access(config, p) for p in WIRED_PLATFORMS if config.platform(p)},
-        approvers={p: config.approvers(p) for p in WIRED_PLATFORMS},
+        access={
+            **{p: _access(config, p) for p in WIRED_PLATFORMS if config.platform(p)},
+            **({"web": web_access(config)} if config.web is not None else {}),
+        },
+        approvers={p: config.approvers(p) for p in WIRED_PLATFORMS}
+        | {"web": web_approvers(config)},
         progress=ProgressConfig(mode=config.progress.mode, cleanup=config.progress.cleanup),
         retry=_retry(config),
     )
@@ -85,8 +93,10 @@ def _adapters(config: Config, store: Store, holder: list[GatewayService]) -> lis
     adapters: list[Adapter] = []
     if config.telegram is not None:
         adapters.append(_telegram(config.telegram, store, holder))
+    if config.web is not None:
+        adapters.append(web_adapter(config.web, store, _settled(holder)))
     for platform in config.enabled_platforms():
-        if platform not in WIRED_PLATFORMS:
+        if platform not in (*WIRED_PLATFORMS, "web"):
             log.warning("[%s] is configured, but its adapter is not built yet", platform)
     if not adapters:
         log.info("no platform adapters configured")

@@ -144,7 +144,7 @@ async def test_run_reaches_ready_then_stops_cleanly_on_signal(
     assert f"data dir: {run_home}" in log
     assert f"database: {run_home / 'commonos.db'}" in log
     assert "using the offline demo provider — no API key configured" in log
-    assert "no platform adapters configured" in log
+    assert "web chat: http://127.0.0.1:8765/" in log or "[web] listen 127.0.0.1:8765" in log
     assert "store closed" in rest
     assert (run_home / "commonos.db").read_bytes().startswith(b"SQLite format 3\x00")
 

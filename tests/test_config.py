@@ -37,7 +37,8 @@ def test_example_config_loads_and_validates(tmp_path: Path) -> None:
     assert config.source == EXAMPLE
     assert config.model.provider == "demo"
     assert config.profile().max_iterations == 500
-    assert config.enabled_platforms() == []  # the example ships every platform disabled
+    # the example ships every chat platform disabled; the web chat is on, as by default
+    assert config.enabled_platforms() == ["web"]
 
 
 def test_example_config_with_every_platform_enabled_validates(tmp_path: Path) -> None:
@@ -48,7 +49,7 @@ def test_example_config_with_every_platform_enabled_validates(tmp_path: Path) ->
     assert config.telegram.token == PLATFORM_SECRETS["COMMONOS_TELEGRAM_TOKEN"]
     assert config.slack is not None
     assert config.slack.app_token == PLATFORM_SECRETS["COMMONOS_SLACK_APP_TOKEN"]
-    assert config.web is not None and config.web.listen == "127.0.0.1:8080"
+    assert config.web is not None and config.web.listen == "127.0.0.1:8765"
 
 
 def test_no_config_file_gives_builtin_defaults_under_commonos_home(tmp_path: Path) -> None:

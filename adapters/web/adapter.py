@@ -1,0 +1,299 @@
+"""The web chat adapter: a browser conversation is a chat like any other.
+
+The adapter serves one page (``static/index.html`` + ES-module JavaScript, no build step)
+with ``aiohttp.web``. The browser talks to it through:
+
+* ``GET /api/events?conversation=<id>`` — Server-Sent Events: a snapshot of the
+  conversation, then every change (see :mod:`adapters.web.feed`), resumable with
+  ``Last-Event-ID``;
+* ``POST /api/send`` ``{conversation, id, text}`` — a message or a typed command
+  (``/stop``, ``/steer ...``), idempotent by the page's ``id`` (:mod:`adapters.web.inbox`);
+* ``POST /api/press`` ``{conversation, message, data}`` — a button on a message (approval
+  cards, clarify choices), delivered as a ``button`` event like Telegram's presses.
+
+Outbound, the gateway calls ``send``/``edit``/``delete`` as for any platform; the text is
+rendered to sanitised HTML here (:mod:`adapters.web.render`) and published to the
+conversation's feed. A conversation's session key is ``web:dm:<conversation id>``; the
+person at the browser is ``settings.user`` (platform-qualified ``web:<user>``), never a
+name taken from a request.
+
+Other parts of the gateway may add routes to the same server (:meth:`WebAdapter.add_routes`,
+before ``start``): they share its access rules (:mod:`adapters.web.access`).
+
+If the listen address is taken, ``start`` logs one line naming ``[web] listen`` and returns
+without serving (:attr:`WebAdapter.connected` stays False); the rest of the gateway runs on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from aiohttp import web
+
+from adapters.base import (
+    ButtonRows,
+    Capabilities,
+    ChatRef,
+    EventSink,
+    InboundEvent,
+    MessageGone,
+    Sender,
+    SentMessage,
+    SessionKey,
+)
+from adapters.render.markdown import CommonMarkRenderer
+from adapters.web.access import AccessGate
+from adapters.web.feed import Feed, Feeds, Json
+from adapters.web.history import load_history
+from adapters.web.inbox import PLATFORM, SettleWait, WebInbox, WebMessage
+from adapters.web.render import plain_html, to_html
+from adapters.web.routes import ChatRoutes
+from core.store.base import Store
+
+_log = logging.getLogger(__name__)
+
+STATIC_DIR = Path(__file__).parent / "static"
+DEFAULT_LISTEN = ("127.0.0.1", 8765)
+SHUTDOWN_SECONDS = 2.0
+
+RouteInstaller = Callable[[web.Application], None]
+
+
+@dataclass(frozen=True, slots=True)
+class WebSettings:
+    host: str = DEFAULT_LISTEN[0]
+    port: int = DEFAULT_LISTEN[1]
+    token: str | None = None
+    """Required by every request when set (see :mod:`adapters.web.access`)."""
+    user: str = "local"
+    """Who the person at the browser is (``web:<user>`` for approvals and allowlists)."""
+    edit_interval: float = 0.2
+
+
+def capabilities(settings: WebSettings) -> Capabilities:
+    return Capabilities(
+        max_text_length=100_000,
+        length_unit="codepoints",
+        supports_edit=True,
+        button_payload_limit=256,
+        edit_interval=settings.edit_interval,
+        markup="markdown",
+        renderer=CommonMarkRenderer(),
+    )
+
+
+def session_key_of(conversation: str) -> SessionKey:
+    return SessionKey(PLATFORM, "dm", conversation)
+
+
+def parse_command(text: str) -> tuple[str, str] | None:
+    """``"/steer go left"`` → ``("steer", "go left")``; None when not a command."""
+    if not text.startswith("/") or len(text) < 2:
+        return None
+    head, _, args = text[1:].partition(" ")
+    name = head.partition("@")[0].lower()
+    return (name, args.strip()) if name.isascii() and name.replace("_", "").isalnum() else None
+
+
+class WebAdapter:
+    """The :class:`adapters.base.Adapter` for the browser."""
+
+    platform = PLATFORM
+
+    def __init__(
+        self,
+        store: Store,
+        settings: WebSettings | None = None,
+        *,
+        update_settled: SettleWait | None = None,
+    ) -> None:
+        self.settings = settings or WebSettings()
+        self.store = store
+        self.update_settled = update_settled
+        self.capabilities = capabilities(self.settings)
+        self.feeds = Feeds()
+        self.gate = AccessGate(self.settings.token)
+        self.closing = asyncio.Event()
+        self.app = self._build_app()
+        self.url: str | None = None
+        """Where the chat is served, once listening."""
+        self._runner: web.AppRunner | None = None
+        self._inbox: WebInbox | None = None
+        self._ids = itertools.count(1)
+        self._presses = itertools.count(1)
+
+    @property
+    def connected(self) -> bool:
+        return self.url is not None
+
+    @property
+    def sender(self) -> Sender:
+        return Sender(id=self.settings.user, name=self.settings.user)
+
+    def _build_app(self) -> web.Application:
+        app = web.Application(middlewares=[self.gate.middleware], client_max_size=256 * 1024)
+        ChatRoutes(self).install(app)
+        app.router.add_static("/static", STATIC_DIR, append_version=False)
+        return app
+
+    def add_routes(self, install: RouteInstaller) -> None:
+        """Let another part of the gateway serve routes here (call before ``start``)."""
+        install(self.app)
+
+    # lifecycle -----------------------------------------------------------------------
+    async def start(self, sink: EventSink) -> None:
+        """Replay unfinished messages and serve; a taken address is logged, not raised."""
+        self.closing.clear()
+        self._inbox = WebInbox(
+            self.store, sink, self._event_of, settled=self.update_settled, activity=self._busy
+        )
+        runner = web.AppRunner(self.app, shutdown_timeout=SHUTDOWN_SECONDS, access_log=None)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, self.settings.host, self.settings.port).start()
+        except OSError as exc:
+            await runner.cleanup()
+            where = f"{self.settings.host}:{self.settings.port}"
+            _log.error(
+                "[web] listen %s: %s — the web chat is not started (set [web] listen to a "
+                "free address)",
+                where,
+                exc.strerror or exc,
+            )
+            return
+        self._runner = runner
+        self.url = _url_of(runner, self.settings.host)
+        await self._inbox.replay()
+        _log.info("web chat: %s", self.url)
+
+    async def stop(self) -> None:
+        """Close event streams, stop serving, cancel deliveries (they replay next run)."""
+        self.closing.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        self.url = None
+        if self._inbox is not None:
+            await self._inbox.close()
+
+    async def drain(self) -> None:
+        if self._inbox is not None:
+            await self._inbox.drain()
+
+    # inbound ------------------------------------------------------------------------
+    async def feed(self, conversation: str) -> Feed:
+        """The conversation's feed; a conversation new to this run loads its history."""
+        if self.feeds.known(conversation):
+            return self.feeds.get(conversation)
+        history = await load_history(self.store, str(session_key_of(conversation)))
+        return self.feeds.get(conversation, history)
+
+    async def receive(self, message: WebMessage) -> bool:
+        """A message typed in the page: shown, stored, delivered; False for a known id."""
+        if self._inbox is None:
+            raise RuntimeError("the web adapter is not started")
+        feed = await self.feed(message.conversation)
+        key = str(session_key_of(message.conversation))
+        if not await self._inbox.accept(message, key):
+            return False
+        feed.add({"id": f"u-{message.client_id}", "role": "user", "html": plain_html(message.text)})
+        return True
+
+    async def press(self, conversation: str, message_id: str, data: str) -> None:
+        """A button pressed in the page, handed to the sink like any platform's press."""
+        if self._inbox is None:
+            raise RuntimeError("the web adapter is not started")
+        chat = ChatRef(PLATFORM, conversation)
+        event = InboundEvent(
+            kind="button",
+            platform=PLATFORM,
+            update_id=f"press-{next(self._presses)}",
+            chat=chat,
+            chat_type="dm",
+            sender=self.sender,
+            session_key=session_key_of(conversation),
+            button_data=data,
+            message=SentMessage(chat, message_id),
+            press_id=f"{conversation}/{message_id}",
+        )
+        await self._inbox.sink(event)
+
+    def _event_of(self, message: WebMessage) -> InboundEvent:
+        chat = ChatRef(PLATFORM, message.conversation)
+        event = InboundEvent(
+            kind="text",
+            platform=PLATFORM,
+            update_id=message.update_id,
+            chat=chat,
+            chat_type="dm",
+            sender=self.sender,
+            session_key=session_key_of(message.conversation),
+            text=message.text,
+        )
+        command = parse_command(message.text.strip())
+        if command is None:
+            return event
+        name, args = command
+        return replace(event, kind="command", command=name, args=args)
+
+    def _busy(self, message: WebMessage, started: bool) -> None:
+        self.feeds.get(message.conversation).set_busy(1 if started else -1)
+
+    # outbound -----------------------------------------------------------------------
+    async def send(
+        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> SentMessage:
+        feed = await self.feed(chat.chat_id)
+        message_id = f"{self.feeds.epoch}-{next(self._ids)}"
+        feed.add(
+            {
+                "id": message_id,
+                "role": "bot",
+                "html": to_html(text, markup=markup),
+                "markup": markup,
+                "buttons": _buttons(buttons),
+            }
+        )
+        return SentMessage(chat, message_id)
+
+    async def edit(
+        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> None:
+        feed = await self.feed(message.chat.chat_id)
+        changes = {"html": to_html(text, markup=markup), "markup": markup}
+        if feed.edit(message.message_id, {**changes, "buttons": _buttons(buttons)}) is None:
+            raise MessageGone(f"web message {message.message_id} is gone")
+
+    async def delete(self, message: SentMessage) -> None:
+        feed = await self.feed(message.chat.chat_id)
+        if feed.delete(message.message_id) is None:
+            raise MessageGone(f"web message {message.message_id} is gone")
+
+    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+        if text:
+            feed = await self.feed(event.chat.chat_id)
+            feed.signal("toast", {"text": text})
+
+    async def typing(self, chat: ChatRef) -> None:
+        feed = await self.feed(chat.chat_id)
+        feed.signal("typing", {})
+
+
+def _buttons(rows: ButtonRows) -> list[list[Json]]:
+    return [[{"label": b.label, "data": b.data} for b in row] for row in rows if row]
+
+
+def _url_of(runner: web.AppRunner, host: str) -> str:
+    """The address actually bound (the port is the OS's choice when 0 was asked)."""
+    port = DEFAULT_LISTEN[1]
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            port = int(address[1])
+            break
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"

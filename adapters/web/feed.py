@@ -1,0 +1,165 @@
+"""What one browser conversation shows, as numbered events a page can resume from.
+
+A :class:`Feed` is the live state of one conversation: its messages (the user's, the
+bot's replies, progress, approval cards, notices — each with its current HTML and
+buttons) and an append-only stream of numbered events that changed them::
+
+    message {id, role, html, buttons}    a new message
+    edit    {id, html, buttons}          a message changed in place
+    delete  {id}                         a message removed
+    busy    {busy}                       a turn started / every sent message is settled
+
+Event ids are ``"<epoch>-<seq>"``: ``seq`` counts up within one server run, ``epoch``
+names the run. A page that reconnects with ``Last-Event-ID`` gets exactly the events after
+it (:meth:`Feed.since`), so nothing is shown twice and nothing is skipped; when the id is
+from another run or older than the kept window, it gets a ``snapshot`` of the messages
+instead (:meth:`Feed.snapshot`), whose id is the cursor the next events follow.
+
+Ephemeral signals (typing, a toast answering a button press) carry no id: they are not
+replayed. Memory is bounded: ``window`` events and ``max_messages`` messages per feed, and
+:class:`Feeds` keeps at most ``capacity`` conversations (least recently used forgotten —
+their history still loads from the store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.bounded import BoundedMap
+
+EVENT_WINDOW = 2000
+MAX_MESSAGES = 500
+FEED_CAPACITY = 1000
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class FeedEvent:
+    kind: str
+    data: Json
+    id: str | None = None
+    """``"<epoch>-<seq>"`` for state changes; None for ephemeral signals."""
+
+
+@dataclass(slots=True)
+class Feed:
+    epoch: str
+    window: int = EVENT_WINDOW
+    max_messages: int = MAX_MESSAGES
+    messages: dict[str, Json] = field(default_factory=dict)
+    events: deque[tuple[int, FeedEvent]] = field(default_factory=deque)
+    seq: int = 0
+    busy: int = 0
+    """Sent messages not yet settled (their turn still running or queued)."""
+    _listeners: set[asyncio.Queue[FeedEvent]] = field(default_factory=set)
+
+    # changing ------------------------------------------------------------------------
+    def add(self, message: Json) -> FeedEvent:
+        self.messages[message["id"]] = message
+        while len(self.messages) > self.max_messages:
+            self.messages.pop(next(iter(self.messages)))
+        return self._publish("message", message)
+
+    def edit(self, message_id: str, changes: Json) -> FeedEvent | None:
+        current = self.messages.get(message_id)
+        if current is None:
+            return None
+        current.update(changes)
+        return self._publish("edit", {"id": message_id, **changes})
+
+    def delete(self, message_id: str) -> FeedEvent | None:
+        if self.messages.pop(message_id, None) is None:
+            return None
+        return self._publish("delete", {"id": message_id})
+
+    def set_busy(self, delta: int) -> None:
+        was = self.busy > 0
+        self.busy = max(0, self.busy + delta)
+        if (self.busy > 0) != was:
+            self._publish("busy", {"busy": self.busy > 0})
+
+    def signal(self, kind: str, data: Json) -> None:
+        """An ephemeral signal to the pages listening now (never replayed)."""
+        self._fan_out(FeedEvent(kind, data))
+
+    def _publish(self, kind: str, data: Json) -> FeedEvent:
+        self.seq += 1
+        event = FeedEvent(kind, data, f"{self.epoch}-{self.seq}")
+        self.events.append((self.seq, event))
+        while len(self.events) > self.window:
+            self.events.popleft()
+        self._fan_out(event)
+        return event
+
+    def _fan_out(self, event: FeedEvent) -> None:
+        for queue in self._listeners:
+            queue.put_nowait(event)
+
+    # reading ------------------------------------------------------------------------
+    def cursor(self) -> str:
+        return f"{self.epoch}-{self.seq}"
+
+    def snapshot(self) -> FeedEvent:
+        """Every message as it stands now; its id is the cursor later events follow."""
+        data = {"messages": list(self.messages.values()), "busy": self.busy > 0}
+        return FeedEvent("snapshot", data, self.cursor())
+
+    def since(self, last_event_id: str | None) -> list[FeedEvent] | None:
+        """The events after ``last_event_id``; None when they are not all kept (another
+        run's id, or older than the window): the caller then sends a snapshot."""
+        seq = self._seq_of(last_event_id)
+        if seq is None or seq > self.seq:
+            return None
+        oldest = self.events[0][0] if self.events else self.seq + 1
+        if seq < oldest - 1:
+            return None
+        return [event for number, event in self.events if number > seq]
+
+    def _seq_of(self, last_event_id: str | None) -> int | None:
+        epoch, _, seq = (last_event_id or "").partition("-")
+        if epoch != self.epoch or not seq.isascii() or not seq.isdigit():
+            return None
+        return int(seq)
+
+    def listen(self) -> asyncio.Queue[FeedEvent]:
+        """A queue receiving every event from now on; :meth:`unlisten` it when done."""
+        queue: asyncio.Queue[FeedEvent] = asyncio.Queue()
+        self._listeners.add(queue)
+        return queue
+
+    def unlisten(self, queue: asyncio.Queue[FeedEvent]) -> None:
+        self._listeners.discard(queue)
+
+    @property
+    def listeners(self) -> int:
+        return len(self._listeners)
+
+
+class Feeds:
+    """The feed of every conversation seen in this run (bounded, least recently used out)."""
+
+    def __init__(self, capacity: int = FEED_CAPACITY) -> None:
+        self.epoch = secrets.token_hex(4)
+        self._feeds: BoundedMap[str, Feed] = BoundedMap(capacity)
+
+    def get(self, conversation: str, history: list[Json] | None = None) -> Feed:
+        """The conversation's feed, created (holding ``history``'s messages) when new."""
+        feed = self._feeds.get(conversation)
+        if feed is None:
+            feed = Feed(self.epoch)
+            for message in history or []:
+                feed.messages[message["id"]] = message
+        self._feeds.put(conversation, feed)
+        return feed
+
+    def known(self, conversation: str) -> bool:
+        return conversation in self._feeds
+
+    @property
+    def listeners(self) -> int:
+        return sum(feed.listeners for feed in self._feeds.values())

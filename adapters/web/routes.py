@@ -1,0 +1,137 @@
+"""The web chat's HTTP routes: the page, its event stream, sends, presses and the login.
+
+Bad input gets one readable JSON error (400) and changes nothing. See
+:mod:`adapters.web.adapter` for what each route means.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from adapters.web.access import LOGIN_PATH, login_page
+from adapters.web.feed import FeedEvent
+from adapters.web.inbox import WebMessage
+from adapters.web.sse import HEARTBEAT_FRAME, frame, open_stream, with_heartbeats
+
+if TYPE_CHECKING:
+    from adapters.web.adapter import WebAdapter
+
+ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{6,64}")
+MAX_TEXT = 32_000
+MAX_BUTTON_DATA = 256
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+class BadRequest(ValueError):
+    """The request is malformed; the message says how, in one line."""
+
+
+def _id(value: object, what: str) -> str:
+    if not isinstance(value, str) or ID_PATTERN.fullmatch(value) is None:
+        raise BadRequest(f"{what}: expected 6-64 characters of A-Z a-z 0-9 _ -")
+    return value
+
+
+def _text(value: object, what: str, limit: int) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequest(f"{what}: expected non-empty text")
+    if len(value) > limit:
+        raise BadRequest(f"{what}: longer than {limit} characters")
+    return value
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("body: expected a JSON object") from None
+    if not isinstance(body, dict):
+        raise BadRequest("body: expected a JSON object")
+    return body
+
+
+def _bad(exc: BadRequest) -> web.Response:
+    return web.json_response({"error": str(exc)}, status=400)
+
+
+class ChatRoutes:
+    def __init__(self, adapter: WebAdapter) -> None:
+        self.adapter = adapter
+
+    def install(self, app: web.Application) -> None:
+        app.router.add_get("/", self.index)
+        app.router.add_get("/api/events", self.events)
+        app.router.add_post("/api/send", self.send)
+        app.router.add_post("/api/press", self.press)
+        app.router.add_get(LOGIN_PATH, self.login_form)
+        app.router.add_post(LOGIN_PATH, self.log_in)
+
+    async def index(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(STATIC_DIR / "index.html", headers={"Cache-Control": "no-cache"})
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        try:
+            conversation = _id(request.query.get("conversation"), "conversation")
+        except BadRequest as exc:
+            return _bad(exc)
+        feed = await self.adapter.feed(conversation)
+        queue = feed.listen()
+        # Listening started before the backlog is taken: nothing falls in between.
+        backlog = feed.since(request.headers.get("Last-Event-ID"))
+        first: list[FeedEvent] = backlog if backlog is not None else [feed.snapshot()]
+        response = web.StreamResponse()
+        try:
+            response = await open_stream(request)
+            for event in first:
+                await response.write(frame(event.kind, event.data, event.id))
+            async for event in with_heartbeats(queue, self.adapter.closing):
+                data = HEARTBEAT_FRAME if event is None else frame(event.kind, event.data, event.id)
+                await response.write(data)
+        except (ConnectionResetError, ConnectionError):
+            pass
+        finally:
+            feed.unlisten(queue)
+        return response
+
+    async def send(self, request: web.Request) -> web.Response:
+        try:
+            body = await _json_body(request)
+            message = WebMessage(
+                conversation=_id(body.get("conversation"), "conversation"),
+                client_id=_id(body.get("id"), "id"),
+                text=_text(body.get("text"), "text", MAX_TEXT),
+            )
+        except BadRequest as exc:
+            return _bad(exc)
+        accepted = await self.adapter.receive(message)
+        return web.json_response({"accepted": accepted, "duplicate": not accepted}, status=202)
+
+    async def press(self, request: web.Request) -> web.Response:
+        try:
+            body = await _json_body(request)
+            conversation = _id(body.get("conversation"), "conversation")
+            message = _text(body.get("message"), "message", 128)
+            data = _text(body.get("data"), "data", MAX_BUTTON_DATA)
+        except BadRequest as exc:
+            return _bad(exc)
+        await self.adapter.press(conversation, message, data)
+        return web.json_response({"pressed": True}, status=202)
+
+    async def login_form(self, request: web.Request) -> web.Response:
+        return login_page()
+
+    async def log_in(self, request: web.Request) -> web.StreamResponse:
+        gate = self.adapter.gate
+        form = await request.post()
+        offered = form.get("token")
+        if gate.token is None:
+            raise web.HTTPSeeOther("/")
+        if not isinstance(offered, str) or not gate.token_matches(offered):
+            return login_page(status=401, failed=True)
+        response = web.Response(status=303, headers={"Location": "/"})
+        gate.log_in(response, request)
+        return response
