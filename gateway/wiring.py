@@ -8,7 +8,7 @@ in the log, never silently ignored.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from adapters.base import Adapter
@@ -25,8 +25,6 @@ from core.tools.builtin import builtin_tools
 from gateway.access import AccessPolicy
 from gateway.commands import command_menu
 from gateway.config_schema import Config, TelegramSection
-from gateway.containment import profile_workspaces, unprobed_sandboxes
-from gateway.log_redaction import config_secrets
 from gateway.progress import ProgressConfig
 from gateway.service import GatewayService
 from gateway.web.compose import web_access, web_adapter, web_approvers
