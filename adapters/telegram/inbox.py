@@ -45,16 +45,23 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from telegram import Bot, Update
 from telegram.error import TelegramError
 
 from adapters.base import ChatRef, EventSink, InboundEvent
-from adapters.inbox import MAX_ATTEMPTS, STORABLE_INTEGERS, Intake, Notify, unstorable_value
+from adapters.inbox import (
+    MAX_ATTEMPTS,
+    STORABLE_INTEGERS,
+    Intake,
+    Notify,
+    preview,
+    unstorable_value,
+)
 from adapters.telegram.normalize import PLATFORM, Normalizer
-from core.store.base import InboundRecord, InboundState, Store
+from core.store.base import InboundRecord, InboundState, Store, StoreUnavailable
 from core.tasks import TaskSet
 
 _log = logging.getLogger(__name__)
@@ -133,6 +140,18 @@ class Inbox:
         await self.accept(update)
         return update_id
 
+    async def held_back(self, updates: Sequence[object], error: StoreUnavailable) -> None:
+        """Updates behind one the store refused are not tried (they would overtake it): their
+        chats are told of the outage all the same, once each."""
+        for update in updates:
+            if not isinstance(update, Update):
+                continue
+            try:
+                event = self.normalizer.event(update)
+            except Exception:
+                continue  # it is quarantined when its turn to be stored comes
+            await self.intake.outage.hit(notice_chat(event), error)
+
     async def replay(self) -> int:
         """Deliver the updates a previous run left unfinished; returns how many."""
         records = await self.store.unfinished_inbound(PLATFORM)
@@ -194,7 +213,10 @@ class Inbox:
             _log.exception("telegram update %s: event handling failed", update_id)
             state = "failed"
             await self._bury(update_id, update, exc)
-        await self.store.set_inbound_state(PLATFORM, update_id, state)
+        try:
+            await self.store.set_inbound_state(PLATFORM, update_id, state)
+        except StoreUnavailable as exc:
+            _log.warning("telegram update %s: not marked %s (%s)", update_id, state, preview(exc))
 
     async def _bury(self, update_id: str, update: Update, error: Exception) -> None:
         try:

@@ -114,10 +114,11 @@ class LongPoller:
         """Store a batch in order, moving the offset past each stored (or quarantined)
         update; on a failure stop and back off: the rest is fetched again."""
         confirmable = False
-        for fetched in batch:
+        for index, fetched in enumerate(batch):
             try:
                 update_id = await self._persist(fetched)
             except StoreUnavailable as exc:
+                await self.inbox.held_back(batch[index + 1 :], exc)
                 await self._back_off(None, exc)  # the inbox logs the outage, once
                 return
             except Exception as exc:
