@@ -7,12 +7,17 @@ asked for them. For each call:
 1. look the tool up — an unknown name, or arguments that are not a JSON object, become an
    error result (the model can correct itself), never a crash;
 2. fire ``pre_tool_call`` (tool_name, arguments, risk, call_id, session_key, session_id,
-   turn_id) — the first non-``None`` result decides;
-3. act on it: ``Block(reason)`` → ``Blocked: <reason>``; ``AskUser(prompt)`` → ask the
-   approval gate, anything but ``approved`` → ``Not approved (<outcome>)``, and
-   ``cancelled`` stops the turn; ``Modify(args)`` → merged into the arguments. A decision
-   hook that raises blocks the call (a broken policy must not allow a dangerous call), and
-   so does a result that is none of these (or a ``Modify`` whose args are not a dict):
+   turn_id) — every hook is asked and the results combine by precedence
+   (:meth:`HookRegistry.decide`): any ``Block`` wins, then ``AskUser``, then ``Modify``.
+   ``Modify`` changes are merged into the arguments and the hooks are asked again about
+   the modified call (at most :data:`DECISION_ROUNDS` rounds, until the arguments settle;
+   still changing after that → blocked), so the policies judge what will really run —
+   a ``Modify`` that turns ``echo hi`` into ``rm -rf …`` gets the approval card;
+3. act on it: ``Block(reason)`` → ``Blocked: <reason>``; ``AskUser(prompt)`` (from any
+   round) → ask the approval gate about the final arguments, anything but ``approved`` →
+   ``Not approved (<outcome>)``, and ``cancelled`` stops the turn. A decision hook that
+   raises blocks the call (a broken policy must not allow a dangerous call), and so does a
+   result that is none of these (or a ``Modify`` whose args are not a dict):
    ``Blocked: invalid pre_tool_call result (<type>)``, logged;
 4. run the handler under the turn's token; an exception becomes an error result;
 5. fire ``post_tool_call`` — for blocked, failed and cancelled calls too;
@@ -47,7 +52,7 @@ from typing import Any, TypeVar
 from core.agent.scope import TurnScope
 from core.approver import ApprovalGate, Decision
 from core.cancellation import CancellationToken, Cancelled
-from core.hooks.registry import HookRegistry
+from core.hooks.registry import HookRegistry, InvalidDecision, Verdict
 from core.hooks.results import AskUser, Block, Modify
 from core.store.base import Store, ToolCallRecord, ToolCallStatus
 from core.tools.base import AskChoice, Choice, RunChild, Tool, ToolContext, ToolRegistry
@@ -60,6 +65,11 @@ logger = logging.getLogger(__name__)
 
 AFTER_STOP_SECONDS = 0.1
 """Time box for the after-call hooks of a call the turn's stop cancelled."""
+
+DECISION_ROUNDS = 3
+"""``pre_tool_call`` rounds at most: a ``Modify`` sends the modified call round again."""
+
+KEPT_CHANGING = "pre_tool_call hooks kept changing the arguments"
 
 CANCELLED_RESULT = "Cancelled: the turn was stopped before this tool finished."
 
@@ -183,8 +193,29 @@ class ToolRunner:
         self, tool: Tool, call: ToolCall, arguments: dict[str, Any]
     ) -> _Attempt:
         try:
-            decision = await self._env.token.guard(
-                self._env.hooks.first_result(
+            verdict, arguments = await self._decide(tool, call, arguments)
+        except Cancelled:
+            raise
+        except InvalidDecision as invalid:
+            return _invalid_decision(call, invalid.result, arguments)
+        except Exception as error:
+            text = f"Blocked: pre_tool_call policy failed ({type(error).__name__}: {error})"
+            return _Attempt(text, is_error=True, arguments=arguments, blocked=True)
+        if verdict.block is not None:
+            text = f"Blocked: {verdict.block.reason}"
+            return _Attempt(text, is_error=True, arguments=arguments, blocked=True)
+        if verdict.ask is not None:
+            return await self._ask_then_run(tool, call, arguments, verdict.ask.prompt)
+        return await self._invoke(tool, call, arguments)
+
+    async def _decide(
+        self, tool: Tool, call: ToolCall, arguments: dict[str, Any]
+    ) -> tuple[Verdict, dict[str, Any]]:
+        """``pre_tool_call`` until the arguments settle: the verdict and the final arguments."""
+        asked: AskUser | None = None
+        for _ in range(DECISION_ROUNDS):
+            verdict = await self._env.token.guard(
+                self._env.hooks.decide(
                     "pre_tool_call",
                     **self._env.scope.hook_args(),
                     tool_name=call.name,
@@ -193,21 +224,12 @@ class ToolRunner:
                     call_id=call.id,
                 )
             )
-        except Cancelled:
-            raise
-        except Exception as error:
-            text = f"Blocked: pre_tool_call policy failed ({type(error).__name__}: {error})"
-            return _Attempt(text, is_error=True, arguments=arguments, blocked=True)
-        if isinstance(decision, Block):
-            text = f"Blocked: {decision.reason}"
-            return _Attempt(text, is_error=True, arguments=arguments, blocked=True)
-        if isinstance(decision, AskUser):
-            return await self._ask_then_run(tool, call, arguments, decision.prompt)
-        if isinstance(decision, Modify) and isinstance(decision.args, dict):
-            arguments = {**arguments, **decision.args}
-        elif decision is not None:
-            return _invalid_decision(call, decision, arguments)
-        return await self._invoke(tool, call, arguments)
+            asked = verdict.ask or asked
+            changed = {**arguments, **(verdict.changes or {})}
+            if verdict.block is not None or changed == arguments:
+                return Verdict(block=verdict.block, ask=asked), arguments
+            arguments = changed
+        return Verdict(block=Block(KEPT_CHANGING)), arguments
 
     async def _ask_then_run(
         self, tool: Tool, call: ToolCall, arguments: dict[str, Any], prompt: str

@@ -7,6 +7,9 @@
   not silently allow a dangerous call.
 * ``transform``: each hook may return a replacement value (``None`` keeps it); chained.
 * ``collect``: all non-``None`` results in order (e.g. ``pre_llm_call`` context).
+* ``decide``: every non-``None`` result of a decision hook, combined by precedence
+  (:func:`by_precedence`: any ``Block`` wins, then ``AskUser``, then ``Modify``); an
+  exception propagates, as for ``first_result``.
 
 Hook functions may be sync or async; every hook is called with keyword arguments only,
 and must accept ``**kwargs`` so new arguments can be added later.
@@ -28,11 +31,12 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from core.cancellation import CancellationToken
+from core.hooks.results import AskUser, Block, Modify
 from core.hooks.spec import HOOK_NAMES
 
 logger = logging.getLogger(__name__)
@@ -105,6 +109,16 @@ class HookRegistry:
                 value = replaced
         return value
 
+    async def decide(self, name: str, **kwargs: Any) -> Verdict:
+        """Every hook's result, combined by :func:`by_precedence`: all hooks are asked, so
+        a later ``Block`` beats an earlier ``AskUser``. An exception propagates."""
+        results: list[Any] = []
+        for reg in self._hooks.get(name, []):
+            result = await self._call(reg, kwargs)
+            if result is not None:
+                results.append(result)
+        return by_precedence(results)
+
     async def collect(self, name: str, **kwargs: Any) -> list[Any]:
         results: list[Any] = []
         for reg in self._hooks.get(name, []):
@@ -125,6 +139,48 @@ class HookRegistry:
             except TimeoutError:
                 raise HookTimedOut(f"{reg.source} took longer than {self.time_box:g}s") from None
         return result
+
+
+class InvalidDecision(ValueError):
+    """A decision hook returned something that is not a decision (or a ``Modify`` whose
+    ``args`` are not a dict); ``result`` is what it returned."""
+
+    def __init__(self, result: object) -> None:
+        super().__init__(f"invalid decision: {result!r}")
+        self.result = result
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the decision hooks said together (see :func:`by_precedence`)."""
+
+    block: Block | None = None
+    ask: AskUser | None = None
+    changes: dict[str, Any] | None = None
+    """Every ``Modify``'s ``args`` merged in hook order (a later hook wins per key)."""
+
+
+def by_precedence(results: Sequence[object]) -> Verdict:
+    """Combine decision results: the first ``Block`` wins over everything; else the
+    ``AskUser`` prompts (joined) stand together with the merged ``Modify`` changes — the
+    caller applies the changes and asks about the modified call. Raises
+    :class:`InvalidDecision` for a result that is none of these."""
+    blocks: list[Block] = []
+    prompts: list[str] = []
+    changes: dict[str, Any] = {}
+    for result in results:
+        if isinstance(result, Block):
+            blocks.append(result)
+        elif isinstance(result, AskUser):
+            prompts.append(result.prompt)
+        elif isinstance(result, Modify) and isinstance(result.args, dict):
+            changes.update(result.args)
+        else:
+            raise InvalidDecision(result)
+    if blocks:
+        return Verdict(block=blocks[0])
+    ask = AskUser("\n\n".join(dict.fromkeys(prompts))) if prompts else None
+    return Verdict(ask=ask, changes=changes or None)
 
 
 class HookTimedOut(TimeoutError):

@@ -93,7 +93,13 @@ HOOKS: dict[str, tuple[HookKind, str]] = {
         "decide",
         "Before each tool call (known tool, valid arguments). Args: tool_name, arguments "
         "(dict, a copy), risk, call_id. Return Block(reason), AskUser(prompt), Modify(args) "
-        "or None. A raising hook blocks the call.",
+        "or None. Every hook is asked (HookRegistry.decide) and the results combine by "
+        "precedence: any Block wins (the first Block's reason is shown); else any AskUser "
+        "asks a person (prompts joined); Modify args are merged in hook order. After a "
+        "Modify the hooks are asked again with the modified arguments (up to 3 rounds, "
+        "until they settle; still changing → blocked), so a Modify that makes a call "
+        "dangerous gets an approval card, and the approval is about the final arguments. "
+        "A raising hook, or a result that is none of these, blocks the call.",
     ),
     "post_tool_call": (
         "observe",
