@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from core.agent.scope import TurnScope
@@ -86,26 +86,29 @@ class ModelCaller:
                 "transform_api_error_classification", found, **self._scope, iteration=iteration
             )
 
-        retrying = call_with_retry(attempt, self._policy, reclassify=reclassify, on_error=on_error)
+        def retrying() -> Awaitable[ModelReply]:
+            policy = self._policy
+            return call_with_retry(attempt, policy, reclassify=reclassify, on_error=on_error)
+
         return await token.guard(self._watched(retrying, iteration, attempts, token))
 
     async def _watched(
         self,
-        work: Awaitable[ModelReply],
+        start: Callable[[], Awaitable[ModelReply]],
         iteration: int,
         attempts: _Attempts,
         token: CancellationToken,
     ) -> ModelReply:
-        """``work``, with a notice timer beside it while it runs."""
+        """``start()``, with a notice timer beside it while it runs."""
         seconds = self._policy.slow_notice_seconds
         if self._on_notice is None or seconds <= 0:
-            return await work
+            return await start()
         timer = asyncio.create_task(
             self._notice_after(seconds, iteration, attempts, token),
             name=f"model-slow:{self._scope['turn_id']}:{iteration}",
         )
         try:
-            return await work
+            return await start()
         finally:
             timer.cancel()
             await asyncio.wait({timer})  # the notice callback is itself time-boxed

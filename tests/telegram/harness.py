@@ -22,6 +22,7 @@ from core.agent.profile import AgentProfile, BusyPolicy
 from core.hooks.builtin import register_builtin_hooks
 from core.hooks.registry import HookRegistry
 from core.model.openai_client import OpenAIClient
+from core.model.retry import RetryPolicy
 from core.store.sqlite import SqliteStore
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
@@ -93,6 +94,7 @@ class GatewaySetup:
     edit_interval: float = 0.25
     progress: ProgressConfig = field(default_factory=lambda: ProgressConfig(mode="all"))
     allowed_users: frozenset[str] = ALLOWED
+    retry: RetryPolicy | None = None
 
 
 class Gateway:
@@ -133,6 +135,7 @@ class Gateway:
             profiles={"default": profile},
             access={"telegram": AccessPolicy(allowed_users=self.setup.allowed_users)},
             progress=self.setup.progress,
+            retry=self.setup.retry,
         )
 
     async def _update_settled(self, key: str, update_id: str) -> bool:
