@@ -1,4 +1,5 @@
-"""The ``commonos`` command line: ``run``, ``check-config``, ``--version``.
+"""The ``commonos`` command line: ``run``, ``check-config``, ``inbox dead``,
+``inbox drop ID``, ``--version``.
 
 Exit codes: 0 success (``run``: stopped by SIGINT/SIGTERM), 1 a problem the user can fix
 (bad config, store unusable) reported as one line per cause on stderr, 2 bad usage.
@@ -15,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 
 from core.store.base import StoreError
-from gateway import log_redaction
+from gateway import dead_letters, log_redaction
 from gateway.app import Gateway, StartupError, run_until_signalled
 from gateway.config import ConfigError, load_config
 from gateway.config_render import render_config
@@ -46,7 +47,20 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("path", nargs="?", type=Path, help="config file to check")
     _config_option(check)
     check.set_defaults(handler=check_config_command)
+    _inbox_commands(commands)
     return parser
+
+
+def _inbox_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    inbox = commands.add_parser("inbox", help="inbound items the gateway could not take in")
+    actions = inbox.add_subparsers(dest="inbox_command", metavar="ACTION", required=True)
+    dead = actions.add_parser("dead", help="list dead letters (quarantined updates)")
+    _config_option(dead)
+    dead.set_defaults(handler=inbox_dead_command)
+    drop = actions.add_parser("drop", help="remove one dead letter by its id")
+    drop.add_argument("id", help="the dead letter's id (first column of `inbox dead`)")
+    _config_option(drop)
+    drop.set_defaults(handler=inbox_drop_command)
 
 
 def _config_option(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +97,35 @@ def check_config_command(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return fail([*exc.errors, f"config is invalid ({len(exc.errors)} error(s))"])
     sys.stdout.write(render_config(config))
+    return 0
+
+
+def inbox_dead_command(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+        lines = dead_letters.list_dead(config.gateway.db_path)
+    except ConfigError as exc:
+        return fail(exc.errors)
+    except StoreError as exc:
+        return fail([str(exc)])
+    print("\n".join(lines))
+    return 0
+
+
+def inbox_drop_command(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        return fail(exc.errors)
+    if not args.id.isdigit():
+        return fail([f"no dead letter {args.id!r} (ids are numbers; see `commonos inbox dead`)"])
+    try:
+        dropped = dead_letters.drop_dead(config.gateway.db_path, int(args.id))
+    except StoreError as exc:
+        return fail([str(exc)])
+    if not dropped:
+        return fail([f"no dead letter {args.id} (see `commonos inbox dead`)"])
+    print(f"dropped dead letter {args.id}")
     return 0
 
 
