@@ -108,6 +108,7 @@ class GatewayService:
         clock: Callable[[], float] = time.monotonic,
         sleep: Sleep = asyncio.sleep,
         retry: RetryPolicy | None = None,
+        operators: frozenset[str] = frozenset(),
     ) -> None:
         if default_profile not in profiles:
             raise ValueError(f"default profile {default_profile!r} is not among {sorted(profiles)}")
@@ -116,6 +117,9 @@ class GatewayService:
         self._platform_profiles = dict(platform_profiles or {})
         self._approvers = dict(approvers or {})
         """Bare user ids per platform, as configured (they may always talk to the bot)."""
+        self.operators = operators
+        """Platform-qualified ids who may approve on every platform (the dashboard's
+        ``[approvals] web`` approvers, ``"web:admin"``)."""
         self._qualified_approvers = {
             platform: frozenset(qualified(platform, user) for user in users)
             for platform, users in self._approvers.items()
@@ -250,7 +254,8 @@ class GatewayService:
     def _approvers_of(self, session_key: str) -> frozenset[str]:
         """The session's platform's approvers, platform-qualified like every requester and
         presser (``"telegram:42"``): an id configured for one platform approves only there."""
-        return self._qualified_approvers.get(session_key.split(":", 1)[0], frozenset())
+        own = self._qualified_approvers.get(session_key.split(":", 1)[0], frozenset())
+        return own | self.operators
 
     # one turn -------------------------------------------------------------------------
     async def _run_turn(

@@ -22,22 +22,38 @@ from core.model.retry import RetryPolicy
 from core.store.base import Store
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
-from gateway.access import AccessPolicy
+from core.tools.sandbox import Sandbox, Unavailable
+from gateway.access import AccessPolicy, qualified
 from gateway.commands import command_menu
 from gateway.config_schema import Config, TelegramSection
+from gateway.containment import profile_workspaces, unprobed_sandboxes
+from gateway.log_redaction import config_secrets
 from gateway.progress import ProgressConfig
 from gateway.service import GatewayService
-from gateway.web.compose import web_access, web_adapter, web_approvers
+from gateway.web.compose import mount_web, web_access, web_adapter, web_approvers
+from gateway.web.metrics import GatewayMetrics
 
 log = logging.getLogger(__name__)
 
 WIRED_PLATFORMS = ("telegram",)
 
 
-def build_service(config: Config, store: Store, model: ModelClient) -> GatewayService:
-    """Compose the engine, the chat layer and every configured adapter."""
+def build_service(
+    config: Config,
+    store: Store,
+    model: ModelClient,
+    *,
+    sandboxes: Mapping[str, Sandbox] | None = None,
+) -> GatewayService:
+    """Compose the engine, the chat layer and every configured adapter.
+
+    ``sandboxes``: each profile's terminal sandbox, as
+    :func:`gateway.containment.prepare_sandboxes` probed them (default: chosen unprobed).
+    The configured secrets are taught to the one redactor before anything can be sent."""
+    remember_secrets(config_secrets(config))
     holder: list[GatewayService] = []
-    adapters = _adapters(config, store, holder)
+    metrics = GatewayMetrics()
+    adapters = metrics.count(_adapters(config, store, holder))
     service = GatewayService(
         store=store,
         model=model,
@@ -52,10 +68,12 @@ def build_service(config: Config, store: Store, model: ModelClient) -> GatewaySe
         },
         approvers={p: config.approvers(p) for p in WIRED_PLATFORMS}
         | {"web": web_approvers(config)},
+        operators=frozenset(qualified("web", name) for name in web_approvers(config)),
         progress=ProgressConfig(mode=config.progress.mode, cleanup=config.progress.cleanup),
         retry=_retry(config),
     )
     holder.append(service)
+    mount_web(service, metrics)
     return service
 
 

@@ -14,6 +14,9 @@ from core.store.base import Store
 from gateway.access import AccessPolicy
 from gateway.config_schema import Config, WebSection
 from gateway.service import GatewayService
+from gateway.web.dashboard import install_dashboard
+from gateway.web.health import install_health
+from gateway.web.metrics import GatewayMetrics
 
 SettleWait = Callable[[str, str], Awaitable[bool]]
 
@@ -50,3 +53,15 @@ def web_adapter_of(service: GatewayService) -> WebAdapter:
     if adapter is None:
         raise LookupError("the service has no web adapter")
     return adapter
+
+
+def mount_web(service: GatewayService, metrics: GatewayMetrics) -> None:
+    """Serve ``/healthz``, ``/metrics`` and ``/dashboard`` on the web adapter's server
+    (nothing when the web chat is off)."""
+    try:
+        adapter = web_adapter_of(service)
+    except LookupError:
+        return
+    metrics.bind(service)
+    adapter.add_routes(lambda app: install_health(app, service, metrics))
+    adapter.add_routes(lambda app: install_dashboard(app, service, metrics, adapter))

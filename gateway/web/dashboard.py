@@ -1,0 +1,155 @@
+"""``/dashboard``: every platform's running turns, pending approvals, recent turns and
+adapters, live over Server-Sent Events, with Stop, steer and Approve / Deny.
+
+The page holds one ``EventSource`` on ``/api/dashboard/events``; the server sends the
+whole state when it changes (it looks every ``TICK`` seconds — the page never polls).
+Actions are POSTs that call the same paths as the chat commands: ``Dispatcher.stop`` and
+``Dispatcher.steer`` (as ``/stop`` and ``/steer`` do), and ``Approvals.resolve`` as the web
+user (``web:<name>``), so only ``[approvals] web`` approvers may decide, and the card on
+the request's own platform is edited to the outcome exactly as if pressed there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from adapters.web import WebAdapter
+from adapters.web.sse import HEARTBEAT, HEARTBEAT_FRAME, frame, open_stream
+from gateway.access import qualified
+from gateway.redact import preview, redact, shorten
+from gateway.service import GatewayService
+from gateway.web.metrics import GatewayMetrics
+
+STATIC_DIR = Path(__file__).parent / "static"
+TICK = 0.25
+MAX_STEER = 4000
+
+
+def dashboard_state(service: GatewayService, metrics: GatewayMetrics) -> dict[str, Any]:
+    live = {turn.session_key: turn for turn in metrics.live.values()}
+    now_wall, now_mono = time.time(), metrics.clock()
+    running = []
+    for key in sorted(service.dispatcher.busy_keys):
+        status = service.dispatcher.status(key)
+        turn = live.get(key)
+        running.append(
+            {
+                "session_key": key,
+                "platform": key.split(":", 1)[0],
+                "running": status.running,
+                "queued": status.queue_length,
+                "elapsed": round(now_mono - turn.started, 1) if turn else None,
+                "iterations": turn.iterations if turn else 0,
+                "tool": turn.tool if turn else None,
+            }
+        )
+    approvals = [
+        {
+            "id": r.id,
+            "session_key": r.session_key,
+            "platform": r.session_key.split(":", 1)[0],
+            "tool": r.tool,
+            "kind": r.kind,
+            "details": preview(r.arguments, 300),
+            "prompt": shorten(redact(r.prompt), 300),
+            "requested_by": r.requested_by,
+            "age": round(now_wall - r.created_at),
+        }
+        for r in service.approvals.pending()
+    ]
+    recent = [
+        {
+            "session_key": t.session_key,
+            "status": t.status,
+            "exit_reason": t.exit_reason,
+            "seconds": round(t.seconds, 1),
+        }
+        for t in metrics.recent[:20]
+    ]
+    adapters = {a.platform: ("connected" if a.connected else a.state) for a in metrics.adapters}
+    return {"running": running, "approvals": approvals, "recent": recent, "adapters": adapters}
+
+
+def install_dashboard(
+    app: web.Application, service: GatewayService, metrics: GatewayMetrics, adapter: WebAdapter
+) -> None:
+    Dashboard(service, metrics, adapter).install(app)
+
+
+class Dashboard:
+    def __init__(
+        self, service: GatewayService, metrics: GatewayMetrics, adapter: WebAdapter
+    ) -> None:
+        self.service, self.metrics, self.adapter = service, metrics, adapter
+        self.user = qualified("web", adapter.settings.user)
+
+    def install(self, app: web.Application) -> None:
+        app.router.add_get("/dashboard", self.page)
+        app.router.add_static("/dashboard-static", STATIC_DIR, append_version=False)
+        app.router.add_get("/api/dashboard/events", self.events)
+        app.router.add_post("/api/dashboard/stop", self.stop)
+        app.router.add_post("/api/dashboard/steer", self.steer)
+        app.router.add_post("/api/dashboard/decide", self.decide)
+
+    async def page(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(
+            STATIC_DIR / "dashboard.html", headers={"Cache-Control": "no-cache"}
+        )
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        response = await open_stream(request)
+        sent: str | None = None
+        quiet = 0.0
+        try:
+            while not self.adapter.closing.is_set():
+                state = json.dumps(dashboard_state(self.service, self.metrics), sort_keys=True)
+                if state != sent:
+                    await response.write(frame("state", json.loads(state)))
+                    sent, quiet = state, 0.0
+                elif quiet >= HEARTBEAT:
+                    await response.write(HEARTBEAT_FRAME)
+                    quiet = 0.0
+                await asyncio.sleep(TICK)
+                quiet += TICK
+        except (ConnectionResetError, ConnectionError):
+            pass
+        return response
+
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        try:
+            body = await request.json()
+        except ValueError:
+            raise web.HTTPBadRequest(text='{"error": "body: expected a JSON object"}') from None
+        if not isinstance(body, dict):
+            raise web.HTTPBadRequest(text='{"error": "body: expected a JSON object"}')
+        return body
+
+    async def stop(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        key = str(body.get("session_key", ""))
+        stopped = self.service.dispatcher.stop(key)
+        return web.json_response({"stopped": stopped})
+
+    async def steer(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        key, text = str(body.get("session_key", "")), str(body.get("text", "")).strip()
+        if not text or len(text) > MAX_STEER:
+            return web.json_response({"error": "text: expected 1-4000 characters"}, status=400)
+        return web.json_response({"steered": self.service.dispatcher.steer(key, text)})
+
+    async def decide(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        outcome = body.get("outcome")
+        if outcome not in ("approved", "denied"):
+            return web.json_response({"error": "outcome: approved or denied"}, status=400)
+        result = await self.service.approvals.resolve(
+            str(body.get("approval_id", "")), outcome, self.user
+        )
+        status = 403 if result == "forbidden" else 200
+        return web.json_response({"result": result}, status=status)

@@ -1,0 +1,233 @@
+"""What the gateway counts, for ``/metrics`` (Prometheus text format) and ``/healthz``.
+
+Nothing here reaches into the engine: turns and model calls are observed through the hook
+registry (``pre_llm_call`` starts a turn's clock, ``on_session_end`` stops it with its status
+and exit reason; ``pre_api_request``/``post_api_request``/``api_request_error`` time model
+calls; ``pre_tool_call``/``post_tool_call`` name the tool running now), and messages through
+:class:`CountedAdapter`, a wrapper around each adapter (inbound events, outbound sends and
+edits, platform 429s, and whether the adapter started). Queue depth is read from the
+Dispatcher when scraped. Each gateway has its own registry (tests run several).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from adapters.base import (
+    Adapter,
+    ButtonRows,
+    ChatRef,
+    EventSink,
+    InboundEvent,
+    RateLimited,
+    SentMessage,
+)
+from core.hooks.registry import HookRegistry
+
+if TYPE_CHECKING:
+    from gateway.service import GatewayService
+
+_log = logging.getLogger(__name__)
+
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
+RECENT_TURNS = 50
+
+
+@dataclass(slots=True)
+class LiveTurn:
+    """A turn in flight, as the hooks saw it."""
+
+    session_key: str
+    turn_id: str
+    started: float
+    iterations: int = 0
+    tool: str | None = None
+
+
+@dataclass(slots=True)
+class FinishedTurn:
+    session_key: str
+    turn_id: str
+    status: str
+    exit_reason: str
+    seconds: float
+    ended: float = field(default_factory=time.time)
+
+
+class GatewayMetrics:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.turns = Counter("commonos_turns", "Turns ended", ["status", "exit_reason"], registry=r)
+        self.inbound = Counter(
+            "commonos_inbound_messages", "Inbound events", ["platform"], registry=r
+        )
+        self.outbound = Counter(
+            "commonos_outbound_messages", "Messages sent or edited", ["platform"], registry=r
+        )
+        self.rate_limited = Counter(
+            "commonos_platform_rate_limited", "Platform 429s (each is retried)", ["platform"],
+            registry=r,
+        )  # fmt: skip
+        self.turn_seconds = Histogram(
+            "commonos_turn_seconds", "Turn latency", buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.model_seconds = Histogram(
+            "commonos_model_request_seconds", "Model request latency", ["outcome"],
+            buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.queue_depth = Gauge(
+            "commonos_queue_depth", "Messages waiting behind running turns", registry=r
+        )
+        self.live: dict[str, LiveTurn] = {}
+        self.recent: list[FinishedTurn] = []
+        self.adapters: list[CountedAdapter] = []
+        self._model_started: dict[tuple[str, int], float] = {}
+
+    # wiring ---------------------------------------------------------------------------
+    def observe(self, hooks: HookRegistry) -> HookRegistry:
+        """Register the observing hooks on ``hooks``; returns it."""
+        source = "gateway.web.metrics"
+        hooks.register("pre_llm_call", self._turn_started, source=source)
+        hooks.register("pre_api_request", self._model_started_at, source=source)
+        hooks.register("post_api_request", self._model_ok, source=source)
+        hooks.register("api_request_error", self._model_failed, source=source)
+        hooks.register("pre_tool_call", self._tool_started, priority=0, source=source)
+        hooks.register("post_tool_call", self._tool_ended, source=source)
+        hooks.register("on_session_end", self._turn_ended, source=source)
+        return hooks
+
+    def count(self, adapters: Sequence[Adapter]) -> list[Adapter]:
+        counted = [CountedAdapter(adapter, self) for adapter in adapters]
+        self.adapters.extend(counted)
+        return list(counted)
+
+    def bind(self, service: GatewayService) -> None:
+        dispatcher = service.dispatcher
+
+        def depth() -> float:
+            return float(sum(dispatcher.status(k).queue_length for k in dispatcher.busy_keys))
+
+        self.queue_depth.set_function(depth)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    # hooks ------------------------------------------------------------------------------
+    def _turn_started(self, *, session_key: str, turn_id: str, **_: Any) -> None:
+        self.live[turn_id] = LiveTurn(session_key, turn_id, self.clock())
+
+    def _model_started_at(self, *, turn_id: str, iteration: int, **_: Any) -> None:
+        self._model_started[(turn_id, iteration)] = self.clock()
+        turn = self.live.get(turn_id)
+        if turn is not None:
+            turn.iterations = max(turn.iterations, iteration)
+
+    def _model_done(self, turn_id: str, iteration: int, outcome: str) -> None:
+        started = self._model_started.pop((turn_id, iteration), None)
+        if started is not None:
+            self.model_seconds.labels(outcome).observe(self.clock() - started)
+
+    def _model_ok(self, *, turn_id: str, iteration: int, **_: Any) -> None:
+        self._model_done(turn_id, iteration, "ok")
+
+    def _model_failed(self, *, turn_id: str, iteration: int, **_: Any) -> None:
+        self._model_done(turn_id, iteration, "error")
+
+    def _tool_started(self, *, turn_id: str, **kwargs: Any) -> None:
+        turn = self.live.get(turn_id)
+        if turn is not None:
+            turn.tool = str(kwargs.get("tool_name") or "?")
+
+    def _tool_ended(self, *, turn_id: str, **_: Any) -> None:
+        turn = self.live.get(turn_id)
+        if turn is not None:
+            turn.tool = None
+
+    def _turn_ended(
+        self, *, session_key: str, turn_id: str, status: str, exit_reason: str, **_: Any
+    ) -> None:
+        self.turns.labels(str(status), str(exit_reason)).inc()
+        turn = self.live.pop(turn_id, None)
+        seconds = self.clock() - turn.started if turn is not None else 0.0
+        if turn is not None:
+            self.turn_seconds.observe(seconds)
+        for key in [k for k in self._model_started if k[0] == turn_id]:
+            del self._model_started[key]
+        finished = FinishedTurn(session_key, turn_id, str(status), str(exit_reason), seconds)
+        self.recent = [finished, *self.recent[: RECENT_TURNS - 1]]
+
+
+class CountedAdapter:
+    """An adapter whose traffic is counted; everything else is the inner adapter's."""
+
+    def __init__(self, inner: Adapter, metrics: GatewayMetrics) -> None:
+        self.inner = inner
+        self.platform: str = inner.platform
+        self.capabilities = inner.capabilities
+        self._metrics = metrics
+        self.state = "not started"
+
+    @property
+    def connected(self) -> bool:
+        own = getattr(self.inner, "connected", None)
+        return self.state == "started" and (own is None or bool(own))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def start(self, sink: EventSink) -> None:
+        inbound = self._metrics.inbound.labels(self.platform)
+
+        async def counted(event: InboundEvent) -> None:
+            inbound.inc()
+            await sink(event)
+
+        try:
+            await self.inner.start(counted)
+        except BaseException:
+            self.state = "failed"
+            raise
+        self.state = "started"
+
+    async def stop(self) -> None:
+        self.state = "stopped"
+        await self.inner.stop()
+
+    async def _out(self, call: Any) -> Any:
+        try:
+            result = await call
+        except RateLimited:
+            self._metrics.rate_limited.labels(self.platform).inc()
+            raise
+        self._metrics.outbound.labels(self.platform).inc()
+        return result
+
+    async def send(
+        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> SentMessage:
+        sent: SentMessage = await self._out(
+            self.inner.send(chat, text, buttons=buttons, markup=markup)
+        )
+        return sent
+
+    async def edit(
+        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> None:
+        await self._out(self.inner.edit(message, text, buttons=buttons, markup=markup))
+
+    async def delete(self, message: SentMessage) -> None:
+        await self.inner.delete(message)
+
+    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+        await self.inner.answer_button(event, text)
+
+    async def typing(self, chat: ChatRef) -> None:
+        await self.inner.typing(chat)

@@ -1,0 +1,78 @@
+// The dashboard: one EventSource carrying the whole state; actions are fetch POSTs.
+const $ = (id) => document.getElementById(id);
+
+function cell(text, className) {
+  const td = document.createElement("td");
+  td.textContent = text ?? "";
+  if (className) td.className = className;
+  return td;
+}
+
+function button(label, testid, action) {
+  const el = document.createElement("button");
+  el.type = "button";
+  el.textContent = label;
+  el.dataset.testid = testid;
+  el.addEventListener("click", () => { el.disabled = true; action(); });
+  return el;
+}
+
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  });
+  const answer = await response.json().catch(() => ({}));
+  if (!response.ok) alert(answer.error || answer.result || `error ${response.status}`);
+}
+
+function steerForm(key) {
+  const form = document.createElement("form");
+  const input = Object.assign(document.createElement("input"), { placeholder: "steer…" });
+  input.dataset.testid = "dash-steer-text";
+  form.append(input, Object.assign(document.createElement("button"), { type: "submit", textContent: "Steer" }));
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    if (input.value.trim()) post("/api/dashboard/steer", { session_key: key, text: input.value });
+    input.value = "";
+  });
+  return form;
+}
+
+function render(state) {
+  $("adapters").replaceChildren(...Object.entries(state.adapters).map(([name, st]) =>
+    Object.assign(document.createElement("li"), { textContent: `${name}: ${st}` })));
+  $("running").replaceChildren(...state.running.map((turn) => {
+    const tr = document.createElement("tr");
+    tr.dataset.testid = "running-turn";
+    tr.dataset.session = turn.session_key;
+    const actions = document.createElement("td");
+    actions.append(button("⏹ Stop", "dash-stop", () => post("/api/dashboard/stop", { session_key: turn.session_key })),
+      steerForm(turn.session_key));
+    tr.append(cell(turn.platform), cell(turn.session_key),
+      cell(turn.elapsed == null ? "" : `${turn.elapsed}s`), cell(turn.iterations),
+      cell(turn.tool), cell(turn.queued), actions);
+    return tr;
+  }));
+  $("approvals").replaceChildren(...state.approvals.map((request) => {
+    const tr = document.createElement("tr");
+    tr.dataset.testid = "pending-approval";
+    const actions = document.createElement("td");
+    const decide = (outcome) => () => post("/api/dashboard/decide", { approval_id: request.id, outcome });
+    actions.append(button("✅ Approve", "dash-approve", decide("approved")),
+      button("❌ Deny", "dash-deny", decide("denied")));
+    tr.append(cell(request.platform), cell(request.session_key), cell(request.tool),
+      cell(`${request.details}\n${request.prompt}`, "details"), cell(request.requested_by), actions);
+    return tr;
+  }));
+  $("recent").replaceChildren(...state.recent.map((turn) => {
+    const tr = document.createElement("tr");
+    tr.dataset.testid = "recent-turn";
+    tr.append(cell(turn.session_key), cell(turn.status), cell(turn.exit_reason), cell(turn.seconds));
+    return tr;
+  }));
+}
+
+const source = new EventSource("/api/dashboard/events");
+source.addEventListener("open", () => { $("status").textContent = "live"; });
+source.addEventListener("error", () => { $("status").textContent = "reconnecting…"; });
+source.addEventListener("state", (e) => render(JSON.parse(e.data)));
