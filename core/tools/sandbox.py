@@ -10,7 +10,8 @@ exposes exactly :data:`SYSTEM_PATHS` read-only, minus :data:`SYSTEM_SECRETS` and
 configured ``hidden`` paths (the data directory, the config file), plus:
 
 * the session's workspace, read-write, at its real path (also the working directory and
-  ``HOME``); nothing else of the host's file tree — no other workspace, no database;
+  ``HOME``); nothing else of the host's file tree — no other workspace, no database; the
+  rest of the tree is read-only (only the workspace and ``/tmp`` can be written);
 * a private ``/proc`` (new PID namespace: the gateway's processes and their environments
   are not there), a minimal ``/dev``, and an empty ``/tmp``;
 * an environment built from scratch: :func:`sandbox_environment` (``PATH``, ``HOME``,
@@ -119,9 +120,14 @@ class Bubblewrap:
     def arguments(self, workspace: Path) -> list[str]:
         """The ``bwrap`` options (before the command) for a command in ``workspace``."""
         args = [*_system_mounts(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        for path in (*_existing(SYSTEM_SECRETS), *self.hidden):
-            args += _mask(path)
+        hidden = (*_existing(SYSTEM_SECRETS), *self.hidden)
+        inside = [p for p in hidden if p.is_relative_to(workspace)]
+        for path in (p for p in hidden if p not in inside):  # may hold the workspace: first
+            args += _mask(path, SYSTEM_PATHS)
         args += ["--bind", str(workspace), str(workspace), "--chdir", str(workspace)]
+        for path in inside:
+            args += _mask(path, (str(workspace),))
+        args += ["--remount-ro", "/"]  # the skeleton bwrap built around the mounts, too
         args += ["--unshare-all", *([] if not self.network else ["--share-net"])]
         args += ["--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv"]
         for name, value in sandbox_environment(workspace).items():
@@ -183,10 +189,10 @@ def _existing(paths: Sequence[str]) -> list[Path]:
     return [Path(p) for p in paths if os.path.lexists(p)]
 
 
-def _mask(path: Path) -> list[str]:
-    """Hide ``path`` when it lies under :data:`SYSTEM_PATHS` (anything else is not in the
+def _mask(path: Path, visible: Sequence[str]) -> list[str]:
+    """Hide ``path`` when it lies under a ``visible`` tree (anything else is not in the
     sandbox at all): an empty tmpfs over a directory, an empty file over anything else."""
-    if not any(path.is_relative_to(p) for p in SYSTEM_PATHS):
+    if not any(path.is_relative_to(p) for p in visible) or not os.path.lexists(path):
         return []
     return ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", os.devnull, str(path)]
 

@@ -1,0 +1,110 @@
+"""What keeps the tools away from the gateway's secrets, decided once at start.
+
+* :func:`protect_process` makes the gateway process non-dumpable
+  (``prctl(PR_SET_DUMPABLE, 0)``): other processes of the same user can no longer read its
+  environment or memory through ``/proc/<pid>/`` (nor attach a debugger to it).
+* :func:`prepare_sandboxes` chooses each profile's terminal sandbox
+  (:mod:`core.tools.sandbox`): ``sandbox = "bwrap"`` is probed by running ``true`` in it, and
+  when bubblewrap is missing or cannot run, one log line says so and that profile's terminal
+  refuses every command (it never falls back to the host shell); ``sandbox = "none"`` is
+  honoured with a warning. The data directory and the config file are hidden from it.
+* :func:`profile_workspaces` is where each profile's sessions work.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import shutil
+from pathlib import Path
+
+from core.tools.sandbox import (
+    NO_BWRAP,
+    Bubblewrap,
+    NoSandbox,
+    Sandbox,
+    Unavailable,
+    Workspaces,
+    probe,
+)
+from gateway.config_schema import Config, ProfileSection
+
+log = logging.getLogger(__name__)
+
+PR_SET_DUMPABLE = 4
+INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
+
+
+def protect_process() -> bool:
+    """Make this process non-dumpable; False (and a warning) when the OS refuses."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        failed = libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0
+    except (OSError, AttributeError) as exc:
+        log.warning("cannot make the process non-dumpable: %s", exc)
+        return False
+    if failed:
+        log.warning("cannot make the process non-dumpable: errno %d", ctypes.get_errno())
+    return not failed
+
+
+def hidden_paths(config: Config) -> tuple[Path, ...]:
+    """What no sandboxed command may see: the data directory and the config file."""
+    paths = [config.gateway.data_dir]
+    if config.source is not None:
+        paths.append(config.source)
+    return tuple(p.resolve() for p in paths)
+
+
+def profile_workspaces(profile: ProfileSection) -> Workspaces:
+    return Workspaces(profile.workspace, profile.workspace_scope)
+
+
+async def prepare_sandboxes(config: Config, executable: str = "bwrap") -> dict[str, Sandbox]:
+    """Each profile's sandbox, probed; problems logged, one line each."""
+    hidden = hidden_paths(config)
+    chosen: dict[str, Sandbox] = {}
+    for name, profile in config.profiles.items():
+        chosen[name] = await _prepare(profile, hidden, executable)
+    return chosen
+
+
+async def _prepare(profile: ProfileSection, hidden: tuple[Path, ...], executable: str) -> Sandbox:
+    if profile.sandbox == "none":
+        log.warning(
+            'profile %s: sandbox = "none": terminal commands run on the host, unsandboxed, '
+            "as the gateway's user",
+            profile.name,
+        )
+        return NoSandbox()
+    found = await probe(executable, network=profile.sandbox_network, hidden=hidden)
+    if isinstance(found, Unavailable):
+        log.error("%s", refusal_line(profile.name, found))
+    else:
+        net = "with network" if found.network else "no network"
+        log.info("profile %s: terminal sandboxed by bubblewrap (%s)", profile.name, net)
+    return found
+
+
+def refusal_line(profile: str, sandbox: Unavailable) -> str:
+    """The one start-up line for a profile whose sandbox cannot run."""
+    return (
+        f"profile {profile}: {sandbox.reason} — the terminal tool will refuse to run commands; "
+        f'{INSTALL_HINT}, or set sandbox = "none" in [profiles.{profile}]'
+    )
+
+
+def unprobed_sandboxes(config: Config) -> dict[str, Sandbox]:
+    """Each profile's sandbox without running it (for a service composed without
+    :func:`prepare_sandboxes`); still never the host shell unless the profile says so."""
+    hidden, found = hidden_paths(config), shutil.which("bwrap")
+    return {name: _unprobed(p, hidden, found) for name, p in config.profiles.items()}
+
+
+def _unprobed(profile: ProfileSection, hidden: tuple[Path, ...], found: str | None) -> Sandbox:
+    if profile.sandbox == "none":
+        return NoSandbox()
+    if found is None:
+        return Unavailable(NO_BWRAP)
+    return Bubblewrap(found, network=profile.sandbox_network, hidden=hidden)
