@@ -37,6 +37,7 @@ from adapters.base import (
     NotModified,
     SentMessage,
 )
+from adapters.session_keys import parse_session_key
 from core.approver import ApprovalRequest, Decision
 from core.store.base import ApprovalRecord, Store
 from gateway.chat_commands import short_id
@@ -197,7 +198,7 @@ class ChatApprover:
         return CANCELLED
 
     def _name(self, request: ApprovalRequest, user_id: str | None) -> str:
-        platform = request.session_key.split(":", 1)[0]
+        platform = parse_session_key(request.session_key).platform
         return self._directory.name_of(platform, user_id)
 
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from adapters.base import ChatRef, Forbidden, RateLimited
+from adapters.render.markdown import PLAIN
 from gateway.delivery import MAX_CHUNKS, Delivery, Typing
 from tests.gateway.fakes import TELEGRAMISH, FakeAdapter, FakeClock
 
@@ -70,7 +71,7 @@ async def test_a_huge_reply_is_capped_with_a_truncation_note() -> None:
 
 
 async def test_plain_platform_gets_markup_stripped_and_markup_off() -> None:
-    adapter = FakeAdapter(capabilities=replace(TELEGRAMISH, markup="plain"))
+    adapter = FakeAdapter(capabilities=replace(TELEGRAMISH, markup="plain", renderer=PLAIN))
     await Delivery().reply(adapter, CHAT, "**hello** `x`")
     assert [(c.text, c.markup) for c in adapter.of("send")] == [("hello x", False)]
 
