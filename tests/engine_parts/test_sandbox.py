@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,17 +233,25 @@ def host_pid_of_sleep(marker: str) -> int:
     raise AssertionError(f"no sleep {marker} running")
 
 
+STARTED = (
+    'sleep {marker} & while [ "$(cat /proc/$!/comm)" != sleep ]; do :; done; '
+    "echo started > go.fifo; wait"
+)
+"""A background ``sleep`` (seen exec'd before the test is told), then wait for it."""
+
+
 async def test_timeout_kills_everything_the_sandboxed_command_started(host: Host):
     mine = host.workspaces.ensure(ME)
     os.mkfifo(mine / "go.fifo")
-    command = "sleep 317 & echo started > go.fifo; wait"
+    marker = str(random.randint(100_000, 999_999))
+    command = STARTED.format(marker=marker)
     running = asyncio.create_task(
         terminal_tool(workspaces=host.workspaces, sandbox=host.sandbox, timeout=30).handler(
             {"command": command, "timeout": 2}, context(ME)
         )
     )
     await read_pid_from_fifo_text(mine / "go.fifo")
-    pid = await asyncio.to_thread(host_pid_of_sleep, "317")
+    pid = await asyncio.to_thread(host_pid_of_sleep, marker)
     result = await asyncio.wait_for(running, WAIT)
     assert result.is_error and "timed out" in result.text
     await wait_until_gone(pid)
@@ -253,11 +262,11 @@ async def test_stop_kills_everything_the_sandboxed_command_started(host: Host):
     os.mkfifo(mine / "go.fifo")
     token = CancellationToken()
     tool = terminal_tool(workspaces=host.workspaces, sandbox=host.sandbox)
-    running = asyncio.create_task(
-        tool.handler({"command": "sleep 318 & echo started > go.fifo; wait"}, context(ME, token))
-    )
+    marker = str(random.randint(100_000, 999_999))
+    command = STARTED.format(marker=marker)
+    running = asyncio.create_task(tool.handler({"command": command}, context(ME, token)))
     await read_pid_from_fifo_text(mine / "go.fifo")
-    pid = await asyncio.to_thread(host_pid_of_sleep, "318")
+    pid = await asyncio.to_thread(host_pid_of_sleep, marker)
     token.cancel("user stop")
     with pytest.raises(Cancelled):
         await asyncio.wait_for(running, WAIT)
