@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from bench import dispatch, model_client, render, stop, store, turn
+from bench import dispatch, model_client, render, sandbox, stop, store, turn
 from bench.sizes import FULL, QUICK, Sizes
 
 Benchmark = Callable[[Sizes], Awaitable[None]]
@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "stop": stop.run,
     "store": store.run,
     "render": render.run,
+    "sandbox": sandbox.run,
 }
 
 

@@ -17,6 +17,7 @@ class Sizes:
     history: int = 5_000
     loads: int = 20
     renders: int = 1000
+    sandbox_runs: int = 100
 
     @property
     def traced(self) -> int:
@@ -34,4 +35,5 @@ QUICK = Sizes(
     history=500,
     loads=5,
     renders=100,
+    sandbox_runs=20,
 )
