@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck unit bench clean
+.PHONY: run test lint typecheck unit bench clean sandbox
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,14 @@ unit: $(STAMP)
 	env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy -u ALL_PROXY -u all_proxy \
 		$(BIN)/pytest
 
-test: lint typecheck unit
+# The terminal tool runs in bubblewrap; the tests use the real one. Installed when missing.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+		echo "bubblewrap (bwrap) is missing: installing it with apt-get"; \
+		apt-get update && apt-get install -y bubblewrap; \
+	} || { echo "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"; exit 1; }
+
+test: sandbox lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python -m bench $(ARGS)
