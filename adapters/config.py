@@ -1,0 +1,231 @@
+"""What a ``config.toml`` section is built from: value kinds, secrets, the chat rules.
+
+Every section of the configuration — the gateway's own and each platform's (declared in
+its adapter package) — is a frozen pydantic model made of the value kinds below. Each kind
+checks a raw TOML value and, when it is wrong, raises an error whose message is already
+the one the user reads (``expected a positive integer, got -3``); the loader
+(``gateway.config``) only prefixes the file and the key path. One declaration per key
+thus gives validation, the default, the env var of a secret and how ``check-config``
+shows it.
+
+A secret field is declared with :func:`secret_field`: it names its env var (which wins
+over the file) and is masked whenever the configuration is shown. A section can report
+problems between its keys (a secret required by a mode, say) from :meth:`Section.problems`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from collections.abc import Callable, Iterator
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
+
+GroupSessions = Literal["per_user", "shared"]
+EVERYONE = "*"
+NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+T = TypeVar("T")
+
+
+# showing a raw value in a message ---------------------------------------------------
+def show(value: object) -> str:
+    """A TOML-looking rendering of a value, for error messages."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list | tuple):
+        return "an array" if value else "an empty array"
+    return str(value)
+
+
+def got(value: object) -> str:
+    """``got "x" (string)``: the value and its TOML type."""
+    if isinstance(value, dict | list | tuple):
+        return f"got {show(value)}"
+    kinds = {bool: "boolean", int: "integer", float: "float", str: "string"}
+    return f"got {show(value)} ({kinds.get(type(value), type(value).__name__)})"
+
+
+def suggest(value: object, options: list[str] | tuple[str, ...]) -> str:
+    """`` (did you mean "x"?)`` when one option is close to ``value``."""
+    if not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value, list(options), n=1, cutoff=0.6)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def invalid(message: str) -> PydanticCustomError:
+    """The error a value kind raises: ``message`` is what the user reads."""
+    return PydanticCustomError("config", "{message}", {"message": message})
+
+
+# value kinds -------------------------------------------------------------------------
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _integer(minimum: int, what: str) -> Callable[[object], int]:
+    def check(value: object) -> int:
+        if not _is_int(value):
+            raise invalid(f"expected {what}, {got(value)}")
+        assert isinstance(value, int)
+        if value < minimum:
+            raise invalid(f"expected {what}, got {value}")
+        return value
+
+    return check
+
+
+def _number(minimum: float, what: str, *, inclusive: bool) -> Callable[[object], float]:
+    def check(value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise invalid(f"expected {what}, {got(value)}")
+        low = value < minimum if inclusive else value <= minimum
+        if not math.isfinite(value) or low:
+            raise invalid(f"expected {what}, got {value}")
+        return float(value)
+
+    return check
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise invalid(f"expected a non-empty string, {got(value)}")
+    return value
+
+
+def _prefixed(prefixes: tuple[str, ...], what: str) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        text = _text(value)
+        if not text.startswith(prefixes):
+            raise invalid(f"expected {what} URL, got {show(text)}")
+        return text
+
+    return check
+
+
+def _listen(value: object) -> str:
+    text = _text(value)
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise invalid(f'expected "host:port" (e.g. "127.0.0.1:8080"), got {show(text)}')
+    return text
+
+
+def _boolean(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise invalid(f"expected true or false, {got(value)}")
+    return value
+
+
+def _array(value: object) -> object:
+    if not isinstance(value, list | tuple):
+        raise invalid(f"expected an array, {got(value)}")
+    return value
+
+
+def _user_id(value: object) -> str:
+    if (isinstance(value, str) and value) or _is_int(value):
+        return str(value)
+    raise invalid(f"expected a user id (string or integer), {got(value)}")
+
+
+def _no_wildcard(ids: frozenset[str]) -> frozenset[str]:
+    if EVERYONE in ids:
+        raise invalid(f'approvers must be explicit user ids; "{EVERYONE}" would let anyone approve')
+    return ids
+
+
+def _table(value: object) -> object:
+    if not isinstance(value, dict):
+        raise invalid(f"expected a table, {got(value)}")
+    return value
+
+
+def choice(*options: str) -> Callable[[object], str]:
+    """A value that must be one of ``options`` (for a ``Literal`` field)."""
+
+    def check(value: object) -> str:
+        if value in options:
+            return str(value)
+        expected = ", ".join(json.dumps(option) for option in options)
+        raise invalid(f"expected one of {expected}, {got(value)}{suggest(value, options)}")
+
+    return check
+
+
+PositiveInt = Annotated[int, BeforeValidator(_integer(1, "a positive integer"))]
+NonNegativeInt = Annotated[int, BeforeValidator(_integer(0, "an integer ≥ 0"))]
+PositiveNumber = Annotated[float, BeforeValidator(_number(0, "a positive number", inclusive=False))]
+NonNegativeNumber = Annotated[float, BeforeValidator(_number(0, "a number ≥ 0", inclusive=True))]
+Text = Annotated[str, BeforeValidator(_text)]
+HttpUrl = Annotated[
+    str, BeforeValidator(_prefixed(("http://", "https://"), "an http:// or https://"))
+]
+WsUrl = Annotated[str, BeforeValidator(_prefixed(("ws://", "wss://"), "a ws:// or wss://"))]
+Listen = Annotated[str, BeforeValidator(_listen)]
+Flag = Annotated[bool, BeforeValidator(_boolean)]
+Texts = Annotated[tuple[Text, ...], BeforeValidator(_array)]
+UserId = Annotated[str, BeforeValidator(_user_id)]
+UserIds = Annotated[frozenset[UserId], BeforeValidator(_array)]
+ApproverIds = Annotated[frozenset[UserId], BeforeValidator(_array), AfterValidator(_no_wildcard)]
+Headers = Annotated[dict[str, Text], BeforeValidator(_table)]
+
+
+# sections ----------------------------------------------------------------------------
+def secret_field(env: str, default: str | None = None) -> Any:
+    """A field holding a secret: its env var wins over the file; shown masked."""
+    return Field(default=default, repr=False, json_schema_extra={"secret": True, "env": env})
+
+
+class Section(BaseModel):
+    """One ``config.toml`` table: unknown keys are errors, values frozen once read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def problems(self) -> Iterator[tuple[str, str]]:
+        """``(key, message)`` for rules between keys; checked only for an enabled section."""
+        return iter(())
+
+    @classmethod
+    def secret_env(cls) -> dict[str, str]:
+        """``key → env var`` of every secret field."""
+        found = {}
+        for name, info in cls.model_fields.items():
+            extra = info.json_schema_extra
+            if isinstance(extra, dict) and extra.get("secret"):
+                found[name] = str(extra["env"])
+        return found
+
+    def missing_secret(self, key: str, why: str = "") -> tuple[str, str] | None:
+        """The problem "missing secret" for ``key`` when it is empty, else None."""
+        if getattr(self, key):
+            return None
+        because = f" {why}" if why else ""
+        env = self.secret_env()[key]
+        return key, f"missing secret{because}: set {key} here or the env var {env}"
+
+    def secrets(self) -> list[str]:
+        """The values of this section's secret fields that are set."""
+        return [value for key in self.secret_env() if (value := getattr(self, key))]
+
+
+class PlatformSection(Section):
+    """A chat platform's table: ``enabled`` and the rules every platform shares (who may
+    talk, in which conversations, who may approve)."""
+
+    enabled: Flag = True
+    group_sessions: Annotated[GroupSessions, BeforeValidator(choice("per_user", "shared"))] = (
+        "per_user"
+    )
+    require_mention: Flag = True
+    allow_bots: Flag = False
+    allowed_users: UserIds = frozenset()
+    approvers: ApproverIds = frozenset()

@@ -1,0 +1,74 @@
+"""The platform registry: a chat platform is one adapter package plus one line here.
+
+Each platform package has a light module (no SDK import) whose ``PLATFORM`` value
+describes it — :class:`Platform`: its name, its ``config.toml`` section model, and the
+factory that builds its adapter (importing the SDK only then). The gateway's config
+loader and composition root iterate over :func:`platforms`; no gateway module names a
+platform. :func:`register` adds one at run time (plugins, tests).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from adapters.base import Adapter
+from adapters.config import PlatformSection
+from core.store.base import Store
+
+BUILT_IN = {
+    "telegram": "adapters.telegram.platform",
+    "discord": "adapters.discord.platform",
+    "slack": "adapters.slack.platform",
+}
+"""Platform name → module holding its ``PLATFORM`` (imported on first use)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterContext:
+    """What the gateway hands an adapter factory: the store (for the durable inbox), the
+    chat commands to publish, and the service's answer to "is this update settled"."""
+
+    store: Store
+    commands: tuple[tuple[str, str], ...] = ()
+    update_settled: UpdateSettled | None = None
+
+
+UpdateSettled = Callable[[str, str], Awaitable[bool]]
+"""``(session_key, update_id)`` → True once the turn that update started has answered
+(False: a shutdown cut it short, so the update must replay)."""
+
+
+AdapterFactory = Callable[[Any, AdapterContext], Adapter]
+
+
+@dataclass(frozen=True, slots=True)
+class Platform:
+    """One chat platform, as the gateway sees it before any SDK is imported."""
+
+    name: str
+    section: type[PlatformSection]
+    build: AdapterFactory | None
+    """None: the section is understood but no adapter is built yet."""
+
+
+_registered: dict[str, Platform] = {}
+
+
+def register(platform: Platform) -> None:
+    """Add (or replace) a platform."""
+    _registered[platform.name] = platform
+
+
+def unregister(name: str) -> None:
+    _registered.pop(name, None)
+
+
+def platforms() -> dict[str, Platform]:
+    """Every known platform, built-in first, in registration order."""
+    for name, module in BUILT_IN.items():
+        if name not in _registered:
+            _registered[name] = importlib.import_module(module).PLATFORM
+    return dict(_registered)

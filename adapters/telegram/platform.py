@@ -1,0 +1,67 @@
+"""Telegram as a registered platform: its ``[telegram]`` section and its adapter factory.
+
+Importing this module imports no SDK; python-telegram-bot is loaded when the factory runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator
+
+from adapters.base import Adapter
+from adapters.config import HttpUrl, Listen, PlatformSection, choice, secret_field
+from adapters.platforms import AdapterContext, Platform
+
+TelegramMode = Literal["polling", "webhook"]
+
+
+class TelegramSection(PlatformSection):
+    token: str = secret_field("COMMONOS_TELEGRAM_TOKEN", "")
+    base_url: HttpUrl = "https://api.telegram.org/bot"
+    base_file_url: HttpUrl = "https://api.telegram.org/file/bot"
+    mode: Annotated[TelegramMode, BeforeValidator(choice("polling", "webhook"))] = "polling"
+    webhook_url: HttpUrl | None = None
+    webhook_secret: str | None = secret_field("COMMONOS_TELEGRAM_WEBHOOK_SECRET")
+    webhook_listen: Listen = "127.0.0.1:8443"
+
+    def problems(self) -> Iterator[tuple[str, str]]:
+        yield from filter(None, [self.missing_secret("token")])
+        if self.mode == "webhook":
+            if self.webhook_url is None:
+                yield "webhook_url", 'required when mode = "webhook"'
+            yield from filter(None, [self.missing_secret("webhook_secret")])
+
+
+def build(section: TelegramSection, context: AdapterContext) -> Adapter:
+    from adapters.session_keys import KeyStrategy, key_rule
+    from adapters.telegram.adapter import TelegramAdapter, TelegramSettings
+    from adapters.telegram.webhook import WebhookSettings
+
+    webhook = None
+    if section.mode == "webhook":
+        host, _, port = section.webhook_listen.rpartition(":")
+        webhook = WebhookSettings(
+            secret_token=section.webhook_secret or "",
+            public_url=section.webhook_url or "",
+            listen=host,
+            port=int(port),
+        )
+    settings = TelegramSettings(
+        base_url=section.base_url,
+        base_file_url=section.base_file_url,
+        commands=context.commands,
+        webhook=webhook,
+    )
+    rule = key_rule(KeyStrategy(group=section.group_sessions))
+    return TelegramAdapter(
+        section.token,
+        context.store,
+        settings,
+        key_rule=rule,
+        update_settled=context.update_settled,
+    )
+
+
+PLATFORM = Platform("telegram", TelegramSection, build)
