@@ -3,7 +3,8 @@
 :class:`Gateway` owns the long-lived parts and their order::
 
     start():  data dir → store (opened, migrated) → model client → default profile
-              (SOUL.md read) → service + adapters → ready
+              (SOUL.md read) → workspaces, terminal sandboxes probed
+              (:mod:`gateway.containment`) → service + adapters → ready
     stop():   in reverse; each part is closed even when another fails to close
 
 Between the model client and ``ready`` the :class:`~gateway.service.GatewayService`
@@ -23,6 +24,7 @@ from pathlib import Path
 from core.model.base import ModelClient
 from core.store.base import Store, StoreError
 from gateway.config_schema import Config, ModelSection
+from gateway.containment import prepare_sandboxes, protect_process
 from gateway.service import GatewayService
 from gateway.wiring import build_service
 
@@ -78,7 +80,8 @@ class Gateway:
         self._model = _build_model(self.config.model)
         _check_profile(self.config)
         _make_workspaces(self.config)
-        self._service = build_service(self.config, self._store, self._model)
+        sandboxes = await prepare_sandboxes(self.config)
+        self._service = build_service(self.config, self._store, self._model, sandboxes=sandboxes)
         try:
             await self._service.start()
         except Exception as exc:
@@ -166,7 +169,9 @@ def _one_line(exc: Exception) -> str:
 
 
 async def run_until_signalled(gateway: Gateway) -> None:
-    """Start ``gateway``, wait for SIGINT or SIGTERM, then stop it."""
+    """Make the process non-dumpable, start ``gateway``, wait for SIGINT or SIGTERM, then
+    stop it."""
+    protect_process()
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -122,12 +122,13 @@ def _build(root: Table, source: Path | None, ctx: Context, home: Path) -> Config
 def _profiles(
     root: Table, ctx: Context, gateway: GatewaySection, model: ModelSection
 ) -> dict[str, ProfileSection]:
-    defaults = ProfileSection(name="", model=model.model, workspace=gateway.data_dir / "workspace")
+    defaults = ProfileSection(name="", model=model.model, workspace=gateway.data_dir / "workspaces")
     tables = root.child("profiles").children() or {
         "default": Table({}, "profiles.default", root.log)
     }
     profiles = {
-        name: sections.read_profile(table, name, ctx, defaults) for name, table in tables.items()
+        name: sections.read_profile(table, name, ctx, defaults, data_dir=gateway.data_dir)
+        for name, table in tables.items()
     }
     if gateway.default_profile not in profiles:
         _unknown_default_profile(root, gateway.default_profile, sorted(profiles))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.agent.profile import DEFAULT_MAX_ITERATIONS, AgentProfile, BusyPolicy
+from core.tools.sandbox import SandboxKind, WorkspaceScope
 
 Provider = Literal["openai", "demo"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -71,6 +72,12 @@ class ProfileSection:
     queue_limit: int = 20
     stream: bool = False
     external_runtime: tuple[str, ...] | None = None
+    workspace_scope: WorkspaceScope = "session"
+    """``session``: a workspace per session under ``workspace``; ``profile``: one, shared."""
+    sandbox: SandboxKind = "bwrap"
+    """Where the terminal runs: ``bwrap`` (bubblewrap) or ``none`` (the host shell)."""
+    sandbox_network: bool = False
+    """Whether sandboxed commands may use the network."""
 
     def soul(self) -> str:
         """The text of the profile's SOUL.md (the built-in prompt when none is set)."""

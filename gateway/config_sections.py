@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from core.agent.profile import BusyPolicy
+from core.tools.sandbox import SandboxKind, WorkspaceScope
 from gateway.config_reader import Table, got, show
 from gateway.config_schema import (
     PLATFORMS,
@@ -38,6 +39,8 @@ from gateway.config_schema import (
 LOG_LEVELS: tuple[LogLevel, ...] = ("DEBUG", "INFO", "WARNING", "ERROR")
 PROVIDERS: tuple[Provider, ...] = ("openai", "demo")
 BUSY_POLICIES: tuple[BusyPolicy, ...] = ("queue", "interrupt", "steer")
+WORKSPACE_SCOPES: tuple[WorkspaceScope, ...] = ("session", "profile")
+SANDBOXES: tuple[SandboxKind, ...] = ("bwrap", "none")
 PROGRESS_MODES: tuple[ProgressMode, ...] = ("off", "new", "all")
 GROUP_SESSIONS: tuple[GroupSessions, ...] = ("per_user", "shared")
 TELEGRAM_MODES: tuple[TelegramMode, ...] = ("polling", "webhook")
@@ -174,12 +177,21 @@ def _seconds_or_off(table: Table, key: str, defaults: ModelSection) -> float:
     return float(value)
 
 
-def read_profile(table: Table, name: str, ctx: Context, defaults: ProfileSection) -> ProfileSection:
+def read_profile(
+    table: Table,
+    name: str,
+    ctx: Context,
+    defaults: ProfileSection,
+    *,
+    data_dir: Path | None = None,
+) -> ProfileSection:
+    """``[profiles.<name>]``. ``defaults.workspace`` is the root of the profiles' default
+    workspaces (``<root>/<name>``); ``data_dir``, when given, is checked against it."""
     workspace = table.optional_string("workspace")
     profile = ProfileSection(
         name=name,
         model=table.string("model", defaults.model),
-        workspace=ctx.path(workspace) if workspace else defaults.workspace,
+        workspace=ctx.path(workspace) if workspace else defaults.workspace / name,
         system_prompt_file=_soul_file(table, ctx),
         max_iterations=table.positive_int("max_iterations", defaults.max_iterations),
         run_budget_seconds=table.optional_positive_number("run_budget_seconds"),
@@ -190,9 +202,22 @@ def read_profile(table: Table, name: str, ctx: Context, defaults: ProfileSection
         queue_limit=table.positive_int("queue_limit", defaults.queue_limit),
         stream=table.boolean("stream", defaults.stream),
         external_runtime=_external_runtime(table),
+        workspace_scope=table.choice("workspace_scope", WORKSPACE_SCOPES, "session"),
+        sandbox=table.choice("sandbox", SANDBOXES, defaults.sandbox),
+        sandbox_network=table.boolean("sandbox_network", defaults.sandbox_network),
     )
+    if data_dir is not None:
+        _check_workspace(table, profile.workspace, data_dir)
     table.finish()
     return profile
+
+
+def _check_workspace(table: Table, workspace: Path, data_dir: Path) -> None:
+    """The workspace may sit inside the data directory, never be it or contain it: the
+    tools would see the database and the other sessions' files."""
+    ws, data = workspace.resolve(), data_dir.resolve()
+    if data == ws or data.is_relative_to(ws):
+        table.error("workspace", f"must not be the data directory or contain it ({data})")
 
 
 def _soul_file(table: Table, ctx: Context) -> Path | None:

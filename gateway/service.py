@@ -94,7 +94,7 @@ class GatewayService:
         *,
         store: Store,
         model: ModelClient,
-        tools: ToolRegistry,
+        tools: ToolRegistry | Mapping[str, ToolRegistry],
         hooks: HookRegistry,
         adapters: Sequence[Adapter],
         profiles: Mapping[str, AgentProfile],
@@ -137,7 +137,9 @@ class GatewayService:
             store, self.approver, timeout=self._approval_timeout, approvers=self._approvers_of
         )
         self.agents = {
-            name: CommonAgent(store, model, tools, hooks, self.approvals, profile, retry=retry)
+            name: CommonAgent(
+                store, model, _tools_of(tools, name), hooks, self.approvals, profile, retry=retry
+            )
             for name, profile in profiles.items()
         }
         self.delivery = Delivery(sleep=sleep)
@@ -351,3 +353,8 @@ def reply_text(result: TurnResult) -> str | None:
     if result.status == "failed":
         return FAILED_REPLY
     return None
+
+
+def _tools_of(tools: ToolRegistry | Mapping[str, ToolRegistry], profile: str) -> ToolRegistry:
+    """One registry for every profile, or each profile's own (none: no tools)."""
+    return tools if isinstance(tools, ToolRegistry) else tools.get(profile, ToolRegistry())

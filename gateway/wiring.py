@@ -8,7 +8,7 @@ in the log, never silently ignored.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from adapters.base import Adapter
@@ -19,6 +19,7 @@ from core.hooks.loader import load_hooks
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
+from core.redaction import remember_secrets
 from core.store.base import Store
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
@@ -57,7 +58,7 @@ def build_service(
     service = GatewayService(
         store=store,
         model=model,
-        tools=ToolRegistry(builtin_tools()),
+        tools=_tools(config, sandboxes or unprobed_sandboxes(config)),
         hooks=_hooks(config.gateway.data_dir / "hooks"),
         adapters=adapters,
         profiles={name: config.agent_profile(name) for name in config.profiles},
@@ -75,6 +76,19 @@ def build_service(
     holder.append(service)
     mount_web(service, metrics)
     return service
+
+
+def _tools(config: Config, sandboxes: Mapping[str, Sandbox]) -> dict[str, ToolRegistry]:
+    """Each profile's tools: its sessions' workspaces, its terminal sandbox."""
+    return {
+        name: ToolRegistry(
+            builtin_tools(
+                workspaces=profile_workspaces(profile),
+                sandbox=sandboxes.get(name, Unavailable("no sandbox was prepared")),
+            )
+        )
+        for name, profile in config.profiles.items()
+    }
 
 
 def _retry(config: Config) -> RetryPolicy:

@@ -60,7 +60,7 @@ def test_no_config_file_gives_builtin_defaults_under_commonos_home(tmp_path: Pat
     assert config.model.provider == "demo"
     assert list(config.profiles) == ["default"]
     assert config.profile().max_iterations == 500
-    assert config.profile().workspace == tmp_path.resolve() / "workspace"
+    assert config.profile().workspace == tmp_path.resolve() / "workspaces" / "default"
 
 
 def test_config_toml_in_commonos_home_is_found(tmp_path: Path) -> None:

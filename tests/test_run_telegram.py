@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from core.tools.sandbox import Workspaces
 from tests.platform_sim.telegram_sim import TelegramSim
 from tests.platform_sim.telegram_types import ALICE, BOB
 
@@ -146,7 +147,8 @@ async def test_demo_runs_a_command_in_the_workspace_and_reports_its_output(
 async def test_demo_dangerous_command_waits_for_the_approval_button(
     home: Path, telegram_sim: TelegramSim
 ) -> None:
-    scratch = home / "workspace" / "scratch"
+    workspaces = Workspaces(home / "workspaces" / "default")
+    scratch = workspaces.path_for(f"telegram:dm:{ALICE.id}") / "scratch"
     scratch.mkdir(parents=True)
     async with gateway_process(home) as gateway:
         await gateway.wait_for_line(READY)
