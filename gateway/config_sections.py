@@ -296,6 +296,16 @@ def read_web(table: Table, ctx: Context) -> WebSection:
     return section
 
 
+def _loopback(host: str) -> bool:
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 # platforms -------------------------------------------------------------------
 class ChatRules(TypedDict):
     """The keys every chat platform section shares (who may talk, where, and approve)."""

@@ -57,6 +57,7 @@ from functools import partial
 from typing import Any
 
 from adapters.base import Adapter
+from adapters.session_keys import parse_session_key
 from core.agent.control import TurnControl
 from core.agent.loop import CommonAgent
 from core.agent.profile import AgentProfile, BusyPolicy
@@ -198,7 +199,7 @@ class GatewayService:
         turn short (an adapter then leaves the update unfinished, to replay it). A queued
         message dropped by ``/stop`` counts as handled.
         """
-        origin = origin_of(session_key.split(":", 1)[0], update_id)
+        origin = origin_of(parse_session_key(session_key).platform, update_id)
         outcome = self.ledger.outcome(origin)
         if outcome is None:
             return True
@@ -240,7 +241,7 @@ class GatewayService:
         return self.agent_for(session_key).profile
 
     def agent_for(self, session_key: str) -> CommonAgent:
-        platform = session_key.split(":", 1)[0]
+        platform = parse_session_key(session_key).platform
         name = self._platform_profiles.get(platform, self._default_profile)
         return self.agents.get(name) or self.agents[self._default_profile]
 
@@ -256,7 +257,8 @@ class GatewayService:
     def _approvers_of(self, session_key: str) -> frozenset[str]:
         """The session's platform's approvers, platform-qualified like every requester and
         presser (``"telegram:42"``): an id configured for one platform approves only there."""
-        own = self._qualified_approvers.get(session_key.split(":", 1)[0], frozenset())
+        platform = parse_session_key(session_key).platform
+        own = self._qualified_approvers.get(platform, frozenset())
         return own | self.operators
 
     # one turn -------------------------------------------------------------------------
@@ -294,7 +296,7 @@ class GatewayService:
         progress message shows the turn is alive (chat actions count as group messages)."""
         if self.approvals.pending(session_key):
             return True
-        shared = session_key.split(":")[1:2] != ["dm"]
+        shared = parse_session_key(session_key).chat_type != "dm"
         return shared and view.message is not None
 
     async def _on_result(self, session_key: str, message: UserMessage, result: TurnResult) -> None:

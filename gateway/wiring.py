@@ -59,7 +59,7 @@ def build_service(
         store=store,
         model=model,
         tools=_tools(config, sandboxes or unprobed_sandboxes(config)),
-        hooks=_hooks(config.gateway.data_dir / "hooks"),
+        hooks=metrics.observe(_hooks(config.gateway.data_dir / "hooks")),
         adapters=adapters,
         profiles={name: config.agent_profile(name) for name in config.profiles},
         default_profile=config.gateway.default_profile,
@@ -131,6 +131,13 @@ def _adapters(config: Config, store: Store, holder: list[GatewayService]) -> lis
     if not adapters:
         log.info("no platform adapters configured")
     return adapters
+
+
+def _settled(holder: list[GatewayService]) -> Callable[[str, str], Awaitable[bool]]:
+    async def update_settled(session_key: str, update_id: str) -> bool:
+        return await holder[0].update_settled(session_key, update_id)
+
+    return update_settled
 
 
 def _telegram(
