@@ -20,8 +20,7 @@ import pytest
 
 from core.model.openai_client import OpenAIClient
 from core.store.sqlite import SqliteStore, open_store
-from gateway.config import load_config
-from gateway.config_schema import Config
+from gateway.config import Config, load_config
 from gateway.containment import prepare_sandboxes
 from gateway.service import GatewayService
 from gateway.wiring import build_service
