@@ -101,7 +101,10 @@ class Inbox:
 
         Raises when it could not be stored *yet* (the store is out, or failed fewer than
         ``max_attempts`` times): the caller keeps the update unconfirmed and tries again."""
-        item, raw = str(update.update_id), _raw_json(update)
+        raw = _raw_json(update)
+        item = str(update.update_id)
+        if usable_update_id(update.update_id) is None:
+            item = unreadable_id(json.loads(raw))
         problem = _unreadable(update, raw)
         if problem is not None:
             await self.intake.reject(item, raw, problem)
