@@ -94,6 +94,9 @@ class SessionStatus:
     queue_length: int = 0
     turn_id: str | None = None
     """The running turn's id (``TurnControl.turn_id``), once the loop has set it."""
+    sender_id: str | None = None
+    """Who asked for the running turn (its message's ``sender_id``); None when idle."""
+    sender_name: str | None = None
 
 
 @dataclass(slots=True)
@@ -103,6 +106,8 @@ class _Lane:
     queue: deque[UserMessage] = field(default_factory=deque)
     control: TurnControl | None = None
     since: float | None = None
+    running: UserMessage | None = None
+    """The message of the running turn."""
     worker: asyncio.Task[None] | None = None
     urgent: int = 0
     """How many messages at the front of ``queue`` jumped the backlog (interrupters,
@@ -202,7 +207,7 @@ class Dispatcher:
 
     async def _run_one(self, session_key: str, lane: _Lane, message: UserMessage) -> TurnResult:
         lane.control = control = TurnControl()
-        lane.since = self._clock()
+        lane.since, lane.running = self._clock(), message
         try:
             return await self._run_turn(session_key, message, control)
         except Cancelled as exc:
@@ -212,7 +217,7 @@ class Dispatcher:
             logger.exception("turn for %s raised; session released", session_key)
             return _crashed(exc)
         finally:
-            lane.control, lane.since = None, None
+            lane.control, lane.since, lane.running = None, None, None
             self._keep_leftovers(session_key, lane, message, control)
 
     def _keep_leftovers(
@@ -279,6 +284,8 @@ class Dispatcher:
             since=lane.since,
             queue_length=len(lane.queue),
             turn_id=lane.control.turn_id if lane.control is not None else None,
+            sender_id=lane.running.sender_id if lane.running is not None else None,
+            sender_name=lane.running.sender_name if lane.running is not None else None,
         )
 
     def _control(self, session_key: str) -> TurnControl | None:

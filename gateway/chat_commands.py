@@ -92,14 +92,21 @@ class ChatCommands:
         return help_text()
 
     async def _cmd_stop(self, event: InboundEvent, key: str, args: str) -> Reply:
-        """Answering "Stopped" is a promise: the stopped turn's reply is suppressed even if
-        the turn still completes (the stop raced its final answer)."""
+        return STOPPED if self.stop(key) else NOTHING_TO_STOP
+
+    def stop(self, key: str) -> bool:
+        """What ``/stop`` does, wherever it comes from (the chat, the dashboard): stop the
+        running turn and drop the queue; False when there was nothing to stop.
+
+        True is a promise that the chat is told "Stopped" (by the caller): the stopped
+        turn's reply is suppressed even if the turn still completes (the stop raced its
+        final answer)."""
         turn_id = self._dispatcher.status(key).turn_id
         if not self._dispatcher.stop(key):
-            return NOTHING_TO_STOP
+            return False
         if turn_id:
             self._ledger.stop_acknowledged(turn_id)
-        return STOPPED
+        return True
 
     async def _cmd_new(self, event: InboundEvent, key: str, args: str) -> Reply:
         self._dispatcher.stop(key)

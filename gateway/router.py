@@ -44,6 +44,7 @@ from gateway.messages import (
     NO_LONGER_VALID,
     RESOLVE_ANSWERS,
     SOMETHING_WENT_WRONG,
+    STOPPED,
     STRANGER,
 )
 
@@ -108,6 +109,17 @@ class Router:
             await self._say(event, reply)
         else:
             await self.submit_text(event, event.text)
+
+    async def stop(self, session_key: str) -> bool:
+        """``/stop`` for ``session_key`` from outside its chat (the dashboard's Stop): the
+        same stop as the command, and the chat gets the same one "Stopped" notice. False
+        (and no notice) when nothing was running or queued."""
+        if not self._commands.stop(session_key):
+            return False
+        place = self._directory.place(session_key)
+        if place is not None:
+            await self._delivery.notice(place.adapter, place.chat, STOPPED)
+        return True
 
     async def submit_text(
         self, event: InboundEvent, text: str, *, policy: BusyPolicy | None = None

@@ -3,9 +3,10 @@ adapters, live over Server-Sent Events, with Stop, steer and Approve / Deny.
 
 The page holds one ``EventSource`` on ``/api/dashboard/events``; the server sends the
 whole state when it changes (it looks every ``TICK`` seconds — the page never polls).
-Actions are POSTs that call the same paths as the chat commands: ``Dispatcher.stop`` and
-``Dispatcher.steer`` (as ``/stop`` and ``/steer`` do), and ``Approvals.resolve`` as the web
-user (``web:<name>``), so only ``[approvals] web`` approvers may decide, and the card on
+Actions are POSTs that take the same paths as the chat commands: Stop is the router's
+``/stop`` (:meth:`gateway.router.Router.stop`: the chat gets the same one "Stopped"
+notice), steer is ``Dispatcher.steer`` (as ``/steer``), and ``Approvals.resolve`` as the
+web user (``web:<name>``), so only ``[approvals] web`` approvers may decide, and the card on
 the request's own platform is edited to the outcome exactly as if pressed there.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from adapters.session_keys import parse_session_key
 from adapters.web import WebAdapter
 from adapters.web.sse import HEARTBEAT, HEARTBEAT_FRAME, frame, open_stream
 from gateway.access import qualified
@@ -41,7 +43,8 @@ def dashboard_state(service: GatewayService, metrics: GatewayMetrics) -> dict[st
         running.append(
             {
                 "session_key": key,
-                "platform": key.split(":", 1)[0],
+                "platform": platform_of(key),
+                "who": status.sender_name or status.sender_id,
                 "running": status.running,
                 "queued": status.queue_length,
                 "elapsed": round(now_mono - turn.started, 1) if turn else None,
@@ -53,7 +56,7 @@ def dashboard_state(service: GatewayService, metrics: GatewayMetrics) -> dict[st
         {
             "id": r.id,
             "session_key": r.session_key,
-            "platform": r.session_key.split(":", 1)[0],
+            "platform": platform_of(r.session_key),
             "tool": r.tool,
             "kind": r.kind,
             "details": preview(r.arguments, 300),
@@ -74,6 +77,14 @@ def dashboard_state(service: GatewayService, metrics: GatewayMetrics) -> dict[st
     ]
     adapters = {a.platform: ("connected" if a.connected else a.state) for a in metrics.adapters}
     return {"running": running, "approvals": approvals, "recent": recent, "adapters": adapters}
+
+
+def platform_of(session_key: str) -> str:
+    """The platform a session key names ("?" for a key that does not parse)."""
+    try:
+        return parse_session_key(session_key).platform
+    except ValueError:
+        return "?"
 
 
 def install_dashboard(
@@ -133,7 +144,7 @@ class Dashboard:
     async def stop(self, request: web.Request) -> web.Response:
         body = await self._body(request)
         key = str(body.get("session_key", ""))
-        stopped = self.service.dispatcher.stop(key)
+        stopped = await self.service.router.stop(key)
         return web.json_response({"stopped": stopped})
 
     async def steer(self, request: web.Request) -> web.Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from playwright.async_api import Browser, expect
 
+from gateway.messages import STOPPED
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import (
     ScriptedModelServer,
@@ -49,8 +50,11 @@ async def test_dashboard_stops_a_telegram_turn_and_approves_its_card(
     await model_server.wait_for_requests(1)
     row = page.get_by_test_id("running-turn").filter(has_text=f"telegram:dm:{ALICE.id}")
     await expect(row).to_have_count(1, timeout=SEEN)
+    await expect(row.locator("td.who")).to_have_text(ALICE.first_name, timeout=SEEN)
+    await expect(row).to_contain_text("telegram")
     await row.get_by_test_id("dash-stop").click()
     await expect(row).to_have_count(0, timeout=SEEN)
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == STOPPED)
     recent = page.get_by_test_id("recent-turn").filter(has_text="interrupted")
     await expect(recent).to_have_count(1, timeout=SEEN)
 
@@ -65,3 +69,5 @@ async def test_dashboard_stops_a_telegram_turn_and_approves_its_card(
     await telegram_sim.wait_for(lambda: not card.buttons, timeout=SEEN / 1000)
     await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "Cleaned up.")
     await expect(pending).to_have_count(0, timeout=SEEN)
+    stopped = [m for m in telegram_sim.bot_messages(ALICE.id) if "Stopped" in m.text]
+    assert [m.text for m in stopped] == [STOPPED], "the dashboard's Stop: one notice, as /stop"

@@ -48,7 +48,7 @@ function render(state) {
     const actions = document.createElement("td");
     actions.append(button("⏹ Stop", "dash-stop", () => post("/api/dashboard/stop", { session_key: turn.session_key })),
       steerForm(turn.session_key));
-    tr.append(cell(turn.platform), cell(turn.session_key),
+    tr.append(cell(turn.platform), cell(turn.session_key), cell(turn.who, "who"),
       cell(turn.elapsed == null ? "" : `${turn.elapsed}s`), cell(turn.iterations),
       cell(turn.tool), cell(turn.queued), actions);
     return tr;
