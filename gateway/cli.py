@@ -16,10 +16,10 @@ from importlib import metadata
 from pathlib import Path
 
 from core.store.base import StoreError
-from gateway import dead_letters, log_redaction
-from gateway.app import Gateway, StartupError, run_until_signalled
 from gateway.config import ConfigError, load_config
-from gateway.config_render import render_config
+
+# Everything heavier (the platform SDKs, aiohttp, the store) is imported by the command
+# that needs it, so `commonos --help` and `check-config` stay fast.
 
 log = logging.getLogger("gateway")
 
@@ -92,15 +92,26 @@ def fail(lines: Sequence[str]) -> int:
 
 
 def check_config_command(args: argparse.Namespace) -> int:
+    from gateway.config.render import render_config, warnings
+
+    if args.path is not None and args.config is not None and args.path != args.config:
+        print(
+            "commonos: give the config file once: PATH or --config PATH, not both", file=sys.stderr
+        )
+        return 2
     try:
         config = load_config(args.path or args.config)
     except ConfigError as exc:
         return fail([*exc.errors, f"config is invalid ({len(exc.errors)} error(s))"])
     sys.stdout.write(render_config(config))
+    for warning in warnings(config):
+        print(f"commonos: warning: {warning}", file=sys.stderr)
     return 0
 
 
 def inbox_dead_command(args: argparse.Namespace) -> int:
+    from gateway import dead_letters
+
     try:
         config = load_config(args.config)
         lines = dead_letters.list_dead(config.gateway.db_path)
@@ -113,12 +124,14 @@ def inbox_dead_command(args: argparse.Namespace) -> int:
 
 
 def inbox_drop_command(args: argparse.Namespace) -> int:
+    from gateway import dead_letters
+
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         return fail(exc.errors)
     if not args.id.isdigit():
-        return fail([f"no dead letter {args.id!r} (ids are numbers; see `commonos inbox dead`)"])
+        return fail([f"no dead letter {args.id} (ids are numbers; see `commonos inbox dead`)"])
     try:
         dropped = dead_letters.drop_dead(config.gateway.db_path, int(args.id))
     except StoreError as exc:
@@ -130,6 +143,9 @@ def inbox_drop_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from gateway import log_redaction
+    from gateway.app import Gateway, StartupError, run_until_signalled
+
     try:
         config = load_config(args.config)
     except ConfigError as exc:
