@@ -22,8 +22,8 @@ from collections.abc import Awaitable
 from pathlib import Path
 
 from core.model.base import ModelClient
-from core.store.base import Store, StoreError
-from gateway.config_schema import Config, ModelSection
+from core.store.base import Store, StoreError, StoreUnavailable
+from gateway.config import Config, ModelSection
 from gateway.containment import prepare_sandboxes, protect_process
 from gateway.service import GatewayService
 from gateway.wiring import build_service
@@ -84,6 +84,8 @@ class Gateway:
         self._service = build_service(self.config, self._store, self._model, sandboxes=sandboxes)
         try:
             await self._service.start()
+        except StoreUnavailable as exc:
+            raise _unwritable_store(gateway.db_path, exc) from exc
         except Exception as exc:
             raise StartupError(f"cannot start the platform adapters: {_one_line(exc)}") from exc
 
@@ -161,6 +163,15 @@ def _make_workspaces(config: Config) -> None:
             raise StartupError(
                 f"profile {name}: cannot create workspace {profile.workspace}: {reason}"
             ) from exc
+
+
+def _unwritable_store(path: Path, exc: StoreUnavailable) -> StartupError:
+    """The store opened but cannot be written (read-only file or disk, disk full)."""
+    reason = str(exc).rsplit(": ", 1)[-1]
+    return StartupError(
+        f"the store {path} cannot be written ({reason}); check the disk space and that the "
+        "file and its directory are writable"
+    )
 
 
 def _one_line(exc: Exception) -> str:
