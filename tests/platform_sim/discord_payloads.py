@@ -41,6 +41,7 @@ class DcChannel:
     parent_id: str | None = None
     recipient: DcUser | None = None
     position: int = 0
+    owner_id: str = ALICE.id
 
     def to_json(self) -> Json:
         data: Json = {"id": self.id, "type": self.type, "last_message_id": None}
@@ -50,7 +51,7 @@ class DcChannel:
                  "permission_overwrites": [], "nsfw": False,
                  "parent_id": self.parent_id}  # fmt: skip
         if self.type == PUBLIC_THREAD:
-            data |= {"owner_id": ALICE.id, "message_count": 0, "member_count": 1,
+            data |= {"owner_id": self.owner_id, "message_count": 0, "member_count": 1,
                      "rate_limit_per_user": 0, "flags": 0, "thread_metadata": {
                          "archived": False, "auto_archive_duration": 1440, "locked": False,
                          "archive_timestamp": now_iso()}}  # fmt: skip

@@ -137,9 +137,13 @@ async def add_reaction(sim: DiscordSim, request: web.Request, body: Json) -> Non
 
 async def create_thread(sim: DiscordSim, request: web.Request, body: Json) -> Json:
     parent = _channel(sim, request)
+    thread_id = None
     if "message_id" in request.match_info:
-        _message(sim, request)
-    thread = await sim.add_thread(parent.id, str(body.get("name", "thread")))
+        thread_id = _message(sim, request).id
+        if thread_id in sim.channels:
+            raise DcApiError(400, 160004, "A thread has already been created for this message")
+    name = str(body.get("name", "thread"))
+    thread = await sim.add_thread(parent.id, name, thread_id=thread_id, owner=sim.bot.id)
     return thread.to_json()
 
 

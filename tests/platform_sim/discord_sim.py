@@ -154,8 +154,12 @@ class DiscordSim(SimServer):
         self.channels[channel.id] = channel
         return channel
 
-    async def add_thread(self, parent: str, name: str) -> DcChannel:
-        thread = DcChannel(self.snowflake(), dp.PUBLIC_THREAD, name, GUILD, parent_id=parent)
+    async def add_thread(
+        self, parent: str, name: str, *, thread_id: str | None = None, owner: str = ALICE.id
+    ) -> DcChannel:
+        """A new thread; started from a message, Discord gives it the message's id."""
+        thread = DcChannel(thread_id or self.snowflake(), dp.PUBLIC_THREAD, name, GUILD,
+                           parent_id=parent, owner_id=owner)  # fmt: skip
         self.channels[thread.id] = thread
         self.guilds[GUILD].channels.append(thread)
         data = thread.to_json() | {"newly_created": True}

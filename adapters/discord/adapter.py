@@ -1,0 +1,447 @@
+"""The Discord adapter: discord.py's ``Client`` run inside our event loop.
+
+Lifecycle: ``start`` points discord.py at the configured REST base and gateway URL, logs
+in, syncs the slash commands when their set changed (:mod:`.commands`), replays what a
+previous run left unfinished (:mod:`.inbox`), then connects to the gateway and returns
+once READY. ``stop`` cancels deliveries in flight (they replay next run) and closes the
+client.
+
+Inbound: every message (DMs, guild channels, threads) and every interaction is stored
+before it is handled. A mention in a guild channel opens a thread from that message
+(``thread_per_conversation``; Discord allows one thread per message, so a replay finds
+the same thread) and the conversation continues there without mentions.
+
+Outbound: ``allowed_mentions`` is *none* on every message and edit, so model text with
+``@everyone``, ``@here`` or ``<@id>`` pings nobody. Buttons are :class:`ButtonPress`
+items (state in the custom_id). Rate limits are discord.py's: it waits out each 429 by
+its ``retry_after`` and retries (its per-route buckets); we only count them
+(``rate_limits``) and translate what it gives up on (``errors.py``).
+
+Intents: ``message_content`` (privileged; enable it in the Developer Portal) lets the bot
+read guild messages that do not mention it — typed commands and thread follow-ups. Without
+it only DMs, mentions and slash commands work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import discord
+import discord.gateway
+import discord.http
+import yarl
+
+from adapters.base import (
+    AdapterError,
+    ButtonRows,
+    Capabilities,
+    ChatRef,
+    ChatType,
+    EventSink,
+    InboundEvent,
+    SentMessage,
+)
+from adapters.discord.commands import build_tree, sync_commands
+from adapters.discord.errors import THREAD_EXISTS, RateLimitCounter, platform_errors
+from adapters.discord.inbox import DiscordInbox, SettleWait, notice_chat
+from adapters.discord.interactions import CURRENT, TOKEN_LIFETIME, ButtonPress, Responder
+from adapters.discord.normalize import (
+    PLATFORM,
+    Envelope,
+    EnvelopeKind,
+    event_of,
+    parse_command,
+    strip_mentions,
+    thread_name,
+)
+from adapters.discord.render import MAX_CONTENT, discord_renderer, escape
+from adapters.inbox import STORAGE_NOTICE, Intake
+from adapters.session_keys import SessionKeyRule, session_key
+from core.store.base import Store
+from core.tasks import TaskSet
+
+_log = logging.getLogger(__name__)
+
+NO_PINGS = discord.AllowedMentions.none()
+BUTTON_PAYLOAD_LIMIT = 100
+DEFAULT_API = "https://discord.com/api/v10"
+THREAD_ARCHIVE_MINUTES = 1440
+THREAD_TYPES = frozenset(
+    {discord.ChannelType.public_thread, discord.ChannelType.private_thread,
+     discord.ChannelType.news_thread}
+)  # fmt: skip
+USER_MESSAGES = frozenset({discord.MessageType.default, discord.MessageType.reply})
+
+
+@dataclass(frozen=True, slots=True)
+class DiscordSettings:
+    """Everything configurable about the adapter besides the token and the store."""
+
+    api_base: str = DEFAULT_API
+    gateway_url: str | None = None
+    message_content: bool = True
+    thread_per_conversation: bool = True
+    guild_ids: tuple[str, ...] = ()
+    edit_interval: float = 1.0
+    commands: Sequence[tuple[str, str]] = ()
+    thread_openers: frozenset[str] = frozenset({"*"})
+    """Whose mention may open a thread (the platform's allowed users and approvers)."""
+    ready_timeout: float = 60.0
+    guild_ready_timeout: float = 2.0
+    interaction_lifetime: float = TOKEN_LIFETIME
+
+
+def intents_for(settings: DiscordSettings) -> discord.Intents:
+    intents = discord.Intents.none()
+    intents.guilds = intents.guild_messages = intents.dm_messages = True
+    intents.message_content = settings.message_content
+    return intents
+
+
+def chat_type_of(channel: Any) -> ChatType:
+    kind = getattr(channel, "type", None)
+    if kind in (discord.ChannelType.private, discord.ChannelType.group):
+        return "dm"
+    if kind in THREAD_TYPES:
+        return "thread"
+    return "channel"
+
+
+def button_style(data: str) -> discord.ButtonStyle:
+    if data.startswith("ap:") and data.endswith(":d"):
+        return discord.ButtonStyle.danger
+    if data.startswith("ap:"):
+        return discord.ButtonStyle.success
+    return discord.ButtonStyle.secondary
+
+
+def view_of(buttons: ButtonRows) -> discord.ui.View | None:
+    """Buttons as a view of :class:`ButtonPress` items (``None``: no buttons)."""
+    if not any(buttons):
+        return None
+    view = discord.ui.View(timeout=None)
+    for row_index, row in enumerate(buttons):
+        for button in row:
+            if len(button.data) > BUTTON_PAYLOAD_LIMIT:
+                raise ValueError(
+                    f"button {button.label!r}: payload is {len(button.data)} characters, "
+                    f"Discord allows {BUTTON_PAYLOAD_LIMIT}"
+                )
+            style = button_style(button.data)
+            view.add_item(ButtonPress(button.data, button.label[:80], style, row=row_index))
+    return view
+
+
+def plain_content(text: str) -> str:
+    """Plain text shown as typed: markdown escaped (unless that would not fit)."""
+    escaped = escape(text)
+    return escaped if len(escaped) <= MAX_CONTENT else text
+
+
+class _Client(discord.Client):
+    def __init__(self, adapter: DiscordAdapter, **options: Any) -> None:
+        super().__init__(**options)
+        self.press_handler = adapter
+        self._adapter = adapter
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self._adapter.on_message(message)
+
+
+class DiscordAdapter:
+    """The :class:`adapters.base.Adapter` for Discord."""
+
+    platform = PLATFORM
+
+    def __init__(
+        self,
+        token: str,
+        store: Store,
+        settings: DiscordSettings | None = None,
+        key_rule: SessionKeyRule = session_key,
+        update_settled: SettleWait | None = None,
+    ) -> None:
+        self.token = token
+        self.store = store
+        self.settings = settings or DiscordSettings()
+        self.key_rule = key_rule
+        self.capabilities = Capabilities(
+            max_text_length=MAX_CONTENT,
+            length_unit="codepoints",
+            supports_edit=True,
+            button_payload_limit=BUTTON_PAYLOAD_LIMIT,
+            edit_interval=self.settings.edit_interval,
+            markup="discord_markdown",
+            renderer=discord_renderer(),
+        )
+        self.client: _Client | None = None
+        self.syncs = 0
+        """Scopes whose slash commands this run synced (0 when the set was unchanged)."""
+        self._rate_limits = RateLimitCounter()
+        self._sink: EventSink | None = None
+        self._inbox = DiscordInbox(
+            store, Intake(store, PLATFORM, self._storage_notice), self._handle,
+            settled=update_settled,
+        )  # fmt: skip
+        self._known = frozenset(name for name, _ in self.settings.commands) | {"reset", "q"}
+        self._responders: dict[str, Responder] = {}
+        self._presses: dict[str, discord.Interaction] = {}
+        self._connection = TaskSet(_log)
+
+    @property
+    def rate_limits(self) -> int:
+        """429s discord.py waited out during this run."""
+        return self._rate_limits.count
+
+    @property
+    def bot_id(self) -> str:
+        user = self.client.user if self.client is not None else None
+        return str(user.id) if user is not None else ""
+
+    # lifecycle ---------------------------------------------------------------------------
+    async def start(self, sink: EventSink) -> None:
+        """Log in, sync commands if changed, replay, connect; returns once READY."""
+        self._sink = sink
+        self._point_at_platform()
+        client = _Client(
+            self, intents=intents_for(self.settings), chunk_guilds_at_startup=False,
+            guild_ready_timeout=self.settings.guild_ready_timeout,
+        )  # fmt: skip
+        client.add_dynamic_items(ButtonPress)
+        tree = build_tree(client, self.settings.commands, self.on_command)
+        self.client = client
+        logging.getLogger("discord.http").addHandler(self._rate_limits)
+        with platform_errors():
+            await client.login(self.token)
+            self.syncs = await sync_commands(tree, self.store, self.settings.guild_ids)
+        await self._inbox.replay()
+        connecting = self._connection.spawn(client.connect(reconnect=True), name="discord-gateway")
+        await self._wait_ready(client, connecting)
+        _log.info("discord: receiving as %s", client.user)
+
+    def _point_at_platform(self) -> None:
+        """discord.py reads its REST base and gateway URL from two class attributes."""
+        if self.settings.api_base != DEFAULT_API:
+            discord.http.Route.BASE = self.settings.api_base.rstrip("/")
+        if self.settings.gateway_url is not None:
+            gateway = yarl.URL(self.settings.gateway_url)
+            discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = gateway
+
+    async def _wait_ready(self, client: discord.Client, connecting: asyncio.Task[Any]) -> None:
+        ready = asyncio.ensure_future(client.wait_until_ready())
+        done, _ = await asyncio.wait(
+            {ready, connecting}, timeout=self.settings.ready_timeout,
+            return_when=asyncio.FIRST_COMPLETED,
+        )  # fmt: skip
+        if ready in done:
+            return
+        ready.cancel()
+        if connecting in done and connecting.exception() is not None:
+            raise _connect_error(connecting.exception())
+        raise AdapterError(f"discord: not ready after {self.settings.ready_timeout:g}s")
+
+    async def stop(self) -> None:
+        """Cancel deliveries in flight (they replay next run) and close the client."""
+        await self._inbox.close()
+        if self.client is not None:
+            await self.client.close()
+        await self._connection.aclose()
+        logging.getLogger("discord.http").removeHandler(self._rate_limits)
+
+    async def drain(self) -> None:
+        await self._inbox.drain()
+
+    async def _storage_notice(self, chat: ChatRef) -> None:
+        try:
+            await self.send(chat, STORAGE_NOTICE, markup=False)
+        except Exception as exc:
+            _log.warning("discord: could not tell chat %s the store is out: %s", chat.chat_id, exc)
+
+    # inbound -----------------------------------------------------------------------------
+    async def on_message(self, message: discord.Message) -> None:
+        if str(message.author.id) == self.bot_id or message.type not in USER_MESSAGES:
+            return
+        await self._accept(self._message_envelope(message))
+
+    def _message_envelope(self, message: discord.Message) -> Envelope:
+        bot = self.bot_id
+        text = strip_mentions(message.content, bot)
+        command = parse_command(text, self._known)
+        resolved = message.reference.resolved if message.reference else None
+        channel = message.channel
+        kind: EnvelopeKind = "command" if command else "message"
+        return Envelope(
+            kind=kind,
+            id=str(message.id),
+            channel_id=str(message.channel.id),
+            chat_type=chat_type_of(channel),
+            author_id=str(message.author.id),
+            author_name=message.author.display_name,
+            author_bot=message.author.bot,
+            text=text,
+            mentioned=any(str(user.id) == bot for user in message.mentions),
+            reply_to_bot=isinstance(resolved, discord.Message) and str(resolved.author.id) == bot,
+            bot_thread=isinstance(channel, discord.Thread) and str(channel.owner_id) == bot,
+            command=command[0] if command else "",
+            args=command[1] if command else "",
+        )
+
+    def _interaction_envelope(
+        self, interaction: discord.Interaction, kind: EnvelopeKind, **fields: str
+    ) -> Envelope:
+        user = interaction.user
+        return Envelope(
+            kind=kind,
+            id=str(interaction.id),
+            channel_id=str(interaction.channel_id),
+            chat_type=chat_type_of(interaction.channel),
+            author_id=str(user.id),
+            author_name=user.display_name,
+            author_bot=user.bot,
+            mentioned=True,
+            **fields,
+        )
+
+    async def on_command(self, interaction: discord.Interaction, name: str, args: str) -> None:
+        """A slash command (already deferred)."""
+        self._responders[str(interaction.id)] = Responder(
+            interaction, time.monotonic(), self.settings.interaction_lifetime
+        )
+        text = f"/{name} {args}".strip()
+        envelope = self._interaction_envelope(
+            interaction, "command", command=name, args=args, text=text
+        )
+        await self._accept(envelope)
+
+    async def on_press(self, interaction: discord.Interaction, custom_id: str) -> None:
+        """A button press: deferred at once, then stored and handed over."""
+        try:
+            await interaction.response.defer()
+        except discord.DiscordException as exc:
+            _log.info("discord: press %s not deferred: %s", interaction.id, exc)
+        self._presses[str(interaction.id)] = interaction
+        message_id = str(interaction.message.id) if interaction.message else ""
+        envelope = self._interaction_envelope(
+            interaction, "press", custom_id=custom_id, message_id=message_id
+        )
+        await self._accept(envelope)
+
+    async def _accept(self, envelope: Envelope) -> None:
+        event = event_of(envelope, self.key_rule)
+        try:
+            await self._inbox.accept(envelope, str(event.session_key), notice_chat(event))
+        except Exception:
+            _log.exception("discord item %s could not be stored; dropped", envelope.id)
+            self._responders.pop(envelope.id, None)
+            self._presses.pop(envelope.id, None)
+
+    async def _handle(self, envelope: Envelope) -> InboundEvent | None:
+        """Deliver one stored envelope: open its thread if it asks for one, then the sink."""
+        assert self._sink is not None
+        thread = await self._thread_for(envelope)
+        event = event_of(envelope, self.key_rule, thread)
+        responder = self._responders.pop(envelope.id, None)
+        token = CURRENT.set(responder)
+        try:
+            await self._sink(event)
+        finally:
+            CURRENT.reset(token)
+            if responder is not None:
+                await responder.close()
+        return event
+
+    async def _thread_for(self, envelope: Envelope) -> str | None:
+        """The thread a channel mention continues in (opened once per message)."""
+        if not self._opens_thread(envelope) or self.client is None:
+            return None
+        name = thread_name(envelope.text)
+        try:
+            thread = await self.client.http.start_thread_with_message(
+                int(envelope.channel_id), int(envelope.id), name=name,
+                auto_archive_duration=THREAD_ARCHIVE_MINUTES,
+            )  # fmt: skip
+        except discord.HTTPException as exc:
+            if exc.code == THREAD_EXISTS:
+                return envelope.id  # a thread started from a message has the message's id
+            _log.warning("discord: no thread for message %s (%s); answering in place",
+                         envelope.id, exc)  # fmt: skip
+            return None
+        return str(thread["id"])
+
+    def _opens_thread(self, envelope: Envelope) -> bool:
+        openers = self.settings.thread_openers
+        return (
+            self.settings.thread_per_conversation
+            and envelope.kind == "message"
+            and envelope.chat_type == "channel"
+            and envelope.mentioned
+            and not envelope.author_bot
+            and bool(envelope.text.strip())
+            and ("*" in openers or envelope.author_id in openers)
+        )
+
+    # outbound ----------------------------------------------------------------------------
+    def _channel(self, chat: ChatRef) -> discord.PartialMessageable:
+        if self.client is None:
+            raise AdapterError("discord: not started")
+        return self.client.get_partial_messageable(int(chat.chat_id))
+
+    async def send(
+        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> SentMessage:
+        content = text if markup else plain_content(text)
+        view = view_of(buttons)
+        responder = CURRENT.get()
+        with platform_errors():
+            if responder is not None and responder.claim(chat.chat_id):
+                original = await responder.interaction.edit_original_response(
+                    content=content, view=view, allowed_mentions=NO_PINGS
+                )
+                return SentMessage(chat, str(original.id))
+            channel = self._channel(chat)
+            if view is None:
+                message = await channel.send(content, allowed_mentions=NO_PINGS)
+            else:
+                message = await channel.send(content, view=view, allowed_mentions=NO_PINGS)
+        return SentMessage(chat, str(message.id))
+
+    async def edit(
+        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> None:
+        content = text if markup else plain_content(text)
+        partial = self._channel(message.chat).get_partial_message(int(message.message_id))
+        with platform_errors():
+            await partial.edit(content=content, view=view_of(buttons), allowed_mentions=NO_PINGS)
+
+    async def delete(self, message: SentMessage) -> None:
+        partial = self._channel(message.chat).get_partial_message(int(message.message_id))
+        with platform_errors():
+            await partial.delete()
+
+    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+        """The press was deferred on arrival; a notice goes to the presser only."""
+        interaction = self._presses.pop(event.press_id or "", None)
+        if interaction is None or not text:
+            return
+        with platform_errors():
+            await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_PINGS)
+
+    async def typing(self, chat: ChatRef) -> None:
+        with platform_errors():
+            await self._channel(chat).typing()
+
+
+def _connect_error(exc: BaseException | None) -> AdapterError:
+    if isinstance(exc, discord.PrivilegedIntentsRequired):
+        return AdapterError(
+            "discord refused the Message Content intent: enable it in the Developer Portal "
+            "(Bot → Privileged Gateway Intents) or set message_content = false in [discord]"
+        )
+    if isinstance(exc, discord.LoginFailure):
+        return AdapterError("discord: the token was refused")
+    return AdapterError(f"discord: gateway connection failed: {exc!r}")

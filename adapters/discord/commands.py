@@ -1,0 +1,100 @@
+"""Slash commands: the gateway's chat commands as Discord application commands, synced
+only when the set changed.
+
+Each command answers its interaction at once with a deferred "thinking" response (well
+inside Discord's 3 s), then hands the command to the adapter. Options: ``/steer``,
+``/redirect`` and ``/queue`` take ``text``; ``/approve`` an optional ``id``; ``/deny`` an
+optional ``id`` and ``reason``.
+
+Sync: a digest of the exact payload discord.py would send is kept in the store (as a
+``done`` inbound record of platform ``discord-commands`` — the store's idempotent
+"seen ids" table), per guild when ``guild_ids`` is configured, else global. A restart with
+an unchanged set syncs nothing, so command-management rate limits and the
+delete-then-recreate window are never hit for nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import discord
+from discord import app_commands
+
+from core.store.base import InboundRecord, Store
+
+_log = logging.getLogger(__name__)
+
+SYNC_MARK = "discord-commands"
+OnCommand = Callable[[discord.Interaction, str, str], Awaitable[None]]
+"""``(interaction, command name, args)``: the interaction is already deferred."""
+WITH_TEXT = frozenset({"steer", "redirect", "queue"})
+
+
+def _command(
+    name: str, description: str, on_command: OnCommand
+) -> app_commands.Command[Any, ..., None]:
+    async def plain(interaction: discord.Interaction) -> None:
+        await _deferred(interaction, name, "", on_command)
+
+    async def with_text(interaction: discord.Interaction, text: str) -> None:
+        await _deferred(interaction, name, text, on_command)
+
+    async def approve(interaction: discord.Interaction, id: str | None = None) -> None:
+        await _deferred(interaction, name, id or "", on_command)
+
+    async def deny(
+        interaction: discord.Interaction, id: str | None = None, reason: str | None = None
+    ) -> None:
+        await _deferred(interaction, name, " ".join(filter(None, [id, reason])), on_command)
+
+    callbacks: dict[str, Callable[..., Awaitable[None]]] = {"approve": approve, "deny": deny}
+    callback = callbacks.get(name, with_text if name in WITH_TEXT else plain)
+    return app_commands.Command(name=name, description=description[:100], callback=callback)
+
+
+async def _deferred(
+    interaction: discord.Interaction, name: str, args: str, on_command: OnCommand
+) -> None:
+    await interaction.response.defer(thinking=True)
+    await on_command(interaction, name, args)
+
+
+def build_tree(
+    client: discord.Client, menu: Sequence[tuple[str, str]], on_command: OnCommand
+) -> app_commands.CommandTree[Any]:
+    tree: app_commands.CommandTree[Any] = app_commands.CommandTree(client)
+    for name, description in menu:
+        tree.add_command(_command(name, description, on_command))
+    return tree
+
+
+def _digest(tree: app_commands.CommandTree[Any], guild: discord.Object | None) -> str:
+    payload = [command.to_dict(tree) for command in tree.get_commands(guild=guild)]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+
+
+async def sync_commands(
+    tree: app_commands.CommandTree[Any], store: Store, guild_ids: Sequence[str]
+) -> int:
+    """Sync each scope whose command set changed since its last sync; returns how many
+    scopes were synced (0 on a restart with the same set)."""
+    synced = 0
+    scopes: list[discord.Object | None] = [discord.Object(int(g)) for g in guild_ids] or [None]
+    for guild in scopes:
+        if guild is not None:
+            tree.copy_global_to(guild=guild)
+        scope = str(guild.id) if guild is not None else "global"
+        marker = f"{scope}:{_digest(tree, guild)}"
+        if await store.get_inbound(SYNC_MARK, marker) is not None:
+            continue
+        await tree.sync(guild=guild)
+        await store.enqueue_inbound(InboundRecord(SYNC_MARK, marker, "", "{}", time.time()))
+        await store.set_inbound_state(SYNC_MARK, marker, "done")
+        _log.info("discord: slash commands synced (%s)", scope)
+        synced += 1
+    return synced

@@ -1,0 +1,93 @@
+"""Interactions: button presses rebuilt from their custom_id, and deferred responders.
+
+:class:`ButtonPress` is a ``DynamicItem`` matching every custom_id we send: its state is
+the custom_id itself (``ap:<approval id>:a`` …), never an object of this process, so a
+press on a card sent before a restart reaches the running adapter like any other. Each
+press is deferred at once (a deferred update, well inside Discord's 3 s); the gateway's
+answer then goes out as an ephemeral follow-up, seen only by the presser.
+
+A slash command is deferred ("thinking…") the same way. Its :class:`Responder` is the
+context in which the command is handled (:data:`CURRENT`): the first message the gateway
+sends to that chat replaces the deferred response; later ones, and any once the
+interaction token is near its 15-minute end, are ordinary channel messages. A command
+that sent nothing has its "thinking…" response deleted.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import discord
+
+_log = logging.getLogger(__name__)
+
+TOKEN_LIFETIME = 15 * 60 - 60
+"""Seconds an interaction token is used for (Discord's 15 minutes, less a margin)."""
+
+
+class PressHandler(Protocol):
+    async def on_press(self, interaction: discord.Interaction, custom_id: str) -> None: ...
+
+
+class ButtonPress(
+    discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?P<data>[\s\S]{1,100})"
+):
+    def __init__(
+        self, data: str, label: str = "", style: discord.ButtonStyle = discord.ButtonStyle.secondary,
+        row: int | None = None,
+    ) -> None:  # fmt: skip
+        button: discord.ui.Button[Any] = discord.ui.Button(
+            label=label or data, custom_id=data, style=style
+        )
+        super().__init__(button, row=row)
+        self.data = data
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: Any
+    ) -> ButtonPress:
+        return cls(match["data"])
+
+    async def callback(self, interaction: discord.Interaction) -> None:
+        handler = getattr(interaction.client, "press_handler", None)
+        if handler is None:
+            await interaction.response.defer()
+            return
+        await handler.on_press(interaction, self.data)
+
+
+@dataclass(slots=True)
+class Responder:
+    interaction: discord.Interaction
+    created: float
+    lifetime: float = TOKEN_LIFETIME
+    used: bool = False
+    closed: bool = False
+
+    def claim(self, chat_id: str) -> bool:
+        """True (once) when a message to ``chat_id`` may replace the deferred response."""
+        expired = time.monotonic() - self.created > self.lifetime
+        if self.used or self.closed or expired or str(self.interaction.channel_id) != chat_id:
+            return False
+        self.used = True
+        return True
+
+    async def close(self) -> None:
+        """The command was handled: nothing replaces the response from now on; an
+        unused "thinking…" response is deleted (while the token still works)."""
+        self.closed = True
+        if self.used or time.monotonic() - self.created > self.lifetime:
+            return
+        try:
+            await self.interaction.delete_original_response()
+        except discord.DiscordException as exc:
+            _log.info("discord: deferred response %s not deleted: %s", self.interaction.id, exc)
+
+
+CURRENT: contextvars.ContextVar[Responder | None] = contextvars.ContextVar(
+    "discord_responder", default=None
+)
