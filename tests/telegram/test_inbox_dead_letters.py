@@ -63,8 +63,10 @@ async def test_a_poison_update_is_a_dead_letter_and_the_next_message_is_answered
         await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "answered" in m.text)
         await telegram_sim.wait_for(lambda: telegram_sim.is_confirmed(poison.update_id))
     [letter] = await store.list_dead_letters("telegram")
-    expected_id = str(update_id) if update_id is not None else str(poison.update_id)
-    assert letter.item_id == expected_id
+    if update_id is None:
+        assert letter.item_id == str(poison.update_id)
+    else:  # no usable id: kept under a digest of the update
+        assert letter.item_id.startswith("unreadable-") and str(update_id) in letter.raw
     assert MARK in letter.raw
     assert letter.error and letter.attempts == 1
     ours = [r for r in caplog.records if r.name.startswith(("adapters", "gateway", "core"))]
