@@ -246,6 +246,14 @@ class DiscordSim(SimServer):
         data = {"custom_id": custom_id, "component_type": 2}
         return await self._dispatch_interaction(inter, type=3, message=msg.raw, data=data)
 
+    async def press_stale(
+        self, msg: SimMessage, custom_id: str, raw: Json, *, user: DcUser = ALICE
+    ) -> Interaction:
+        """A press on an old copy ``raw`` of ``msg`` (a client that had not redrawn it)."""
+        inter = self._interaction(msg.chat, msg, custom_id, user)
+        data = {"custom_id": custom_id, "component_type": 2}
+        return await self._dispatch_interaction(inter, type=3, message=raw, data=data)
+
     async def use_command(
         self,
         channel: str | DcChannel,
