@@ -128,6 +128,9 @@ class Capabilities:
     markup: Markup
     renderer: Renderer = field(default_factory=_plain_renderer)
     """Markdown → this platform's markup, its chunker and its plain fallback."""
+    progress_buttons: tuple[Button, ...] = ()
+    """Buttons the live progress message carries while its turn runs (e.g. a Stop button
+    whose press the adapter delivers as the ``stop`` command); removed when it ends."""
 
 
 EventSink = Callable[[InboundEvent], Awaitable[None]]

@@ -258,10 +258,12 @@ class ProgressView:
         self._shown, self._last_write = text, self._clock()
 
     async def _write(self, text: str) -> None:
+        running = self._adapter.capabilities.progress_buttons
+        buttons = [list(running)] if running and not self._closing else []
         if self._message is None:
-            self._message = await self._adapter.send(self._chat, text, markup=False)
+            self._message = await self._adapter.send(self._chat, text, buttons=buttons, markup=False)
         else:
-            await self._adapter.edit(self._message, text, markup=False)
+            await self._adapter.edit(self._message, text, buttons=buttons, markup=False)
 
     async def _remove(self) -> None:
         if self._message is None:

@@ -112,6 +112,8 @@ async def chat_post_message(sim: SlackSim, p: Json) -> Json:
         raw["blocks"] = blocks
     if thread is not None:
         raw["thread_ts"] = str(thread)
+        if sim.statuses.get((channel, str(thread))):  # a post clears the thread's status
+            sim.statuses[(channel, str(thread))] = ""
     sim.store(channel, raw)
     await sim.deliver_event(sim.event_of(channel, raw))
     return {"channel": channel, "ts": raw["ts"], "message": raw}
@@ -194,7 +196,19 @@ async def reactions_add(sim: SlackSim, p: Json) -> Json:
     return {}
 
 
+async def assistant_threads_set_status(sim: SlackSim, p: Json) -> Json:
+    channel = str(p.get("channel_id", ""))
+    if channel not in sim.channels:
+        raise SlackApiFailure("channel_not_found")
+    thread = str(p.get("thread_ts", ""))
+    if sim.find_message(channel, thread) is None:
+        raise SlackApiFailure("invalid_thread_ts")
+    sim.statuses[(channel, thread)] = str(p.get("status", ""))
+    return {}
+
+
 METHODS: dict[str, Method] = {
+    "assistant.threads.setStatus": assistant_threads_set_status,
     "auth.test": auth_test,
     "apps.connections.open": apps_connections_open,
     "chat.postMessage": chat_post_message,

@@ -119,6 +119,8 @@ class SlackSim(SimServer):
         self.http_deliveries: list[tuple[str, int]] = []
         self.sockets: list[web.WebSocketResponse] = []
         self.connections_opened = 0
+        self.statuses: dict[tuple[str, str], str] = {}
+        """``(channel, thread_ts)`` → the thread's assistant status ("" once cleared)."""
         self._messages: dict[str, list[SimMessage]] = {}
         self._ts = itertools.count(1)
         self._writes: list[tuple[str, float]] = []

@@ -1,0 +1,324 @@
+"""The Slack adapter: slack-bolt's ``AsyncApp`` driven by hand inside our event loop.
+
+Lifecycle: ``start`` asks Slack who the bot is (``auth.test``), replays messages a
+previous run left unfinished, then receives by Socket Mode (default; ``connect_async`` with
+a watchdog, :mod:`adapters.slack.receivers`) or signed HTTP (bolt's aiohttp app; a bad
+signature or a timestamp older than five minutes is refused with 401 by bolt's request
+verification before any listener runs). ``stop`` stops receiving, cancels deliveries in
+flight (they replay next run) and clears any status left shown.
+
+Every envelope is acknowledged within Slack's three seconds: the listeners only store the
+message (:mod:`adapters.slack.inbox`) or hand the press or command to a background task,
+and return; bolt runs them before it acknowledges (``process_before_response``), so a
+message is stored before Slack hears it arrived. Turns run in the gateway's workers.
+
+Outbound: ``chat.postMessage`` into the conversation's thread, ``chat.update``,
+``chat.delete``; buttons as Block Kit (:mod:`adapters.slack.blocks`); a press's answer as
+an ephemeral message to the presser (``chat.postEphemeral``: a refusal reveals nothing to
+the channel); ``typing`` as the thread's status (:mod:`adapters.slack.status`). Failures
+are raised as the adapter error tree (:mod:`adapters.slack.errors`); ``ratelimited`` is
+:class:`~adapters.base.RateLimited`, which the gateway waits out and retries — Slack
+refused the call, so nothing is duplicated.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.base import (
+    Button,
+    ButtonRows,
+    Capabilities,
+    ChatRef,
+    EventSink,
+    InboundEvent,
+    SentMessage,
+)
+from adapters.inbox import STORAGE_NOTICE
+from adapters.session_keys import SessionKeyRule
+from adapters.slack.blocks import BUTTON_VALUE_LIMIT, message_blocks
+from adapters.slack.errors import platform_errors
+from adapters.slack.inbox import SettleWait, SlackInbox
+from adapters.slack.normalize import (
+    PLATFORM,
+    STOP_PAYLOAD,
+    Normalizer,
+    SlackIdentity,
+    default_session_key,
+)
+from adapters.slack.receivers import HttpReceiver, Receiver, SocketReceiver
+from adapters.slack.render import neutralise_plain, slack_renderer
+from adapters.slack.status import ThreadStatus
+from core.bounded import BoundedMap
+from core.store.base import Store
+from core.tasks import TaskSet
+
+_log = logging.getLogger(__name__)
+
+MAX_TEXT = 4000
+"""Characters per message: Slack accepts 40,000 but clients truncate beyond ~4,000."""
+STOP_BUTTON = Button("⏹ Stop", STOP_PAYLOAD)
+REMEMBERED = 10_000
+DEFAULT_API_URL = "https://slack.com/api/"
+
+SlackMode = Literal["socket", "http"]
+
+
+@dataclass(frozen=True, slots=True)
+class SlackSettings:
+    """Everything configurable about the adapter besides the bot token and the store."""
+
+    api_base_url: str = DEFAULT_API_URL
+    mode: SlackMode = "socket"
+    app_token: str = ""
+    signing_secret: str = ""
+    http_host: str = "127.0.0.1"
+    http_port: int = 3000
+    http_path: str = "/slack/events"
+    slash_prefix: str = "/"
+    text_prefix: str = "!"
+    commands: Sequence[tuple[str, str]] = ()
+    edit_interval: float = 1.2
+    """``chat.update`` is Tier 3 (about 50 a minute)."""
+    watchdog_seconds: float = 60.0
+    """Socket Mode: a connection with no message or pong for this long is replaced."""
+    ping_interval: float = 5.0
+    status_text: str = "is thinking…"
+    status_lease: float = 10.0
+    """Seconds a status stays without a refresh (the gateway refreshes every 4 s)."""
+
+
+class SlackAdapter:
+    """The :class:`adapters.base.Adapter` for Slack."""
+
+    platform = PLATFORM
+
+    def __init__(
+        self,
+        bot_token: str,
+        store: Store,
+        settings: SlackSettings | None = None,
+        key_rule: SessionKeyRule = default_session_key,
+        update_settled: SettleWait | None = None,
+    ) -> None:
+        self.settings = settings or SlackSettings()
+        self.store, self.key_rule, self.update_settled = store, key_rule, update_settled
+        self.capabilities = Capabilities(
+            max_text_length=MAX_TEXT,
+            length_unit="codepoints",
+            supports_edit=True,
+            button_payload_limit=BUTTON_VALUE_LIMIT,
+            edit_interval=self.settings.edit_interval,
+            markup="slack_mrkdwn",
+            renderer=slack_renderer(),
+            progress_buttons=(STOP_BUTTON,),
+        )
+        self.client = AsyncWebClient(token=bot_token, base_url=self.settings.api_base_url)
+        self.status = ThreadStatus(
+            self._set_status, text=self.settings.status_text, lease=self.settings.status_lease
+        )
+        self.identity: SlackIdentity | None = None
+        self.normalizer: Normalizer | None = None
+        self.receiver: Receiver | None = None
+        self._inbox: SlackInbox | None = None
+        self._sink: EventSink | None = None
+        self._controls = TaskSet(_log)
+        self._joined: BoundedMap[str, bool] = BoundedMap(REMEMBERED)
+        self._last_thread: BoundedMap[tuple[str, str], str] = BoundedMap(REMEMBERED)
+
+    # lifecycle -----------------------------------------------------------------------------
+    async def start(self, sink: EventSink) -> None:
+        """Learn who we are, replay unfinished messages, begin receiving."""
+        with platform_errors():
+            auth = await self.client.auth_test()
+        self.identity = SlackIdentity(str(auth["user_id"]), auth.get("bot_id"))
+        self.normalizer = Normalizer(
+            self.identity,
+            self.key_rule,
+            text_prefix=self.settings.text_prefix,
+            slash_prefix=self.settings.slash_prefix,
+            commands=[name for name, _ in self.settings.commands],
+        )
+        self._sink = sink
+        self._inbox = SlackInbox(
+            self.store, sink, settled=self.update_settled, notify=self._storage_notice
+        )
+        await self._inbox.replay(self._revive)
+        self.receiver = self._receiver(self._bolt_app())
+        await self.receiver.start()
+        _log.info("slack: receiving as %s (%s mode)", self.identity.user_id, self.settings.mode)
+
+    def _receiver(self, app: AsyncApp) -> Receiver:
+        s = self.settings
+        if s.mode == "http":
+            return HttpReceiver(app, s.http_host, s.http_port, s.http_path)
+        return SocketReceiver(app, s.app_token, s.watchdog_seconds, s.ping_interval)
+
+    def _bolt_app(self) -> AsyncApp:
+        app = AsyncApp(
+            client=self.client,
+            signing_secret=self.settings.signing_secret,
+            process_before_response=True,
+            # a Socket Mode app has no signing secret: bolt skips verification there
+            request_verification_enabled=self.settings.mode == "http",
+        )
+        app.event("message")(self._on_message)
+        app.event("app_mention")(self._on_message)
+        app.action(re.compile(".*"))(self._on_action)
+        app.command(re.compile(".*"))(self._on_command)
+        return app
+
+    async def stop(self) -> None:
+        """Stop receiving, cancel deliveries in flight (they replay next run)."""
+        if self.receiver is not None:
+            await self.receiver.stop()
+            self.receiver = None
+        await self._controls.aclose()
+        if self._inbox is not None:
+            await self._inbox.close()
+        await self.status.aclose()
+
+    async def drain(self) -> None:
+        """Wait until the messages received so far have been handled and marked."""
+        if self._inbox is not None:
+            await self._inbox.drain()
+
+    @property
+    def http_url(self) -> str | None:
+        """Where Slack posts events in HTTP mode (None in Socket Mode)."""
+        return self.receiver.url if isinstance(self.receiver, HttpReceiver) else None
+
+    async def _storage_notice(self, chat: ChatRef) -> None:
+        try:
+            await self.send(chat, STORAGE_NOTICE, markup=False)
+        except Exception as exc:
+            _log.warning("slack: could not tell %s the store is out: %s", chat, exc)
+
+    # inbound -------------------------------------------------------------------------------
+    async def _on_message(self, event: dict[str, Any], body: dict[str, Any]) -> None:
+        """A ``message`` or ``app_mention``: stored (once per channel + ts), then the turn
+        runs in the background; returning lets bolt acknowledge the envelope."""
+        normalizer, inbox = self.normalizer, self._inbox
+        if normalizer is None or inbox is None or not normalizer.wanted(event):
+            return
+        place = normalizer.place(event)
+        joined = await self._in_thread(str(place.key)) if place.chat_type == "thread" else False
+        inbound = normalizer.message(event, joined=joined)
+        if inbound is None:
+            return
+        if place.chat.thread_id is not None and (inbound.mentioned or joined):
+            self._last_thread.put((place.chat.chat_id, inbound.sender.id), place.chat.thread_id)
+        payload = {"event": event, "event_id": body.get("event_id"), "joined": joined}
+        await inbox.accept(inbound, payload)
+
+    def _revive(self, payload: dict[str, Any]) -> InboundEvent | None:
+        if self.normalizer is None:
+            return None
+        return self.normalizer.message(payload["event"], joined=bool(payload.get("joined")))
+
+    async def _in_thread(self, key: str) -> bool:
+        """Has the agent joined this thread (answered in it, or holds its session)?"""
+        if self._joined.get(key):
+            return True
+        try:
+            return await self.store.get_active_session(key) is not None
+        except Exception:
+            _log.warning("slack: could not look up session %s", key, exc_info=True)
+            return False
+
+    async def _on_action(self, ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        event = self.normalizer.press(body) if self.normalizer is not None else None
+        if event is not None:
+            self._control(event)
+
+    async def _on_command(self, ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        if self.normalizer is None:
+            return
+        channel, user = str(body.get("channel_id", "")), str(body.get("user_id", ""))
+        event = self.normalizer.slash(body, self._last_thread.get((channel, user)))
+        if event is not None:
+            self._control(event)
+
+    def _control(self, event: InboundEvent) -> None:
+        """Presses and slash commands act at once (the control plane), in the background."""
+        self._controls.spawn(self._deliver_control(event), name=f"slack-{event.kind}")
+
+    async def _deliver_control(self, event: InboundEvent) -> None:
+        if self._sink is not None:
+            await self._sink(event)
+
+    # outbound ------------------------------------------------------------------------------
+    async def send(
+        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> SentMessage:
+        body = text if markup else neutralise_plain(text)
+        await self._clear_status(chat)
+        with platform_errors():
+            response = await self.client.chat_postMessage(
+                channel=chat.chat_id,
+                thread_ts=chat.thread_id,
+                text=body,
+                blocks=message_blocks(body, buttons, markup=markup) or None,
+                mrkdwn=markup,
+                unfurl_links=False,
+            )
+        if chat.thread_id is not None:
+            self._joined.put(str(self._thread_key(chat)), True)
+        return SentMessage(chat, str(response["ts"]))
+
+    def _thread_key(self, chat: ChatRef) -> object:
+        return self.key_rule(
+            PLATFORM, "thread", chat.chat_id, user_id=None, thread_id=chat.thread_id
+        )
+
+    async def edit(
+        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> None:
+        body = text if markup else neutralise_plain(text)
+        with platform_errors():
+            await self.client.chat_update(
+                channel=message.chat.chat_id,
+                ts=message.message_id,
+                text=body,
+                blocks=message_blocks(body, buttons, markup=markup),
+            )
+
+    async def delete(self, message: SentMessage) -> None:
+        with platform_errors():
+            await self.client.chat_delete(channel=message.chat.chat_id, ts=message.message_id)
+
+    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+        """The press was acknowledged on arrival; a notice goes to the presser alone."""
+        if not text:
+            return
+        with platform_errors():
+            await self.client.chat_postEphemeral(
+                channel=event.chat.chat_id,
+                user=event.sender.id,
+                text=neutralise_plain(text),
+                thread_ts=event.chat.thread_id,
+            )
+
+    async def typing(self, chat: ChatRef) -> None:
+        """The thread's "is thinking…" status (a DM's top level has none)."""
+        if chat.thread_id is not None:
+            await self.status.show((chat.chat_id, chat.thread_id))
+
+    async def _clear_status(self, chat: ChatRef) -> None:
+        if chat.thread_id is not None:
+            await self.status.clear((chat.chat_id, chat.thread_id))
+
+    async def _set_status(self, channel: str, thread_ts: str, status: str) -> object:
+        with platform_errors():
+            return await self.client.assistant_threads_setStatus(
+                channel_id=channel, thread_ts=thread_ts, status=status
+            )
