@@ -15,9 +15,9 @@ stored (``Store.set_approval_card``) so that a later run, which finds the approv
 pending by a crash or a restart, can :meth:`ChatApprover.retire` the card: edited to
 ``RESTART_NOTICE``, its buttons removed.
 
-Rate limits are waited out by :func:`gateway.rate_limits.with_rate_limits`, at most
-``ATTEMPTS`` calls in all; past its bounds one error line names the chat and the error
-goes to the caller.
+Cards and their edits go out at ``URGENT`` priority through the bot's outbound scheduler,
+which waits out rate limits (the one retry layer, :mod:`gateway.rate_limits`); past its
+bounds one error line names the chat and the error goes to the caller.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from core.store.base import ApprovalRecord, Store
 from gateway.chat_commands import short_id
 from gateway.chats import ChatDirectory, Place
 from gateway.commands import approval_payload, choice_payload
+from gateway.outbound import Priority, at
 from gateway.rate_limits import Sleep, with_rate_limits
 from gateway.redact import preview, redact, shorten
 
@@ -82,7 +83,9 @@ class ChatApprover:
             raise UnknownChat(f"no chat known for session {request.session_key}")
         buttons = card_buttons(request, place.adapter.capabilities)
         text = self._card_text(request, with_commands=not buttons)
-        send = partial(place.adapter.send, place.chat, text, buttons=buttons, markup=False)
+        send = partial(
+            at(place.adapter, Priority.URGENT).send, place.chat, text, buttons=buttons, markup=False
+        )
         message = await self._send_card(request, place, send)
         self._cards[request.id] = (place.adapter, message)
         self._directory.remember_approval(request.session_key, request.id)
@@ -113,7 +116,7 @@ class ChatApprover:
             return
         message = sending.result()
         text = self._card_text(request, with_commands=False) + f"\n\n{CANCELLED}"
-        edit = partial(adapter.edit, message, text, buttons=(), markup=False)
+        edit = partial(at(adapter, Priority.URGENT).edit, message, text, buttons=(), markup=False)
         try:
             await self._with_rate_limits(edit, message.chat)
         except Exception:
@@ -141,7 +144,7 @@ class ChatApprover:
             return False
         message = SentMessage(ChatRef(card.platform, card.chat_id, card.thread_id), card.message_id)
         text = f"{record.tool} · id {short_id(record.id)}\n\n{RESTART_NOTICE}"
-        edit = partial(adapter.edit, message, text, buttons=(), markup=False)
+        edit = partial(at(adapter, Priority.URGENT).edit, message, text, buttons=(), markup=False)
         try:
             await self._with_rate_limits(edit, message.chat)
         except NotModified:
@@ -161,7 +164,7 @@ class ChatApprover:
             + "\n\n"
             + self._outcome(request, decision)
         )
-        edit = partial(adapter.edit, message, text, markup=False)
+        edit = partial(at(adapter, Priority.URGENT).edit, message, text, markup=False)
         try:
             await self._with_rate_limits(edit, message.chat)
         except NotModified:

@@ -5,9 +5,11 @@ Lifecycle: ``start`` initialises the bot (``getMe``), publishes the command menu
 polling (default) or webhook. ``stop`` cancels receiving and deliveries in flight and shuts
 the bot down. ``run_polling()`` and PTB's ``Updater`` are never used: see ``polling.py``.
 
-Outbound calls go through PTB's ``AIORateLimiter`` (flood limits, and it honours
-``retry_after`` by waiting and retrying); what still fails is raised as the adapter error
-tree (``errors.py``).
+Outbound calls are made once: PTB's rate limiter is not used, so a 429 is raised at once as
+``RateLimited(retry_after)`` (with the rest of the adapter error tree, ``errors.py``). The
+gateway's outbound scheduler paces every call to the limits declared in ``capabilities``
+(about 30 calls a second per bot, one a second per chat with short bursts, 20 a minute per
+group) and is the one layer that waits out and retries a 429.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 
 from telegram import BotCommand, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ChatAction, ParseMode
-from telegram.ext import AIORateLimiter, ExtBot
+from telegram.ext import ExtBot
 from telegram.request import HTTPXRequest
 
 from adapters.base import (
@@ -27,6 +29,7 @@ from adapters.base import (
     ChatRef,
     EventSink,
     InboundEvent,
+    RateLimit,
     SentMessage,
 )
 from adapters.inbox import STORAGE_NOTICE
@@ -52,6 +55,12 @@ BUTTON_PAYLOAD_LIMIT = 64
 DEFAULT_API_URL = "https://api.telegram.org/bot"
 DEFAULT_FILE_URL = "https://api.telegram.org/file/bot"
 
+BOT_LIMIT = RateLimit(30, 1.0)
+CHAT_LIMIT = RateLimit(3, 3.0)
+"""About one message a second in a chat, allowing a short burst (a progress message and
+the reply edited into it go out at once)."""
+GROUP_LIMIT = RateLimit(20, 60.0)
+
 CommandMenu = Sequence[tuple[str, str]]
 """``(name, description)`` pairs for Telegram's command menu, in display order."""
 
@@ -66,10 +75,10 @@ class TelegramSettings:
     edit_interval: float = 1.0
     poll: PollSettings = field(default_factory=PollSettings)
     webhook: WebhookSettings | None = None
-    max_retries: int = 3
-    """Retries after a 429 (each waits the ``retry_after`` Telegram asked for)."""
-    group_rate_per_minute: float = 20
-    """Messages per minute per group chat (Telegram's documented limit; 0 = unpaced)."""
+    bot_limit: RateLimit | None = BOT_LIMIT
+    chat_limit: RateLimit | None = CHAT_LIMIT
+    group_limit: RateLimit | None = GROUP_LIMIT
+    """Telegram's flood limits, paced by the gateway (``None``: not paced)."""
 
 
 def inline_keyboard(buttons: ButtonRows) -> InlineKeyboardMarkup | None:
@@ -118,6 +127,9 @@ class TelegramAdapter:
             edit_interval=self.settings.edit_interval,
             markup="telegram_html",
             renderer=TelegramRenderer(),
+            bot_limit=self.settings.bot_limit,
+            chat_limit=self.settings.chat_limit,
+            group_limit=self.settings.group_limit,
         )
         self.bot = self._build_bot(token)
         install_log_filter()
@@ -127,20 +139,15 @@ class TelegramAdapter:
         self._polling = TaskSet(_log)
         self._webhook: WebhookServer | None = None
 
-    def _build_bot(self, token: str) -> ExtBot[int]:
+    def _build_bot(self, token: str) -> ExtBot[None]:
         poll_read = float(self.settings.poll.timeout) + 5.0
         self._raw_updates = RawUpdates(connection_pool_size=1, read_timeout=poll_read)
-        limiter = AIORateLimiter(
-            group_max_rate=self.settings.group_rate_per_minute,
-            max_retries=self.settings.max_retries,
-        )
         return ExtBot(
             token,
             base_url=self.settings.base_url,
             base_file_url=self.settings.base_file_url,
             request=HTTPXRequest(connection_pool_size=64),
             get_updates_request=self._raw_updates,
-            rate_limiter=limiter,
         )
 
     # lifecycle -----------------------------------------------------------------------------

@@ -1,0 +1,485 @@
+"""One outbound scheduler per bot: a shared send budget, priorities, and the one retry layer.
+
+Every call a bot makes into its platform — send, edit, delete, button answer, typing —
+waits here for a permit. The budget is the platform's declared limits
+(:class:`adapters.base.Capabilities`: ``bot_limit`` for the whole bot, ``chat_limit`` per
+chat, ``group_limit`` per shared chat; each a sliding window). A call occupies its windows
+from the moment it is started until ``seconds`` after it ended, so however the network
+reorders requests the platform never sees more than ``count`` of them in one window.
+
+Waiting calls are started by priority, then in arrival order::
+
+    URGENT    stop notices, approval cards, button answers
+    REPLY     final replies (and a progress message edited into one)
+    PROGRESS  progress states: the call reads the newest state when it starts, so a
+              stale state is never sent (see :mod:`gateway.progress`)
+    CLEANUP   deletes and typing; a delete is queued and never awaited by anyone, so it
+              cannot hold a session or delay the next turn
+
+A ``RateLimited`` answer is handled here and only here (:mod:`gateway.rate_limits`): the
+chat is held for ``retry_after`` seconds, the call goes back to its place in the queue, each
+429 is logged at INFO and counted (:attr:`OutboundScheduler.stats`). A waiter cancelled
+before its call started withdraws the call; once started, the call runs to its end.
+
+:class:`ScheduledAdapter` is an :class:`~adapters.base.Adapter` whose calls go through the
+scheduler; :func:`at` gives a view of it that calls at another priority.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import math
+import time
+from bisect import insort
+from collections import deque
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass, field
+from enum import IntEnum
+from functools import partial
+from typing import Any, TypeVar
+
+from adapters.base import (
+    Adapter,
+    AdapterError,
+    ButtonRows,
+    Capabilities,
+    ChatRef,
+    EventSink,
+    InboundEvent,
+    RateLimit,
+    RateLimited,
+    SentMessage,
+)
+from core.tasks import TaskSet
+from gateway.rate_limits import MAX_ATTEMPTS, may_retry
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+ChatId = tuple[str, str]
+PRUNE_EVERY = 1000
+"""Grants between two sweeps of the per-chat state of chats gone quiet."""
+
+
+class Priority(IntEnum):
+    URGENT = 0
+    REPLY = 1
+    PROGRESS = 2
+    CLEANUP = 3
+
+
+@dataclass(slots=True)
+class OutboundStats:
+    calls: int = 0
+    """Calls started (retries included)."""
+    rate_limited: int = 0
+    """429s received."""
+    given_up: int = 0
+    """Calls given up past the retry bounds."""
+    withdrawn: int = 0
+    """Calls dropped before they started (superseded or their waiter gone)."""
+
+
+class _Window:
+    """A sliding window of calls: in flight, plus the end times of the recent ones."""
+
+    def __init__(self, limit: RateLimit) -> None:
+        self.limit = limit
+        self.in_flight = 0
+        self._ended: deque[float] = deque()
+
+    def ready_at(self, now: float) -> float:
+        ended, limit = self._ended, self.limit
+        while ended and ended[0] <= now - limit.seconds:
+            ended.popleft()
+        if self.in_flight + len(ended) < limit.count:
+            return now
+        return ended[0] + limit.seconds if ended else math.inf
+
+    def quiet(self, now: float) -> bool:
+        self.ready_at(now)
+        return self.in_flight == 0 and not self._ended
+
+    def take(self) -> None:
+        self.in_flight += 1
+
+    def release(self, now: float) -> None:
+        self.in_flight -= 1
+        self._ended.append(now)
+
+
+@dataclass(eq=False, slots=True)
+class _Job:
+    call: Callable[[], Awaitable[Any]]
+    chat: ChatRef
+    priority: Priority
+    seq: int
+    what: str
+    future: asyncio.Future[Any]
+    attempts: int
+    coalesce: Hashable | None = None
+    attempt: int = 1
+    started: bool = False
+    waiters: int = 0
+    detached: bool = False
+    windows: list[_Window] = field(default_factory=list)
+
+    @property
+    def order(self) -> tuple[int, int]:
+        return (self.priority, self.seq)
+
+
+def _chat_id(chat: ChatRef) -> ChatId:
+    return (chat.platform, chat.chat_id)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark an unawaited future's exception as seen (the caller may have gone)."""
+    if not future.cancelled():
+        future.exception()
+
+
+class OutboundScheduler:
+    def __init__(
+        self,
+        capabilities: Capabilities,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        attempts: int = MAX_ATTEMPTS,
+        on_rate_limited: Callable[[ChatRef, float], None] | None = None,
+    ) -> None:
+        self._bot = _Window(capabilities.bot_limit) if capabilities.bot_limit else None
+        self._chat_limit, self._group_limit = capabilities.chat_limit, capabilities.group_limit
+        self._clock, self._attempts = clock, attempts
+        self.on_rate_limited = on_rate_limited
+        """Called with the chat and the wait for every 429 (metrics)."""
+        self._chats: dict[ChatId, _Window] = {}
+        self._groups: dict[ChatId, _Window] = {}
+        self._held: dict[ChatId, float] = {}
+        self._shared: set[ChatId] = set()
+        self._waiting: list[_Job] = []
+        self._coalesced: dict[Hashable, _Job] = {}
+        self._seq = itertools.count()
+        self._grants = 0
+        self._wake = asyncio.Event()
+        self._pump: asyncio.Task[None] | None = None
+        self._running = TaskSet(logger)
+        self._closed = False
+        self.stats = OutboundStats()
+
+    def shared(self, chat: ChatRef) -> None:
+        """``chat`` is a group, channel or thread: ``group_limit`` applies to it."""
+        self._shared.add(_chat_id(chat))
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    # submitting -------------------------------------------------------------------------
+    async def run(
+        self,
+        call: Callable[[], Awaitable[T]],
+        *,
+        chat: ChatRef,
+        priority: Priority,
+        what: str,
+        coalesce: Hashable | None = None,
+        attempts: int | None = None,
+    ) -> T:
+        """``call()``'s result once the budget allowed it (rate limits waited out)."""
+        job = self._submit(call, chat, priority, what, coalesce, attempts)
+        job.waiters += 1
+        try:
+            result: T = await asyncio.shield(job.future)
+            return result
+        except asyncio.CancelledError:
+            job.waiters -= 1
+            if job.waiters == 0:
+                self._abandon(job)
+            raise
+
+    def later(
+        self, call: Callable[[], Awaitable[object]], *, chat: ChatRef, priority: Priority, what: str
+    ) -> None:
+        """Queue ``call`` without waiting for it (cleanup); a failure is logged."""
+        job = self._submit(call, chat, priority, what, None, None)
+        job.detached = True
+        job.future.add_done_callback(partial(_log_failure, what, chat))
+
+    def _submit(
+        self,
+        call: Callable[[], Awaitable[Any]],
+        chat: ChatRef,
+        priority: Priority,
+        what: str,
+        coalesce: Hashable | None,
+        attempts: int | None,
+    ) -> _Job:
+        if self._closed:
+            raise AdapterError(f"{what} to {chat} not sent: the gateway is stopping")
+        old = self._coalesced.get(coalesce) if coalesce is not None else None
+        if old is not None and not old.started:
+            old.call = call  # only the newest call of the key is ever made
+            self.stats.withdrawn += 1
+            return old
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_retrieve)
+        job = _Job(
+            call, chat, priority, next(self._seq), what, future, attempts or self._attempts,
+            coalesce,
+        )  # fmt: skip
+        self._enqueue(job)
+        if coalesce is not None:
+            self._coalesced[coalesce] = job
+        return job
+
+    def _enqueue(self, job: _Job) -> None:
+        insort(self._waiting, job, key=lambda j: j.order)
+        if self._pump is None:
+            self._pump = asyncio.get_running_loop().create_task(self._run_pump(), name="outbound")
+        self._wake.set()
+
+    def _abandon(self, job: _Job) -> None:
+        """Nobody waits for ``job`` any more: drop it unless it already started."""
+        if job.started or job.future.done():
+            job.detached = True
+            return
+        self._waiting.remove(job)
+        self._forget_key(job)
+        job.future.cancel()
+        self.stats.withdrawn += 1
+
+    def _forget_key(self, job: _Job) -> None:
+        if job.coalesce is not None and self._coalesced.get(job.coalesce) is job:
+            del self._coalesced[job.coalesce]
+
+    # granting ---------------------------------------------------------------------------
+    async def _run_pump(self) -> None:
+        while True:
+            self._wake.clear()
+            delay = self._grant_ready()
+            if delay is None:
+                await self._wake.wait()
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+
+    def _grant_ready(self) -> float | None:
+        """Start every waiting call the budget allows now; seconds until the next may
+        (None: wait for a new call or an ended one)."""
+        now = self._clock()
+        next_at = math.inf
+        blocked: dict[ChatId, float] = {}
+        index = 0
+        while index < len(self._waiting):
+            if self._bot is not None:
+                bot_at = self._bot.ready_at(now)
+                if bot_at > now:
+                    next_at = min(next_at, bot_at)
+                    break
+            job = self._waiting[index]
+            key = _chat_id(job.chat)
+            at = blocked.get(key) or self._ready_at(key, now)
+            if at <= now:
+                del self._waiting[index]
+                self._start(job, key)
+                continue
+            blocked[key] = at
+            next_at = min(next_at, at)
+            index += 1
+        if not self._waiting or next_at == math.inf:
+            return None
+        return max(next_at - now, 0.001)
+
+    def _ready_at(self, key: ChatId, now: float) -> float:
+        at = self._held.get(key, now)
+        if self._chat_limit is not None:
+            at = max(at, self._window(self._chats, key, self._chat_limit).ready_at(now))
+        if self._group_limit is not None and key in self._shared:
+            at = max(at, self._window(self._groups, key, self._group_limit).ready_at(now))
+        return at
+
+    def _window(self, windows: dict[ChatId, _Window], key: ChatId, limit: RateLimit) -> _Window:
+        window = windows.get(key)
+        if window is None:
+            window = windows[key] = _Window(limit)
+        return window
+
+    def _start(self, job: _Job, key: ChatId) -> None:
+        job.started = True
+        self._forget_key(job)
+        job.windows = [w for w in (self._bot, self._chats.get(key)) if w is not None]
+        if key in self._shared and key in self._groups:
+            job.windows.append(self._groups[key])
+        for window in job.windows:
+            window.take()
+        self.stats.calls += 1
+        self._grants += 1
+        if self._grants % PRUNE_EVERY == 0:
+            self._prune()
+        self._running.spawn(self._execute(job), name=f"outbound:{job.what}")
+
+    async def _execute(self, job: _Job) -> None:
+        try:
+            result = await job.call()
+        except asyncio.CancelledError:
+            self._ended(job)
+            job.future.cancel()
+            raise
+        except RateLimited as exc:
+            self._ended(job)
+            self._rate_limited(job, exc)
+        except Exception as exc:
+            self._ended(job)
+            if not job.future.done():
+                job.future.set_exception(exc)
+        else:
+            self._ended(job)
+            if not job.future.done():
+                job.future.set_result(result)
+
+    def _ended(self, job: _Job) -> None:
+        now = self._clock()
+        for window in job.windows:
+            window.release(now)
+        job.windows = []
+        self._wake.set()
+
+    def _rate_limited(self, job: _Job, exc: RateLimited) -> None:
+        """The one retry layer: hold the chat for ``retry_after`` and queue the call again."""
+        self.stats.rate_limited += 1
+        if self.on_rate_limited is not None:
+            self.on_rate_limited(job.chat, exc.retry_after)
+        if not may_retry(exc, job.attempt, job.attempts, job.chat, job.what):
+            self.stats.given_up += 1
+            job.future.set_exception(exc)
+            return
+        if job.future.done() or self._closed:
+            return
+        key = _chat_id(job.chat)
+        self._held[key] = max(self._held.get(key, 0.0), self._clock() + exc.retry_after)
+        job.attempt += 1
+        job.started = False
+        self._enqueue(job)
+
+    def _prune(self) -> None:
+        now = self._clock()
+        for windows in (self._chats, self._groups):
+            for key in [k for k, w in windows.items() if w.quiet(now)]:
+                del windows[key]
+        for key in [k for k, until in self._held.items() if until <= now]:
+            del self._held[key]
+
+    # closing ----------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Refuse new calls, fail the waiting ones, cancel the ones in flight."""
+        self._closed = True
+        waiting, self._waiting = self._waiting, []
+        self._coalesced.clear()
+        for job in waiting:
+            if not job.future.done():
+                job.future.set_exception(AdapterError(f"{job.what} not sent: stopping"))
+        if self._pump is not None:
+            self._pump.cancel()
+            await asyncio.wait({self._pump})
+            self._pump = None
+        await self._running.aclose()
+
+
+def _log_failure(what: str, chat: ChatRef, future: asyncio.Future[Any]) -> None:
+    if future.cancelled():
+        return
+    exc = future.exception()
+    if exc is not None:
+        logger.warning("%s in %s failed: %s", what, chat, exc)
+
+
+class ScheduledAdapter:
+    """An :class:`Adapter` whose outbound calls wait for its bot's scheduler.
+
+    Default priorities: sends and edits ``REPLY``, button answers ``URGENT``, typing and
+    deletes ``CLEANUP`` (a delete returns at once; it runs when the budget allows).
+    :meth:`at` gives a view that sends and edits at another priority."""
+
+    def __init__(
+        self,
+        inner: Adapter,
+        scheduler: OutboundScheduler | None = None,
+        priority: Priority = Priority.REPLY,
+    ) -> None:
+        self.inner = inner
+        self.platform: str = inner.platform
+        self.capabilities: Capabilities = inner.capabilities
+        self.scheduler = scheduler or OutboundScheduler(inner.capabilities)
+        self.priority = priority
+
+    def at(self, priority: Priority) -> ScheduledAdapter:
+        return ScheduledAdapter(self.inner, self.scheduler, priority)
+
+    async def start(self, sink: EventSink) -> None:
+        scheduler = self.scheduler
+
+        async def noted(event: InboundEvent) -> None:
+            if event.chat_type != "dm":
+                scheduler.shared(event.chat)
+            await sink(event)
+
+        await self.inner.start(noted)
+
+    async def stop(self) -> None:
+        await self.scheduler.aclose()
+        await self.inner.stop()
+
+    async def send(
+        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> SentMessage:
+        call = partial(self.inner.send, chat, text, buttons=buttons, markup=markup)
+        return await self.scheduler.run(call, chat=chat, priority=self.priority, what="message")
+
+    async def edit(
+        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> None:
+        call = partial(self.inner.edit, message, text, buttons=buttons, markup=markup)
+        await self.scheduler.run(call, chat=message.chat, priority=self.priority, what="edit")
+
+    async def delete(self, message: SentMessage) -> None:
+        """Queued at ``CLEANUP``; returns at once (a failure is logged)."""
+        call = partial(self.inner.delete, message)
+        self.scheduler.later(call, chat=message.chat, priority=Priority.CLEANUP, what="delete")
+
+    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+        call = partial(self.inner.answer_button, event, text)
+        await self.scheduler.run(
+            call, chat=event.chat, priority=Priority.URGENT, what="button answer"
+        )
+
+    async def typing(self, chat: ChatRef) -> None:
+        """At ``CLEANUP``, one waiting per chat, never retried (the next refresh is)."""
+        await self.scheduler.run(
+            partial(self.inner.typing, chat), chat=chat, priority=Priority.CLEANUP,
+            what="typing", coalesce=("typing", _chat_id(chat)), attempts=1,
+        )  # fmt: skip
+
+
+def at(adapter: Adapter, priority: Priority) -> Adapter:
+    """``adapter`` calling at ``priority`` (itself when it is not behind a scheduler)."""
+    return adapter.at(priority) if isinstance(adapter, ScheduledAdapter) else adapter
+
+
+async def call_at(
+    adapter: Adapter,
+    priority: Priority,
+    call: Callable[[Adapter], Awaitable[T]],
+    *,
+    chat: ChatRef,
+    what: str,
+) -> T:
+    """``call(platform adapter)`` once the budget allows; what it sends is decided when it
+    *starts* (a progress state read then is the newest one, never a stale one)."""
+    if not isinstance(adapter, ScheduledAdapter):
+        return await call(adapter)
+    inner = adapter.inner
+    return await adapter.scheduler.run(lambda: call(inner), chat=chat, priority=priority, what=what)
