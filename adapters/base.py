@@ -110,6 +110,14 @@ class InboundEvent:
     reply_to_bot: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """At most ``count`` calls in any ``seconds``-long window (a sliding window)."""
+
+    count: int
+    seconds: float
+
+
 def _plain_renderer() -> Renderer:
     from adapters.render.markdown import PLAIN  # markdown-it-py loads on first use
 
@@ -131,6 +139,13 @@ class Capabilities:
     progress_buttons: tuple[Button, ...] = ()
     """Buttons the live progress message carries while its turn runs (e.g. a Stop button
     whose press the adapter delivers as the ``stop`` command); removed when it ends."""
+    bot_limit: RateLimit | None = None
+    """Outbound calls of the whole bot (every send, edit, delete, button answer, typing)."""
+    chat_limit: RateLimit | None = None
+    """Outbound calls into one chat."""
+    group_limit: RateLimit | None = None
+    """Outbound calls into one shared chat (group, channel, thread), on top of
+    ``chat_limit``. ``None`` for any of the three: not paced by the gateway."""
 
 
 EventSink = Callable[[InboundEvent], Awaitable[None]]
@@ -144,6 +159,8 @@ class RateLimited(AdapterError):
     def __init__(self, retry_after: float, message: str = "rate limited") -> None:
         super().__init__(f"{message} (retry after {retry_after}s)")
         self.retry_after = retry_after
+        self.final = False
+        """Set by the retry layer that gave up on the call: nobody retries it again."""
 
 
 class MessageGone(AdapterError):

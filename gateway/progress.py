@@ -19,6 +19,18 @@ Modes: ``off`` (nothing), ``new`` (a line when the tool changes), ``all`` (a lin
 call; identical consecutive lines collapse to ``×N``). Time is injected (``clock`` and
 ``sleep``) so tests run without waiting.
 
+**Through the bot's outbound scheduler** (:mod:`gateway.outbound`): every write is a
+``PROGRESS`` call that reads the newest state when the budget lets it *start*, so a stale
+state is never sent. While the turn runs the message carries ``buttons`` (the turn's Stop
+button); the final state has none.
+
+**Becoming the reply.** :meth:`ProgressView.hand_over` stops the view and hands its message
+to the reply sender, which edits it into the first chunk of the answer (one call instead of
+"send the reply + delete the progress"). A queued write is dropped, one in flight is waited
+for. :meth:`age` tells how long the view has existed: a turn that ran long ends with a new
+message instead (an edit notifies nobody), and :meth:`finish` with ``remove=True`` then
+deletes the progress message at ``CLEANUP`` priority, never waited for.
+
 The engine's turn notices (``on_notice``, e.g. :class:`core.agent.step.ModelSlow`) are
 shown whatever the mode: :meth:`ProgressView.notice` sends each as its own plain message
 (:func:`notice_text`) from a tracked task, so the engine never waits for the chat.
@@ -34,10 +46,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from adapters.base import Adapter, ChatRef, NotModified, RateLimited, SentMessage
+from adapters.base import Adapter, ButtonRows, ChatRef, NotModified, RateLimited, SentMessage
 from core.agent.step import ModelSlow, TurnNotice
 from core.tasks import TaskSet
 from core.types import TurnStatus
+from gateway.outbound import Priority, at, call_at
 from gateway.rate_limits import Sleep, with_rate_limits
 from gateway.redact import preview
 
@@ -68,6 +81,11 @@ class ProgressConfig:
     cleanup: bool = False
     """True: delete the progress message when the reply is sent; False: finalize it."""
     preview_length: int = 40
+    becomes_reply: bool = True
+    """Edit the progress message into the reply's first chunk (where edits exist)."""
+    new_message_after: float = 10.0
+    """A turn older than this ends with a new message (notifying the user); the progress
+    message is then removed."""
 
 
 @dataclass(slots=True)
@@ -113,8 +131,13 @@ class ProgressView:
         clock: Callable[[], float] = time.monotonic,
         sleep: Sleep = asyncio.sleep,
         finish_timeout: float = FINISH_SECONDS,
+        buttons: ButtonRows = (),
     ) -> None:
         self._adapter, self._chat, self._config = adapter, chat, config
+        self._buttons = buttons
+        self._born = clock()
+        self._in_flight = False
+        self._handed = False
         self._clock, self._sleep = clock, sleep
         self._finish_timeout = finish_timeout
         self._enabled = config.mode != "off" and adapter.capabilities.supports_edit
@@ -136,6 +159,10 @@ class ProgressView:
     def message(self) -> SentMessage | None:
         """The progress message once sent."""
         return self._message
+
+    def age(self) -> float:
+        """Seconds since the view was made (about the turn's age)."""
+        return self._clock() - self._born
 
     # feeding ------------------------------------------------------------------------
     def step(self, iteration: int, prev_tools: list[dict[str, Any]]) -> None:
@@ -179,7 +206,7 @@ class ProgressView:
 
     async def _send_notice(self, text: str) -> None:
         async def send() -> None:
-            await self._adapter.send(self._chat, text, markup=False)
+            await at(self._adapter, Priority.URGENT).send(self._chat, text, markup=False)
 
         try:
             await with_rate_limits(
@@ -191,14 +218,26 @@ class ProgressView:
             logger.warning("notice in %s not sent", self._chat, exc_info=True)
 
     # ending ---------------------------------------------------------------------------
-    async def finish(self, status: TurnStatus | None = "completed") -> None:
+    async def hand_over(self) -> SentMessage | None:
+        """Stop the view and give its message to the reply (None: none was sent). A write
+        still queued is dropped; one in flight is waited for (time-boxed)."""
+        self._closing = self._handed = True
+        await self._notices.aclose(self._finish_timeout)
+        await self._flush.aclose(self._finish_timeout if self._in_flight else 0.0)
+        return self._message
+
+    async def finish(
+        self, status: TurnStatus | None = "completed", *, remove: bool = False
+    ) -> None:
         """The reply went out: write the final state (or delete), then wait (time-boxed)
         for the task; past ``finish_timeout`` the final state is given up (logged)."""
+        if self._handed:
+            return
         self._closing = True
         await self._notices.aclose(self._finish_timeout)
         if not self._started:
             return
-        if self._config.cleanup:
+        if self._config.cleanup or remove:
             self._delete = True
         else:
             ending = ENDINGS.get(status or "", "⚠️ Ended")
@@ -219,6 +258,8 @@ class ProgressView:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            if self._handed:
+                return
             if not self._delete:
                 await self._pace()
             if self._delete:
@@ -236,7 +277,7 @@ class ProgressView:
     async def _write_latest(self) -> None:
         try:
             await with_rate_limits(
-                self._write_wanted,
+                self._scheduled_write,
                 attempts=WRITE_ATTEMPTS,
                 sleep=self._sleep,
                 chat=self._chat,
@@ -248,27 +289,43 @@ class ProgressView:
             logger.warning("progress in %s: edit failed; stopped", self._chat, exc_info=True)
             self._broken = True
 
-    async def _write_wanted(self) -> None:
-        """Write the then-latest state, unless it is already shown."""
+    async def _scheduled_write(self) -> None:
+        await call_at(
+            self._adapter, Priority.PROGRESS, self._write_wanted, chat=self._chat, what="progress"
+        )
+
+    async def _write_wanted(self, adapter: Adapter) -> None:
+        """Write the then-latest state (read when the budget let the call start), unless it
+        is already shown or the view was handed over."""
         text = self._wanted
-        if self._broken or text is None or text == self._shown:
+        if self._broken or self._handed or text is None or text == self._shown:
             return
-        with contextlib.suppress(NotModified):  # already shown: counts as written
-            await self._write(text)
+        self._in_flight = True
+        try:
+            with contextlib.suppress(NotModified):  # already shown: counts as written
+                await self._write(adapter, text)
+        finally:
+            self._in_flight = False
         self._shown, self._last_write = text, self._clock()
 
-    async def _write(self, text: str) -> None:
-        running = self._adapter.capabilities.progress_buttons
-        buttons = [list(running)] if running and not self._closing else []
+    async def _write(self, adapter: Adapter, text: str) -> None:
+        buttons = () if self._closing else self._running_buttons()
         if self._message is None:
-            self._message = await self._adapter.send(self._chat, text, buttons=buttons, markup=False)
+            self._message = await adapter.send(self._chat, text, buttons=buttons, markup=False)
         else:
-            await self._adapter.edit(self._message, text, buttons=buttons, markup=False)
+            await adapter.edit(self._message, text, buttons=buttons, markup=False)
+
+    def _running_buttons(self) -> ButtonRows:
+        """The turn's own buttons; else the ones the platform declares for progress."""
+        if self._buttons:
+            return self._buttons
+        running = self._adapter.capabilities.progress_buttons
+        return [list(running)] if running else []
 
     async def _remove(self) -> None:
         if self._message is None:
             return
         try:
-            await self._adapter.delete(self._message)
+            await at(self._adapter, Priority.CLEANUP).delete(self._message)
         except Exception:
             logger.warning("progress in %s: delete failed", self._chat, exc_info=True)
