@@ -7,7 +7,8 @@ from one never asked there. Entries are small and keyed by session key, user id 
 approval id, bounded by ``capacity`` (oldest forgotten first).
 
 It is also the one way out: every adapter it hands out is wrapped in
-:class:`RedactedAdapter`, so each text sent or edited into a chat — replies, progress,
+:class:`RedactedAdapter` behind its bot's :class:`gateway.outbound.ScheduledAdapter` (one
+send budget with priorities, the one retry layer), so each text sent or edited into a chat — replies, progress,
 approval cards, notices, button answers and labels — passes :func:`core.redaction.redact`
 (secret shapes and the exact configured secret values) on its way to the platform.
 """
@@ -27,6 +28,7 @@ from adapters.base import (
 )
 from core.bounded import BoundedMap
 from core.redaction import redact, redact_known
+from gateway.outbound import ScheduledAdapter
 
 DEFAULT_CAPACITY = 10_000
 
@@ -92,9 +94,16 @@ def redacted(adapter: Adapter) -> Adapter:
     return adapter if isinstance(adapter, RedactedAdapter) else RedactedAdapter(adapter)
 
 
+def outbound(adapter: Adapter) -> Adapter:
+    """``adapter`` behind the redactor and then its bot's outbound scheduler (once)."""
+    if isinstance(adapter, ScheduledAdapter):
+        return adapter
+    return ScheduledAdapter(redacted(adapter))
+
+
 class ChatDirectory:
     def __init__(self, adapters: list[Adapter], *, capacity: int = DEFAULT_CAPACITY) -> None:
-        self._adapters = {adapter.platform: redacted(adapter) for adapter in adapters}
+        self._adapters = {adapter.platform: outbound(adapter) for adapter in adapters}
         self._places: BoundedMap[str, ChatRef] = BoundedMap(capacity)
         self._names: BoundedMap[str, str] = BoundedMap(capacity)
         self._asked: BoundedMap[str, str] = BoundedMap(capacity)
