@@ -218,14 +218,36 @@ class Section(BaseModel):
 
 
 class PlatformSection(Section):
-    """A chat platform's table: ``enabled`` and the rules every platform shares (who may
-    talk, in which conversations, who may approve)."""
+    """A chat platform's table: ``enabled``, who may talk and who may approve."""
 
     enabled: Flag = True
+    allowed_users: UserIds = frozenset()
+    approvers: ApproverIds = frozenset()
+
+    def implicit_users(self) -> frozenset[str]:
+        """Users allowed without being listed (the web chat's own browser user)."""
+        return frozenset()
+
+    def mention_required(self) -> bool:
+        """In a group, only messages that mention the bot (or reply to it) are for it."""
+        return False
+
+    def bots_allowed(self) -> bool:
+        return False
+
+
+class GroupChatSection(PlatformSection):
+    """A platform with group chats: which conversations share a session, and whether a
+    message there must mention the bot."""
+
     group_sessions: Annotated[GroupSessions, BeforeValidator(choice("per_user", "shared"))] = (
         "per_user"
     )
     require_mention: Flag = True
     allow_bots: Flag = False
-    allowed_users: UserIds = frozenset()
-    approvers: ApproverIds = frozenset()
+
+    def mention_required(self) -> bool:
+        return self.require_mention
+
+    def bots_allowed(self) -> bool:
+        return self.allow_bots

@@ -22,6 +22,7 @@ BUILT_IN = {
     "telegram": "adapters.telegram.platform",
     "discord": "adapters.discord.platform",
     "slack": "adapters.slack.platform",
+    "web": "adapters.web.platform",
 }
 """Platform name → module holding its ``PLATFORM`` (imported on first use)."""
 
@@ -52,6 +53,8 @@ class Platform:
     section: type[PlatformSection]
     build: AdapterFactory | None
     """None: the section is understood but no adapter is built yet."""
+    on_by_default: bool = False
+    """Runs with its default section when the config file has none (the web chat)."""
 
 
 _registered: dict[str, Platform] = {}

@@ -108,6 +108,9 @@ class ChatDirectory:
         self._names: BoundedMap[str, str] = BoundedMap(capacity)
         self._asked: BoundedMap[str, str] = BoundedMap(capacity)
 
+    def add(self, adapter: Adapter) -> None:
+        self._adapters[adapter.platform] = outbound(adapter)
+
     def adapter(self, platform: str) -> Adapter | None:
         return self._adapters.get(platform)
 

@@ -1,4 +1,4 @@
-"""The ``commonos`` command line: ``run``, ``check-config``, ``inbox dead``,
+"""The ``commonos`` command line: ``run``, ``chat``, ``check-config``, ``inbox dead``,
 ``inbox drop ID``, ``--version``.
 
 Exit codes: 0 success (``run``: stopped by SIGINT/SIGTERM), 1 a problem the user can fix
@@ -8,15 +8,11 @@ Exit codes: 0 success (``run``: stopped by SIGINT/SIGTERM), 1 a problem the user
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-
-from core.store.base import StoreError
-from gateway.config import ConfigError, load_config
 
 # Everything heavier (the platform SDKs, aiohttp, the store) is imported by the command
 # that needs it, so `commonos --help` and `check-config` stay fast.
@@ -43,6 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="start the gateway (stop with Ctrl-C or SIGTERM)")
     _config_option(run)
     run.set_defaults(handler=run_command)
+    chat = commands.add_parser(
+        "chat", help="chat with the agent in this terminal (Ctrl-C stops a turn, twice quits)"
+    )
+    _config_option(chat)
+    chat.set_defaults(handler=chat_command)
     check = commands.add_parser("check-config", help="validate a config and show it, masked")
     check.add_argument("path", nargs="?", type=Path, help="config file to check")
     _config_option(check)
@@ -92,6 +93,7 @@ def fail(lines: Sequence[str]) -> int:
 
 
 def check_config_command(args: argparse.Namespace) -> int:
+    from gateway.config import ConfigError, load_config
     from gateway.config.render import render_config, warnings
 
     if args.path is not None and args.config is not None and args.path != args.config:
@@ -110,7 +112,9 @@ def check_config_command(args: argparse.Namespace) -> int:
 
 
 def inbox_dead_command(args: argparse.Namespace) -> int:
+    from core.store.base import StoreError
     from gateway import dead_letters
+    from gateway.config import ConfigError, load_config
 
     try:
         config = load_config(args.config)
@@ -124,7 +128,9 @@ def inbox_dead_command(args: argparse.Namespace) -> int:
 
 
 def inbox_drop_command(args: argparse.Namespace) -> int:
+    from core.store.base import StoreError
     from gateway import dead_letters
+    from gateway.config import ConfigError, load_config
 
     try:
         config = load_config(args.config)
@@ -143,8 +149,12 @@ def inbox_drop_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from core.store.base import StoreError
     from gateway import log_redaction
     from gateway.app import Gateway, StartupError, run_until_signalled
+    from gateway.config import ConfigError, load_config
 
     try:
         config = load_config(args.config)
@@ -160,6 +170,12 @@ def run_command(args: argparse.Namespace) -> int:
         log.exception("the gateway failed")
         return fail(["the gateway failed unexpectedly (traceback above)"])
     return 0
+
+
+def chat_command(args: argparse.Namespace) -> int:
+    from gateway.terminal_chat import chat_command as run_chat
+
+    return run_chat(args.config)
 
 
 def configure_logging(level: str) -> None:

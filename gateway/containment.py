@@ -28,7 +28,7 @@ from core.tools.sandbox import (
     Workspaces,
     probe,
 )
-from gateway.config_schema import Config, ProfileSection
+from gateway.config import Config, ProfileSection
 
 log = logging.getLogger(__name__)
 

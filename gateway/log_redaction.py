@@ -9,13 +9,11 @@ traceback with a mask before anything is written — verbatim, base64- and URL-e
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from core.redaction import MIN_SECRET_LENGTH, encoded_forms
-from gateway.config_render import mask
-from gateway.config_schema import Config
+from gateway.config import Config, mask
 
 
 class RedactSecrets(logging.Filter):
@@ -45,8 +43,7 @@ class RedactSecrets(logging.Filter):
 
 def config_secrets(config: Config) -> list[str]:
     """Every value of a field marked secret, in every section, plus header values."""
-    found = [value for section in _sections(config) for value in _secret_values(section)]
-    return [*found, *config.model.headers.values()]
+    return [*config.secrets(), *config.model.headers.values()]
 
 
 def install(config: Config, logger: logging.Logger | None = None) -> RedactSecrets:
@@ -55,18 +52,3 @@ def install(config: Config, logger: logging.Logger | None = None) -> RedactSecre
     for handler in (logger or logging.getLogger()).handlers:
         handler.addFilter(redactor)
     return redactor
-
-
-def _sections(config: Config) -> Iterator[object]:
-    for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
-        if dataclasses.is_dataclass(value):
-            yield value
-
-
-def _secret_values(section: object) -> Iterator[str]:
-    assert dataclasses.is_dataclass(section)
-    for field in dataclasses.fields(section):
-        value = getattr(section, field.name)
-        if field.metadata.get("secret") and isinstance(value, str) and value:
-            yield value

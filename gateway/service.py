@@ -2,22 +2,23 @@
 
 :class:`GatewayService` is the runtime that :class:`gateway.app.Gateway` starts and stops
 (the app owns the lifecycle: store, model client, signals); :mod:`gateway.wiring` builds
-it from the configuration. Telegram is the only adapter so far. Composed by hand::
+it from the configuration. Composed by hand, the service first, then its adapters::
 
     service = GatewayService(
-        store=await open_store(path), model=model_client, tools=registry, hooks=hooks,
-        adapters=[telegram_adapter],
-        profiles={"default": AgentProfile()},
-        access={"telegram": AccessPolicy(allowed_users=frozenset({"12345"}))},
-        approvers={"telegram": frozenset({"12345"})},   # bare ids, per platform
-        progress=ProgressConfig(mode="all"),
+        Engine(store, model_client, registry, hooks, profiles={"default": AgentProfile()}),
+        ChatPolicy(
+            access={"telegram": AccessPolicy(allowed_users=frozenset({"12345"}))},
+            approvers={"telegram": frozenset({"12345"})},   # bare ids, per platform
+            progress=ProgressConfig(mode="all"),
+        ),
     )
+    service.attach(TelegramAdapter(token, store, update_settled=service.update_settled))
     await service.start()      # recover what a previous run left, adapter.start(router)
     ...
     await service.stop()       # turns stopped, approvals cancelled, adapters stopped
 
 * The adapter builds each :class:`~adapters.base.InboundEvent` with a session key from
-  its key rule (``gateway.session_keys.key_rule``) and awaits ``sink(event)`` (the
+  its key rule (``adapters.session_keys.key_rule``) and awaits ``sink(event)`` (the
   router). The sink returns quickly: turns run in the Dispatcher's workers.
 * The command menu to register (``setMyCommands``) is
   :func:`gateway.commands.command_menu`, passed to the adapter when it is built.
@@ -28,8 +29,7 @@ it from the configuration. Telegram is the only adapter so far. Composed by hand
   started has delivered its reply (True), or was cut short by shutdown — the turn, or the
   delivery of its reply (False); an update that started no turn (a command) is settled at
   once. An adapter with a durable inbox marks the update done only after True, and
-  replays it otherwise. The adapter is built before the service, so bind it late, e.g.
-  ``update_settled=lambda key, uid: service.update_settled(key, uid)``.
+  replays it otherwise.
 * Replies, progress edits, approval cards and notices come back through the adapter's
   ``send``/``edit``/``delete``/``answer_button``/``typing`` with text in
   ``capabilities.markup`` (or ``markup=False`` for plain text); limits and paces are read
@@ -52,7 +52,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -89,45 +89,71 @@ REMEMBERED_TURNS = 1000
 DEFAULT_PROGRESS = ProgressConfig()
 
 
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """What runs turns: the store, the model client, the tools (one registry, or one per
+    profile), the hooks (already holding the built-in policies), the profiles."""
+
+    store: Store
+    model: ModelClient
+    tools: ToolRegistry | Mapping[str, ToolRegistry]
+    hooks: HookRegistry
+    profiles: Mapping[str, AgentProfile]
+    default_profile: str = "default"
+    retry: RetryPolicy | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatPolicy:
+    """Who may talk and approve on each platform, and how progress shows.
+
+    ``approvers`` holds bare ids per platform (the service qualifies them); ``operators``
+    are platform-qualified ids who may approve on every platform (the dashboard's
+    ``[approvals] web`` approvers, ``"web:admin"``)."""
+
+    access: Mapping[str, AccessPolicy] = field(default_factory=dict)
+    approvers: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    operators: frozenset[str] = frozenset()
+    platform_profiles: Mapping[str, str] = field(default_factory=dict)
+    progress: ProgressConfig = DEFAULT_PROGRESS
+
+
+@dataclass(frozen=True, slots=True)
+class Pacing:
+    """The clock and the waits of the chat layer (tests put fakes here)."""
+
+    clock: Callable[[], float] = time.monotonic
+    sleep: Sleep = asyncio.sleep
+    typing_sleep: Sleep = asyncio.sleep
+    typing_interval: float = TYPING_INTERVAL
+
+
 class GatewayService:
     def __init__(
         self,
+        engine: Engine,
+        chat: ChatPolicy = ChatPolicy(),
+        pacing: Pacing = Pacing(),
         *,
-        store: Store,
-        model: ModelClient,
-        tools: ToolRegistry | Mapping[str, ToolRegistry],
-        hooks: HookRegistry,
-        adapters: Sequence[Adapter],
-        profiles: Mapping[str, AgentProfile],
-        default_profile: str = "default",
-        platform_profiles: Mapping[str, str] | None = None,
-        access: Mapping[str, AccessPolicy] | None = None,
-        approvers: Mapping[str, frozenset[str]] | None = None,
-        progress: ProgressConfig = DEFAULT_PROGRESS,
-        typing_interval: float = TYPING_INTERVAL,
-        typing_sleep: Sleep = asyncio.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Sleep = asyncio.sleep,
-        retry: RetryPolicy | None = None,
-        operators: frozenset[str] = frozenset(),
+        adapters: Sequence[Adapter] = (),
     ) -> None:
-        if default_profile not in profiles:
-            raise ValueError(f"default profile {default_profile!r} is not among {sorted(profiles)}")
-        self.store = store
-        self._default_profile = default_profile
-        self._platform_profiles = dict(platform_profiles or {})
-        self._approvers = dict(approvers or {})
+        if engine.default_profile not in engine.profiles:
+            names = sorted(engine.profiles)
+            raise ValueError(f"default profile {engine.default_profile!r} is not among {names}")
+        store = self.store = engine.store
+        self._default_profile = engine.default_profile
+        self._platform_profiles = dict(chat.platform_profiles)
+        self._approvers = dict(chat.approvers)
         """Bare user ids per platform, as configured (they may always talk to the bot)."""
-        self.operators = operators
-        """Platform-qualified ids who may approve on every platform (the dashboard's
-        ``[approvals] web`` approvers, ``"web:admin"``)."""
+        self.operators = chat.operators
         self._qualified_approvers = {
             platform: frozenset(qualified(platform, user) for user in users)
             for platform, users in self._approvers.items()
         }
-        self._progress, self._typing_interval = progress, typing_interval
-        self._typing_sleep = typing_sleep
-        self._clock, self._sleep = clock, sleep
+        self._progress, self._typing_interval = chat.progress, pacing.typing_interval
+        self._typing_sleep = pacing.typing_sleep
+        self._clock, self._sleep = pacing.clock, pacing.sleep
+        sleep = pacing.sleep
         self._views: dict[str, ProgressView] = {}
         self._answered: deque[str] = deque(maxlen=REMEMBERED_TURNS)
         self.ledger = TurnLedger()
@@ -139,13 +165,24 @@ class GatewayService:
         )
         self.agents = {
             name: CommonAgent(
-                store, model, _tools_of(tools, name), hooks, self.approvals, profile, retry=retry
+                store,
+                engine.model,
+                _tools_of(engine.tools, name),
+                engine.hooks,
+                self.approvals,
+                profile,
+                retry=engine.retry,
             )
-            for name, profile in profiles.items()
+            for name, profile in engine.profiles.items()
         }
         self.delivery = Delivery(sleep=sleep)
         self.dispatcher = self._dispatcher()
-        self.router = self._router(access or {})
+        self.router = self._router(chat.access)
+
+    def attach(self, adapter: Adapter) -> None:
+        """Add a platform's adapter (before :meth:`start`): its events reach the router,
+        replies and cards go out through it."""
+        self.directory.add(adapter)
 
     def _dispatcher(self) -> Dispatcher:
         return Dispatcher(

@@ -1,19 +1,22 @@
-"""From a validated :class:`~gateway.config_schema.Config` to a :class:`GatewayService`.
+"""From a validated :class:`~gateway.config.Config` to a :class:`GatewayService`.
 
-This is the only place that knows both the config schema and the constructors of the
-engine, the gateway and the adapters. Platforms whose adapter is not built yet are named
-in the log, never silently ignored.
+The only place that knows both the configuration and the constructors. The service is
+built first; then every registered platform (:func:`adapters.platforms.platforms`) whose
+section is enabled builds its adapter from its section and an
+:class:`~adapters.platforms.AdapterContext` holding the service's settle callback, and is
+attached. No module here names a platform: adding one is its package plus its registration
+(``docs/architecture.md`` §6). A configured platform without an adapter yet is named in
+the log, never silently ignored.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from adapters.base import Adapter
-from adapters.session_keys import KeyStrategy, key_rule
-from adapters.telegram import TelegramAdapter, TelegramSettings, WebhookSettings
+from adapters.platforms import AdapterContext, platforms
 from core.hooks.builtin import register_builtin_hooks
 from core.hooks.loader import load_hooks
 from core.hooks.registry import HookRegistry
@@ -24,19 +27,17 @@ from core.store.base import Store
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from core.tools.sandbox import Sandbox, Unavailable
-from gateway.access import AccessPolicy, qualified
+from gateway.access import AccessPolicy
 from gateway.commands import command_menu
-from gateway.config_schema import Config, TelegramSection
+from gateway.config import Config
 from gateway.containment import profile_workspaces, unprobed_sandboxes
 from gateway.log_redaction import config_secrets
 from gateway.progress import ProgressConfig
-from gateway.service import GatewayService
-from gateway.web.compose import mount_web, web_access, web_adapter, web_approvers
+from gateway.service import ChatPolicy, Engine, GatewayService
+from gateway.web.compose import mount_web, web_operators
 from gateway.web.metrics import GatewayMetrics
 
 log = logging.getLogger(__name__)
-
-WIRED_PLATFORMS = ("telegram",)
 
 
 def build_service(
@@ -52,30 +53,58 @@ def build_service(
     :func:`gateway.containment.prepare_sandboxes` probed them (default: chosen unprobed).
     The configured secrets are taught to the one redactor before anything can be sent."""
     remember_secrets(config_secrets(config))
-    holder: list[GatewayService] = []
     metrics = GatewayMetrics()
-    adapters = metrics.count(_adapters(config, store, holder))
-    service = GatewayService(
+    service = GatewayService(_engine(config, store, model, sandboxes, metrics), _chat(config))
+    context = AdapterContext(
+        store=store, commands=tuple(command_menu()), update_settled=service.update_settled
+    )
+    for adapter in _adapters(config, context):
+        service.attach(metrics.count_one(adapter))
+    mount_web(service, metrics)
+    return service
+
+
+def _engine(
+    config: Config,
+    store: Store,
+    model: ModelClient,
+    sandboxes: Mapping[str, Sandbox] | None,
+    metrics: GatewayMetrics,
+) -> Engine:
+    return Engine(
         store=store,
         model=model,
         tools=_tools(config, sandboxes or unprobed_sandboxes(config)),
-        hooks=metrics.observe(_hooks(config.gateway.data_dir / "hooks")),
-        adapters=adapters,
+        hooks=metrics.observe(_hooks(config.data_dir / "hooks")),
         profiles={name: config.agent_profile(name) for name in config.profiles},
         default_profile=config.gateway.default_profile,
-        access={
-            **{p: _access(config, p) for p in WIRED_PLATFORMS if config.platform(p)},
-            **({"web": web_access(config)} if config.web is not None else {}),
-        },
-        approvers={p: config.approvers(p) for p in WIRED_PLATFORMS}
-        | {"web": web_approvers(config)},
-        operators=frozenset(qualified("web", name) for name in web_approvers(config)),
-        progress=ProgressConfig(mode=config.progress.mode, cleanup=config.progress.cleanup),
         retry=_retry(config),
     )
-    holder.append(service)
-    mount_web(service, metrics)
-    return service
+
+
+def _chat(config: Config) -> ChatPolicy:
+    enabled = config.enabled_platforms()
+    return ChatPolicy(
+        access={name: _access(config, name) for name in enabled},
+        approvers={name: config.approvers(name) for name in platforms()},
+        operators=web_operators(config),
+        progress=ProgressConfig(mode=config.progress.mode, cleanup=config.progress.cleanup),
+    )
+
+
+def _adapters(config: Config, context: AdapterContext) -> list[Adapter]:
+    built: list[Adapter] = []
+    for name, platform in platforms().items():
+        section = config.platform(name)
+        if section is None:
+            continue
+        if platform.build is None:
+            log.warning("[%s] is configured, but its adapter is not built yet", name)
+            continue
+        built.append(platform.build(section, context))
+    if not built:
+        log.info("no chat platform is configured: nothing can reach the agent")
+    return built
 
 
 def _tools(config: Config, sandboxes: Mapping[str, Sandbox]) -> dict[str, ToolRegistry]:
@@ -114,57 +143,6 @@ def _access(config: Config, platform: str) -> AccessPolicy:
     return AccessPolicy(
         allowed_users=config.allowed_users(platform),
         approvers=config.approvers(platform),
-        require_mention=section.require_mention,
-        allow_bots=section.allow_bots,
-    )
-
-
-def _adapters(config: Config, store: Store, holder: list[GatewayService]) -> list[Adapter]:
-    adapters: list[Adapter] = []
-    if config.telegram is not None:
-        adapters.append(_telegram(config.telegram, store, holder))
-    if config.web is not None:
-        adapters.append(web_adapter(config.web, store, _settled(holder)))
-    for platform in config.enabled_platforms():
-        if platform not in (*WIRED_PLATFORMS, "web"):
-            log.warning("[%s] is configured, but its adapter is not built yet", platform)
-    if not adapters:
-        log.info("no platform adapters configured")
-    return adapters
-
-
-def _settled(holder: list[GatewayService]) -> Callable[[str, str], Awaitable[bool]]:
-    async def update_settled(session_key: str, update_id: str) -> bool:
-        return await holder[0].update_settled(session_key, update_id)
-
-    return update_settled
-
-
-def _telegram(
-    section: TelegramSection, store: Store, holder: list[GatewayService]
-) -> TelegramAdapter:
-    async def update_settled(session_key: str, update_id: str) -> bool:
-        return await holder[0].update_settled(session_key, update_id)
-
-    settings = TelegramSettings(
-        base_url=section.base_url,
-        base_file_url=section.base_file_url,
-        commands=command_menu(),
-        webhook=_webhook(section),
-    )
-    rule = key_rule(KeyStrategy(group=section.group_sessions))
-    return TelegramAdapter(
-        section.token, store, settings, key_rule=rule, update_settled=update_settled
-    )
-
-
-def _webhook(section: TelegramSection) -> WebhookSettings | None:
-    if section.mode != "webhook":
-        return None
-    host, _, port = section.webhook_listen.rpartition(":")
-    return WebhookSettings(
-        secret_token=section.webhook_secret or "",
-        public_url=section.webhook_url or "",
-        listen=host,
-        port=int(port),
+        require_mention=section.mention_required(),
+        allow_bots=section.bots_allowed(),
     )

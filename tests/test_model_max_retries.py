@@ -12,8 +12,7 @@ from core.agent.turn import UserMessage
 from core.model.factory import build_model_client
 from core.model.retry import RetryPolicy
 from core.store.sqlite import SqliteStore
-from gateway.config import ConfigError, load_config
-from gateway.config_schema import Config
+from gateway.config import Config, ConfigError, load_config
 from gateway.service import GatewayService
 from gateway.wiring import build_service
 from tests.support.model_server import Reply, ScriptedModelServer, reply_error, reply_text

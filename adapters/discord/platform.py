@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from adapters.base import Adapter
 from adapters.config import (
     Flag,
+    GroupChatSection,
     HttpUrl,
-    PlatformSection,
     PositiveNumber,
     Texts,
     WsUrl,
@@ -20,7 +20,7 @@ from adapters.config import (
 from adapters.platforms import AdapterContext, Platform
 
 
-class DiscordSection(PlatformSection):
+class DiscordSection(GroupChatSection):
     token: str = secret_field("COMMONOS_DISCORD_TOKEN", "")
     api_base: HttpUrl = "https://discord.com/api/v10"
     gateway_url: WsUrl | None = None

@@ -1,4 +1,7 @@
-"""Slack as a registered platform: its ``[slack]`` section (the adapter is not built yet)."""
+"""Slack as a registered platform: its ``[slack]`` section and its adapter factory.
+
+Importing this module imports no SDK; slack-bolt is loaded when the factory runs.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +10,36 @@ from typing import Annotated, Literal
 
 from pydantic import BeforeValidator
 
-from adapters.config import HttpUrl, Listen, PlatformSection, choice, secret_field
-from adapters.platforms import Platform
+from adapters.base import Adapter
+from adapters.config import (
+    GroupChatSection,
+    HttpUrl,
+    Listen,
+    PositiveNumber,
+    Text,
+    choice,
+    secret_field,
+)
+from adapters.platforms import AdapterContext, Platform
 
 SlackMode = Literal["socket", "http"]
 
 
-class SlackSection(PlatformSection):
+class SlackSection(GroupChatSection):
     bot_token: str = secret_field("COMMONOS_SLACK_BOT_TOKEN", "")
     app_token: str | None = secret_field("COMMONOS_SLACK_APP_TOKEN")
     signing_secret: str | None = secret_field("COMMONOS_SLACK_SIGNING_SECRET")
     api_base_url: HttpUrl = "https://slack.com/api/"
     mode: Annotated[SlackMode, BeforeValidator(choice("socket", "http"))] = "socket"
     http_listen: Listen = "127.0.0.1:3000"
+    http_path: Text = "/slack/events"
+    command_prefix: Text = "/"
+    """Slash commands are ``<command_prefix><name>`` (``/stop``; ``/agent-`` → ``/agent-stop``)."""
+    text_command_prefix: Text = "!"
+    """Commands typed as text, where Slack refuses slash commands (threads): ``!stop``."""
+    edit_interval: PositiveNumber = 1.2
+    watchdog_seconds: PositiveNumber = 60.0
+    status_text: Text = "is thinking…"
 
     def problems(self) -> Iterator[tuple[str, str]]:
         needed = "app_token" if self.mode == "socket" else "signing_secret"
@@ -28,6 +48,39 @@ class SlackSection(PlatformSection):
             self.missing_secret(needed, f'(mode = "{self.mode}")'),
         ]
         yield from filter(None, missing)
+        if not self.http_path.startswith("/"):
+            yield "http_path", f'expected a path starting with "/", got "{self.http_path}"'
 
 
-PLATFORM = Platform("slack", SlackSection, None)
+def build(section: SlackSection, context: AdapterContext) -> Adapter:
+    from adapters.session_keys import KeyStrategy, key_rule
+    from adapters.slack.adapter import SlackAdapter, SlackSettings
+
+    host, _, port = section.http_listen.rpartition(":")
+    api = section.api_base_url
+    settings = SlackSettings(
+        api_base_url=api if api.endswith("/") else api + "/",
+        mode=section.mode,
+        app_token=section.app_token or "",
+        signing_secret=section.signing_secret or "",
+        http_host=host,
+        http_port=int(port),
+        http_path=section.http_path,
+        slash_prefix=section.command_prefix,
+        text_prefix=section.text_command_prefix,
+        commands=context.commands,
+        edit_interval=section.edit_interval,
+        watchdog_seconds=section.watchdog_seconds,
+        status_text=section.status_text,
+    )
+    rule = key_rule(KeyStrategy(group=section.group_sessions))
+    return SlackAdapter(
+        section.bot_token,
+        context.store,
+        settings,
+        key_rule=rule,
+        update_settled=context.update_settled,
+    )
+
+
+PLATFORM = Platform("slack", SlackSection, build)

@@ -11,13 +11,13 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator
 
 from adapters.base import Adapter
-from adapters.config import HttpUrl, Listen, PlatformSection, choice, secret_field
+from adapters.config import GroupChatSection, HttpUrl, Listen, choice, secret_field
 from adapters.platforms import AdapterContext, Platform
 
 TelegramMode = Literal["polling", "webhook"]
 
 
-class TelegramSection(PlatformSection):
+class TelegramSection(GroupChatSection):
     token: str = secret_field("COMMONOS_TELEGRAM_TOKEN", "")
     base_url: HttpUrl = "https://api.telegram.org/bot"
     base_file_url: HttpUrl = "https://api.telegram.org/file/bot"

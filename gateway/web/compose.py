@@ -1,48 +1,28 @@
-"""``[web]`` → the web chat adapter, its access policy, and the routes the gateway adds.
+"""The routes the gateway adds to the web chat's server, and who operates the dashboard.
 
-The person at the browser is ``settings.user`` (``[web] name``): the web platform's
-allowlist always holds them, so the chat answers with no further config; the dashboard
-lets them approve on every platform only when they are a ``[approvals] web`` approver.
+The web chat itself is a platform (``adapters/web``, built like any other). The person at
+the browser is ``[web] name``: the web platform's allowlist always holds them, so the chat
+answers with no further config; the dashboard lets them approve on every platform only
+when they are a ``[approvals] web`` approver.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
-from adapters.web import WebAdapter, WebSettings
-from core.store.base import Store
-from gateway.access import AccessPolicy
-from gateway.config_schema import Config, WebSection
+from adapters.web.adapter import WebAdapter
+from gateway.access import qualified
+from gateway.config import Config
 from gateway.service import GatewayService
 from gateway.web.dashboard import install_dashboard
 from gateway.web.health import install_health
 from gateway.web.metrics import GatewayMetrics
 
-SettleWait = Callable[[str, str], Awaitable[bool]]
 
-
-def web_settings(section: WebSection) -> WebSettings:
-    host, _, port = section.listen.rpartition(":")
-    return WebSettings(
-        host=host.strip("[]"), port=int(port), token=section.token, user=section.name
-    )
-
-
-def web_adapter(section: WebSection, store: Store, settled: SettleWait) -> WebAdapter:
-    return WebAdapter(store, web_settings(section), update_settled=settled)
-
-
-def web_approvers(config: Config) -> frozenset[str]:
-    """``[approvals] web`` ∪ ``[web] approvers``: bare names."""
-    own = config.web.approvers if config.web is not None else frozenset()
-    return config.approvals.get("web", frozenset()) | own
-
-
-def web_access(config: Config) -> AccessPolicy:
-    """The browser's user may always talk; others only when listed."""
-    section = config.web or WebSection()
-    allowed = config.access.get("web", frozenset()) | section.allowed_users | {section.name}
-    return AccessPolicy(allowed_users=allowed, approvers=web_approvers(config))
+def web_operators(config: Config) -> frozenset[str]:
+    """Who may decide on every platform from the dashboard: the web chat's approvers
+    (``[approvals] web`` ∪ ``[web] approvers``), platform-qualified."""
+    if config.platform("web") is None:
+        return frozenset()
+    return frozenset(qualified("web", name) for name in config.approvers("web"))
 
 
 def web_adapter_of(service: GatewayService) -> WebAdapter:

@@ -105,9 +105,13 @@ class GatewayMetrics:
         return hooks
 
     def count(self, adapters: Sequence[Adapter]) -> list[Adapter]:
-        counted = [CountedAdapter(adapter, self) for adapter in adapters]
-        self.adapters.extend(counted)
-        return list(counted)
+        return [self.count_one(adapter) for adapter in adapters]
+
+    def count_one(self, adapter: Adapter) -> Adapter:
+        """``adapter`` wrapped so that its traffic and connection state are counted."""
+        counted = CountedAdapter(adapter, self)
+        self.adapters.append(counted)
+        return counted
 
     def bind(self, service: GatewayService) -> None:
         dispatcher = service.dispatcher

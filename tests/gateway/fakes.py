@@ -29,7 +29,7 @@ from adapters.base import (
 from adapters.telegram.render import TelegramRenderer
 from core.model.base import ModelRequest
 from core.types import ModelReply, ToolCall
-from gateway.session_keys import session_key
+from adapters.session_keys import session_key
 
 TELEGRAMISH = Capabilities(
     max_text_length=4096,

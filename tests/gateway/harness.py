@@ -24,7 +24,7 @@ from core.tools.clarify import clarify_tool
 from core.types import ToolSpec
 from gateway.access import AccessPolicy
 from gateway.progress import ProgressConfig
-from gateway.service import GatewayService
+from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
 from tests.gateway.fakes import Call, FakeAdapter, FakeClock, Person, ScriptedModel, event
 
 GatewayFactory = Callable[..., AbstractAsyncContextManager["Gateway"]]
@@ -129,21 +129,23 @@ async def build_gateway(
     hooks.register("pre_tool_call", ask_for_dangerous)
     store = await open_store(tmp_path / "gateway.db")
     service = GatewayService(
-        store=store,
-        model=model,
-        tools=tools(gate, started, ran),
-        hooks=hooks,
+        Engine(
+            store=store,
+            model=model,
+            tools=tools(gate, started, ran),
+            hooks=hooks,
+            profiles={"default": profile or AgentProfile(workspace=tmp_path)},
+        ),
+        ChatPolicy(
+            access={
+                "fake": access or AccessPolicy(allowed_users=frozenset({"1", "2"})),
+                "other": AccessPolicy(allowed_users=frozenset({"1", "2", "3"})),
+            },
+            approvers={"fake": frozenset({"3"})},
+            progress=progress,
+        ),
+        Pacing(clock=clock, sleep=clock.sleep, typing_sleep=typing_sleep or asyncio.sleep),
         adapters=[adapter] + ([elsewhere] if elsewhere else []),
-        profiles={"default": profile or AgentProfile(workspace=tmp_path)},
-        access={
-            "fake": access or AccessPolicy(allowed_users=frozenset({"1", "2"})),
-            "other": AccessPolicy(allowed_users=frozenset({"1", "2", "3"})),
-        },
-        approvers={"fake": frozenset({"3"})},
-        progress=progress,
-        clock=clock,
-        sleep=clock.sleep,
-        typing_sleep=typing_sleep or asyncio.sleep,
     )
     await service.start()
     return Gateway(service, adapter, model, store, gate, started, clock, ran)

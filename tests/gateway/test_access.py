@@ -8,7 +8,7 @@ import pytest
 
 from adapters.base import SessionKey
 from gateway.access import REPORTED_CAPACITY, AccessControl, AccessPolicy
-from gateway.session_keys import KeyStrategy, session_key
+from adapters.session_keys import KeyStrategy, session_key
 from tests.gateway.fakes import Person, event
 
 ALICE, BOB = Person("1", "Alice"), Person("2", "Bob")

@@ -29,7 +29,7 @@ from core.tools.builtin import builtin_tools
 from gateway.access import AccessPolicy
 from gateway.commands import command_menu
 from gateway.progress import ProgressConfig
-from gateway.service import GatewayService
+from gateway.service import ChatPolicy, Engine, GatewayService
 from tests.platform_sim.base import SimMessage
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
 from tests.support.model_server import ScriptedModelServer
@@ -126,17 +126,19 @@ class Gateway:
             approval_timeout=self.setup.approval_timeout,
             busy_policy=self.setup.busy_policy,
         )
-        return GatewayService(
+        engine = Engine(
             store=self.store,
             model=self.model,
             tools=ToolRegistry(builtin_tools(self.workspace, terminal_timeout=20)),
             hooks=hooks,
-            adapters=[self.adapter],
             profiles={"default": profile},
-            access={"telegram": AccessPolicy(allowed_users=self.setup.allowed_users)},
-            progress=self.setup.progress,
             retry=self.setup.retry,
         )
+        chat = ChatPolicy(
+            access={"telegram": AccessPolicy(allowed_users=self.setup.allowed_users)},
+            progress=self.setup.progress,
+        )
+        return GatewayService(engine, chat, adapters=[self.adapter])
 
     async def _update_settled(self, key: str, update_id: str) -> bool:
         return await self.service.update_settled(key, update_id)

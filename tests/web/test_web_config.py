@@ -15,8 +15,9 @@ def errors(data: dict[str, object], env: dict[str, str] | None = None) -> list[s
 
 def test_with_no_config_the_web_chat_listens_on_loopback_8765() -> None:
     config = parse_config({}, None, {})
-    assert config.web is not None
-    assert (config.web.listen, config.web.token, config.web.name) == (
+    web = config.platform("web")
+    assert web is not None
+    assert (web.listen, web.token, web.name) == (
         "127.0.0.1:8765",
         None,
         "local",
@@ -24,7 +25,7 @@ def test_with_no_config_the_web_chat_listens_on_loopback_8765() -> None:
 
 
 def test_enabled_false_turns_it_off() -> None:
-    assert parse_config({"web": {"enabled": False}}, None, {}).web is None
+    assert parse_config({"web": {"enabled": False}}, None, {}).platform("web") is None
 
 
 def test_a_non_loopback_listen_without_a_token_is_refused_at_config_time() -> None:
@@ -37,7 +38,7 @@ def test_a_non_loopback_listen_without_a_token_is_refused_at_config_time() -> No
 def test_the_token_may_come_from_the_environment_and_is_never_shown() -> None:
     env = {"COMMONOS_WEB_TOKEN": "s3cret-web-token"}
     config = parse_config({"web": {"listen": "0.0.0.0:8765"}}, None, env)
-    assert config.web is not None and config.web.token == "s3cret-web-token"
+    assert config.platform("web") is not None and config.platform("web").token == "s3cret-web-token"
     assert "s3cret-web-token" not in repr(config)
 
 

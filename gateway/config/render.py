@@ -2,21 +2,20 @@
 
 A secret is never printed in full: long ones keep two characters at each end
 (``"12…ef"``), short ones become ``"***"``. Header values whose name suggests a
-credential (``Authorization``, ``api-key``, ...) are masked the same way.
+credential (``Authorization``, ``api-key``, ...) are masked the same way. Platform
+sections are shown whether enabled or not, so a reader sees what is switched off.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
-from gateway.config_schema import Config
+from adapters.config import NAME, Section
+from gateway.config.schema import Config
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|session", re.IGNORECASE)
 _MIN_REVEALING_LENGTH = 16
 
@@ -38,6 +37,16 @@ def render_config(config: Config) -> str:
     return "\n".join(lines) + "\n"
 
 
+def warnings(config: Config) -> list[str]:
+    """What is valid but probably not meant: an enabled platform nobody may talk on."""
+    return [
+        f"[{name}] is enabled but nobody may talk to the bot there: add user ids to "
+        f'allowed_users (or [access] {name}; "*" for everyone)'
+        for name in config.enabled_platforms()
+        if not config.allowed_users(name) and not config.approvers(name)
+    ]
+
+
 def _origin(config: Config) -> str:
     if config.source is None:
         return "# effective configuration: built-in defaults (no config file found)"
@@ -52,10 +61,7 @@ def _sections(config: Config) -> Iterator[tuple[str, object]]:
     yield "progress", config.progress
     yield "approvals", config.approvals
     yield "access", config.access
-    for name in ("telegram", "discord", "slack", "web"):
-        section = getattr(config, name)
-        if section is not None:
-            yield name, section
+    yield from config.sections.items()
 
 
 def _entries(section: object) -> Iterator[str]:
@@ -63,19 +69,21 @@ def _entries(section: object) -> Iterator[str]:
         for key, value in section.items():
             yield f"{_key(key)} = {_value(value)}"
         return
-    for field in dataclasses.fields(section):  # type: ignore[arg-type]
-        if field.name != "name":
-            yield _entry(field, getattr(section, field.name))
+    assert isinstance(section, Section)
+    secrets = section.secret_env()
+    for name, info in type(section).model_fields.items():
+        if not info.exclude:
+            yield _entry(name, getattr(section, name), name in secrets)
 
 
-def _entry(field: dataclasses.Field[Any], value: object) -> str:
-    if value is None or (field.metadata.get("secret") and value == ""):
-        return f"# {field.name} is not set"
-    if field.metadata.get("secret") and isinstance(value, str):
-        return f"{field.name} = {_value(mask(value))}"
-    if field.name == "headers" and isinstance(value, Mapping):
-        return f"{field.name} = {_value(_masked_headers(value))}"
-    return f"{field.name} = {_value(value)}"
+def _entry(name: str, value: object, secret: bool) -> str:
+    if value is None or (secret and value == ""):
+        return f"# {name} is not set"
+    if secret and isinstance(value, str):
+        return f"{name} = {_value(mask(value))}"
+    if name == "headers" and isinstance(value, Mapping):
+        return f"{name} = {_value(_masked_headers(value))}"
+    return f"{name} = {_value(value)}"
 
 
 def _masked_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -83,7 +91,7 @@ def _masked_headers(headers: Mapping[str, str]) -> dict[str, str]:
 
 
 def _key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else json.dumps(key, ensure_ascii=False)
+    return key if NAME.match(key) else json.dumps(key, ensure_ascii=False)
 
 
 def _value(value: object) -> str:

@@ -1,0 +1,80 @@
+"""The web chat as a registered platform: its ``[web]`` section and its adapter factory.
+
+On by default (a config without ``[web]`` still gets it, on loopback); ``enabled = false``
+turns it off. A non-loopback ``listen`` needs a ``token``: the chat would otherwise be open
+to the network. ``listen`` may come from env ``COMMONOS_WEB_LISTEN`` (which wins).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, ValidationInfo, model_validator
+
+from adapters.base import Adapter
+from adapters.config import Listen, PlatformSection, invalid, secret_field, show
+from adapters.platforms import AdapterContext, Platform
+
+LISTEN_ENV = "COMMONOS_WEB_LISTEN"
+NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+
+
+def _name(value: object) -> str:
+    if not isinstance(value, str) or NAME.fullmatch(value) is None:
+        raise invalid(f"expected 1-64 characters of A-Z a-z 0-9 _ . @ -, got {show(value)}")
+    return value
+
+
+class WebSection(PlatformSection):
+    listen: Listen = "127.0.0.1:8765"
+    token: str | None = secret_field("COMMONOS_WEB_TOKEN")
+    """Required by every request when set; required for a non-loopback ``listen``."""
+    name: Annotated[str, BeforeValidator(_name)] = "local"
+    """Who the person at the browser is: ``web:<name>`` for approvals and allowlists."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _listen_from_env(cls, data: Any, info: ValidationInfo) -> Any:
+        env_listen = (info.context or {}).get("env", {}).get(LISTEN_ENV)
+        if isinstance(data, dict) and env_listen:
+            return {**data, "listen": env_listen}
+        return data
+
+    def problems(self) -> Iterator[tuple[str, str]]:
+        if self.token is None and not _loopback(self.listen.rpartition(":")[0]):
+            yield (
+                "listen",
+                (
+                    f"{show(self.listen)} is not a loopback address: set [web] token (or the env "
+                    "var COMMONOS_WEB_TOKEN) so that every request needs it"
+                ),
+            )
+
+    def implicit_users(self) -> frozenset[str]:
+        return frozenset({self.name})
+
+
+def _loopback(host: str) -> bool:
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def build(section: WebSection, context: AdapterContext) -> Adapter:
+    from adapters.web.adapter import WebAdapter, WebSettings
+
+    host, _, port = section.listen.rpartition(":")
+    settings = WebSettings(
+        host=host.strip("[]"), port=int(port), token=section.token, user=section.name
+    )
+    return WebAdapter(context.store, settings, update_settled=context.update_settled)
+
+
+PLATFORM = Platform("web", WebSection, build, on_by_default=True)

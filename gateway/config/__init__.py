@@ -1,0 +1,316 @@
+"""Loading ``config.toml`` into a validated :class:`Config`.
+
+Where the file comes from: ``--config PATH``, else ``$COMMONOS_HOME/config.toml`` when it
+exists (``COMMONOS_HOME`` defaults to ``~/.commonos``), else built-in defaults. Secrets may
+come from env vars (``COMMONOS_MODEL_API_KEY``, ``COMMONOS_TELEGRAM_TOKEN``, ...; each
+secret field names its own), which win over the file.
+
+Validation is pydantic's (every section a model with ``extra="forbid"``, see
+:mod:`adapters.config`); this module turns its errors into one line per problem —
+``<file>: <key path>: <what was expected>`` with "did you mean" for unknown keys — and
+raises them all at once as :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from adapters.config import EVERYONE, NAME, Section, got, suggest
+from adapters.platforms import platforms
+from gateway.config.render import mask, render_config
+from gateway.config.schema import (
+    UNSET,
+    Config,
+    GatewaySection,
+    ModelSection,
+    ProfileSection,
+    ProgressSection,
+)
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "ModelSection",
+    "ProfileSection",
+    "find_config_file",
+    "home_dir",
+    "load_config",
+    "mask",
+    "parse_config",
+    "render_config",
+]
+
+CONFIG_FILENAME = "config.toml"
+DEFAULTS_SOURCE = "<built-in defaults>"
+CORE: dict[str, type[Section]] = {
+    "gateway": GatewaySection,
+    "model": ModelSection,
+    "progress": ProgressSection,
+}
+USER_LISTS = ("approvals", "access")
+NO_WILDCARD = f'approvers must be explicit user ids; "{EVERYONE}" would let anyone approve'
+Problem = tuple[str, str]
+"""``(key path, message)``."""
+
+
+class ConfigError(Exception):
+    """The configuration is unusable; ``errors`` holds one readable line per problem.
+
+    Each line names the file, the key path and what was expected, e.g.
+    ``config.toml: profiles.default.max_iterations: expected a positive integer, got -3``.
+    """
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("\n".join(errors))
+        self.errors = errors
+
+
+def home_dir(env: Mapping[str, str]) -> Path:
+    """``$COMMONOS_HOME``, or ``~/.commonos``."""
+    home = env.get("COMMONOS_HOME")
+    return Path(home).expanduser().resolve() if home else Path.home() / ".commonos"
+
+
+def find_config_file(explicit: Path | None, env: Mapping[str, str]) -> Path | None:
+    """The config file to load, or None for built-in defaults."""
+    if explicit is not None:
+        return explicit
+    candidate = home_dir(env) / CONFIG_FILENAME
+    return candidate if candidate.is_file() else None
+
+
+def load_config(path: Path | None = None, *, env: Mapping[str, str] | None = None) -> Config:
+    """Find, read and validate the configuration; raises :class:`ConfigError`."""
+    env = os.environ if env is None else env
+    source = find_config_file(path, env)
+    if source is None:
+        return parse_config({}, None, env)
+    return parse_config(_read_toml(source), source, env)
+
+
+def _read_toml(path: Path) -> dict[str, object]:
+    try:
+        with path.open("rb") as file:
+            return tomllib.load(file)
+    except FileNotFoundError:
+        raise ConfigError([f"{path}: config file not found"]) from None
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"{path}: not valid UTF-8 text ({exc.reason})"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([f"{path}: invalid TOML: {exc}"]) from None
+
+
+def parse_config(data: Mapping[str, object], source: Path | None, env: Mapping[str, str]) -> Config:
+    """Validate parsed TOML ``data`` (as read from ``source``); raises :class:`ConfigError`."""
+    reader = _Reader(source, env)
+    config = reader.config(data)
+    if reader.problems:
+        where = str(source) if source is not None else DEFAULTS_SOURCE
+        raise ConfigError([f"{where}: {path}: {message}" for path, message in reader.problems])
+    assert config is not None
+    return config
+
+
+class _Reader:
+    """One pass over a file's tables, collecting every problem."""
+
+    def __init__(self, source: Path | None, env: Mapping[str, str]) -> None:
+        base_dir = source.parent.resolve() if source is not None else Path.cwd()
+        self.context = {"base_dir": base_dir, "env": env}
+        self.env = env
+        self.home = home_dir(env)
+        self.source = source
+        self.problems: list[Problem] = []
+
+    def config(self, data: Mapping[str, object]) -> Config | None:
+        known = platforms()
+        core = {name: self.section(name, kind, data.get(name, {})) for name, kind in CORE.items()}
+        profiles = self.profiles(data.get("profiles", {}))
+        lists = {
+            name: self.user_lists(name, data.get(name, {}), list(known)) for name in USER_LISTS
+        }
+        sections = {
+            name: self.section(name, platform.section, data.get(name, {}))
+            for name, platform in known.items()
+            if name in data or platform.on_by_default
+        }
+        self.unknown("", data, [*CORE, "profiles", *USER_LISTS, *known])
+        if self.problems:
+            return None
+        gateway = core["gateway"]
+        assert isinstance(gateway, GatewaySection) and isinstance(core["model"], ModelSection)
+        if gateway.data_dir == UNSET:
+            gateway = gateway.model_copy(update={"data_dir": self.home})
+        profiles = {
+            name: _with_defaults(profile, core["model"], gateway)
+            for name, profile in (profiles or {"default": ProfileSection(name="default")}).items()
+        }
+        for name, profile in profiles.items():
+            if problem := profile.workspace_problem(gateway.data_dir):
+                self.problems.append((f"{_join('profiles', name)}.workspace", problem))
+        if gateway.default_profile not in profiles:
+            defined = ", ".join(sorted(profiles))
+            self.problems.append(
+                (
+                    "gateway.default_profile",
+                    f'unknown profile "{gateway.default_profile}"; defined profiles: {defined}',
+                )
+            )
+        return Config(
+            source=self.source,
+            gateway=gateway,
+            model=core["model"],
+            profiles=profiles,
+            progress=core["progress"],
+            approvals=lists["approvals"],
+            access=lists["access"],
+            sections=sections,
+        )
+
+    # one table ----------------------------------------------------------------------
+    def section(self, path: str, kind: type[Section], raw: object) -> Any:
+        """The validated section (its defaults where it failed), every problem recorded in
+        the order of the section's keys."""
+        if not isinstance(raw, dict):
+            self.problems.append((path, f"expected a table, {got(raw)}"))
+            return kind()
+        data = self.with_env(kind, path, raw)
+        found: list[Problem] = []
+        section: Section | None
+        try:
+            section = kind.model_validate(data, context=self.context)
+        except ValidationError as exc:
+            found += _problems(exc, path, kind)
+            section = self.valid_part(kind, data, exc)
+        if section is not None and getattr(section, "enabled", True):
+            found += [(_join(path, key), message) for key, message in section.problems()]
+        order = {key: index for index, key in enumerate(kind.model_fields)}
+        self.problems += sorted(found, key=lambda p: order.get(_first_key(p[0], path), len(order)))
+        return section if section is not None else kind.model_construct()
+
+    def valid_part(
+        self, kind: type[Section], data: dict[str, Any], exc: ValidationError
+    ) -> Section | None:
+        """The section without the keys that failed, so that rules between the other keys
+        are still checked (and reported with the rest)."""
+        bad = {error["loc"][0] for error in exc.errors() if error["loc"]}
+        try:
+            return kind.model_validate(
+                {k: v for k, v in data.items() if k not in bad}, context=self.context
+            )
+        except ValidationError:
+            return None
+
+    def with_env(self, kind: type[Section], path: str, raw: dict[str, Any]) -> dict[str, Any]:
+        """``raw`` with each secret set from its env var, which wins over the file."""
+        merged = dict(raw)
+        for key, env_var in kind.secret_env().items():
+            if self.env.get(env_var):
+                merged[key] = self.env[env_var]
+        return merged
+
+    def profiles(self, raw: object) -> dict[str, ProfileSection]:
+        if not isinstance(raw, dict):
+            self.problems.append(("profiles", f"expected a table, {got(raw)}"))
+            return {}
+        found = {}
+        for name, table in raw.items():
+            path = _join("profiles", name)
+            if not NAME.match(name):
+                self.problems.append((path, "expected a name of letters, digits, '_' or '-'"))
+            profile = self.section(path, ProfileSection, table)
+            found[name] = profile.model_copy(update={"name": name})
+        return found
+
+    def user_lists(self, name: str, raw: object, known: list[str]) -> dict[str, frozenset[str]]:
+        """``[approvals]`` / ``[access]``: user ids per platform (``"*"`` in access only)."""
+        if not isinstance(raw, dict):
+            self.problems.append((name, f"expected a table, {got(raw)}"))
+            return {}
+        lists = {}
+        for platform, ids in raw.items():
+            if platform not in known:
+                continue
+            path = _join(name, platform)
+            checked = self.ids(path, ids)
+            if name == "approvals" and EVERYONE in checked:
+                self.problems.append((path, NO_WILDCARD))
+                checked -= {EVERYONE}
+            if checked:
+                lists[platform] = checked
+        self.unknown(name, raw, known)
+        return lists
+
+    def ids(self, path: str, raw: object) -> frozenset[str]:
+        if not isinstance(raw, list):
+            self.problems.append((path, f"expected an array, {got(raw)}"))
+            return frozenset()
+        for index, value in enumerate(raw):
+            if not ((isinstance(value, str) and value) or type(value) is int):
+                what = "expected a user id (string or integer)"
+                self.problems.append((f"{path}[{index}]", f"{what}, {got(value)}"))
+                return frozenset()
+        return frozenset(str(value) for value in raw)
+
+    def unknown(self, path: str, raw: Mapping[str, object], known: list[str]) -> None:
+        for key, value in raw.items():
+            if key not in known:
+                self.problems.append((_join(path, key), _unknown(key, value, known)))
+
+
+def _with_defaults(
+    profile: ProfileSection, model: ModelSection, gateway: GatewaySection
+) -> ProfileSection:
+    workspace = profile.workspace
+    if workspace == UNSET:
+        workspace = gateway.data_dir / "workspaces" / profile.name
+    return profile.model_copy(
+        update={"model": profile.model or model.model, "workspace": workspace}
+    )
+
+
+def _problems(exc: ValidationError, path: str, kind: type[BaseModel]) -> Iterator[Problem]:
+    for error in exc.errors(include_url=False):
+        loc = error["loc"]
+        where = path
+        for part in loc:
+            where = f"{where}[{part}]" if isinstance(part, int) else _join(where, str(part))
+        if error["type"] == "extra_forbidden":
+            known = list(_model_at(kind, loc[:-1]).model_fields)
+            yield where, _unknown(str(loc[-1]), error["input"], known)
+        elif error["type"] == "config":
+            yield where, error["msg"]
+        else:
+            yield where, f"{error['msg'][0].lower()}{error['msg'][1:]}, {got(error['input'])}"
+
+
+def _model_at(kind: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel]:
+    for part in loc:
+        annotation = kind.model_fields[str(part)].annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            kind = annotation
+    return kind
+
+
+def _unknown(key: str, value: object, known: list[str]) -> str:
+    what = "unknown section" if isinstance(value, dict) else "unknown key"
+    return f"{what}{suggest(key, sorted(known))}"
+
+
+def _first_key(where: str, path: str) -> str:
+    """The section key a problem at ``where`` (under ``path``) is about."""
+    rest = where[len(path) + 1 :] if where.startswith(path + ".") else where
+    return rest.split(".", 1)[0].split("[", 1)[0]
+
+
+def _join(path: str, key: str) -> str:
+    part = key if NAME.match(key) else f'"{key}"'
+    return f"{path}.{part}" if path else part

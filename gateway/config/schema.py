@@ -1,0 +1,263 @@
+"""The gateway's own ``config.toml`` sections, and :class:`Config`, the whole of it.
+
+Platform sections are declared by their adapter packages (``adapters/<name>/config.py``)
+and found through the platform registry; everything here is the same kind of frozen model
+(:class:`adapters.config.Section`). ``config.example.toml`` documents every key, and a
+test keeps it in step with these models.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, ValidationInfo, model_validator
+
+from adapters.config import (
+    Flag,
+    Headers,
+    HttpUrl,
+    NonNegativeInt,
+    PlatformSection,
+    PositiveInt,
+    PositiveNumber,
+    Section,
+    Text,
+    Texts,
+    choice,
+    got,
+    invalid,
+    secret_field,
+    show,
+)
+from core.agent.profile import DEFAULT_MAX_ITERATIONS, AgentProfile, BusyPolicy
+from core.tools.sandbox import SandboxKind, WorkspaceScope
+
+Provider = Literal["openai", "demo"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+ProgressMode = Literal["off", "new", "all"]
+
+DB_FILENAME = "commonos.db"
+DEFAULT_SOUL = AgentProfile().soul
+OPENAI_MODEL = "gpt-4o-mini"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _log_level(value: object) -> str:
+    if isinstance(value, str) and value.upper() in LOG_LEVELS:
+        return value.upper()
+    raise invalid(
+        f"expected one of {', '.join(LOG_LEVELS)}, got {show(value)} (string)"
+        if isinstance(value, str)
+        else f"expected one of {', '.join(LOG_LEVELS)}, got {show(value)}"
+    )
+
+
+def _path(value: object, info: ValidationInfo) -> Path:
+    """A path; relative ones start at the config file's directory."""
+    if not isinstance(value, str | Path) or not str(value).strip():
+        raise invalid(f"expected a non-empty string, got {show(value)}")
+    base: Path = (info.context or {}).get("base_dir", Path.cwd())
+    return (base / Path(value).expanduser()).resolve()
+
+
+def _existing_file(value: object, info: ValidationInfo) -> Path:
+    path = _path(value, info)
+    if not path.is_file():
+        raise invalid(f"file not found: {path}")
+    return path
+
+
+def _seconds_or_off(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise invalid(f"expected a number of seconds ≥ 0 (0 turns it off), {got(value)}")
+    return float(value)
+
+
+ConfigPath = Annotated[Path, BeforeValidator(_path)]
+ExistingFile = Annotated[Path, BeforeValidator(_existing_file)]
+
+
+UNSET = Path()
+"""A path key left out (the loader fills in its default; a path given is absolute)."""
+
+
+class GatewaySection(Section):
+    data_dir: ConfigPath = UNSET
+    """Default: ``$COMMONOS_HOME`` (filled in by the loader)."""
+    log_level: Annotated[LogLevel, BeforeValidator(_log_level)] = "INFO"
+    default_profile: Text = "default"
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / DB_FILENAME
+
+
+class ModelSection(Section):
+    provider: Annotated[Provider, BeforeValidator(choice("openai", "demo"))] = "demo"
+    """Default: ``openai`` when an API key is configured, else ``demo``."""
+    base_url: HttpUrl = "https://api.openai.com/v1"
+    api_key: str | None = secret_field("COMMONOS_MODEL_API_KEY")
+    model: Text = "demo"
+    """Default: ``gpt-4o-mini`` for openai, ``demo`` for the demo."""
+    headers: Headers = Field(default_factory=dict)
+    timeout: PositiveNumber = 120.0
+    max_retries: NonNegativeInt = 3
+    slow_notice_seconds: Annotated[float, BeforeValidator(_seconds_or_off)] = 20.0
+    """Tell the chat after this long without an answer from the model; 0: never."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _implied(cls, data: Any, info: ValidationInfo) -> Any:
+        """The provider follows the key; the model name follows the provider."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        provider = data.setdefault("provider", "openai" if data.get("api_key") else "demo")
+        if provider == "openai" and not data.get("api_key"):
+            fallback = (info.context or {}).get("env", {}).get("OPENAI_API_KEY")
+            if fallback:
+                data["api_key"] = fallback
+        if provider == "demo":
+            data.pop("api_key", None)
+        data.setdefault("model", OPENAI_MODEL if provider == "openai" else "demo")
+        return data
+
+    def problems(self) -> Iterator[tuple[str, str]]:
+        if self.provider == "openai":
+            missing = self.missing_secret("api_key", 'for provider = "openai"')
+            if missing:
+                yield missing
+
+
+class ProfileSection(Section):
+    name: str = Field(default="", exclude=True)
+    model: Text | None = None
+    """Default: ``[model] model``."""
+    workspace: ConfigPath = UNSET
+    """Default: ``<data_dir>/workspaces/<profile name>``."""
+    system_prompt_file: ExistingFile | None = None
+    max_iterations: PositiveInt = DEFAULT_MAX_ITERATIONS
+    run_budget_seconds: PositiveNumber | None = None
+    review_input_budget: PositiveInt | None = None
+    tools: Texts | None = None
+    approval_timeout: PositiveNumber = 300.0
+    busy_policy: Annotated[BusyPolicy, BeforeValidator(choice("queue", "interrupt", "steer"))] = (
+        "queue"
+    )
+    queue_limit: PositiveInt = 20
+    stream: Flag = False
+    external_runtime: Texts | None = None
+    workspace_scope: Annotated[WorkspaceScope, BeforeValidator(choice("session", "profile"))] = (
+        "session"
+    )
+    """``session``: a workspace per session under ``workspace``; ``profile``: one, shared."""
+    sandbox: Annotated[SandboxKind, BeforeValidator(choice("bwrap", "none"))] = "bwrap"
+    """Where the terminal runs: ``bwrap`` (bubblewrap) or ``none`` (the host shell)."""
+    sandbox_network: Flag = False
+    """Whether sandboxed commands may use the network."""
+
+    def problems(self) -> Iterator[tuple[str, str]]:
+        if self.external_runtime == ():
+            yield "external_runtime", "expected a command line (array of strings), got []"
+
+    def workspace_problem(self, data_dir: Path) -> str | None:
+        """The workspace may sit inside the data directory, never be it or contain it: the
+        tools would see the database and the other sessions' files."""
+        workspace, data = self.workspace.resolve(), data_dir.resolve()
+        if data == workspace or data.is_relative_to(workspace):
+            return f"must not be the data directory or contain it ({data})"
+        return None
+
+    def soul(self) -> str:
+        """The text of the profile's SOUL.md (the built-in prompt when none is set)."""
+        if self.system_prompt_file is None:
+            return DEFAULT_SOUL
+        return self.system_prompt_file.read_text(encoding="utf-8")
+
+    def to_agent_profile(self) -> AgentProfile:
+        """The engine's view of this profile; reads SOUL.md now (OSError if it vanished)."""
+        assert self.model is not None
+        return AgentProfile(
+            name=self.name,
+            model=self.model,
+            soul=self.soul(),
+            soul_path=self.system_prompt_file,
+            max_iterations=self.max_iterations,
+            run_budget_seconds=self.run_budget_seconds,
+            review_input_budget=self.review_input_budget,
+            tools=self.tools,
+            workspace=self.workspace,
+            approval_timeout=self.approval_timeout,
+            busy_policy=self.busy_policy,
+            queue_limit=self.queue_limit,
+            stream=self.stream,
+            external_runtime=self.external_runtime,
+        )
+
+
+class ProgressSection(Section):
+    mode: Annotated[ProgressMode, BeforeValidator(choice("off", "new", "all"))] = "new"
+    cleanup: Flag = True
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The whole effective configuration; ``source`` is None for built-in defaults.
+
+    ``sections`` holds every platform section present in the file, enabled or not;
+    :meth:`platform` answers only the enabled ones.
+    """
+
+    source: Path | None
+    gateway: GatewaySection
+    model: ModelSection
+    profiles: Mapping[str, ProfileSection]
+    progress: ProgressSection = field(default_factory=ProgressSection)
+    approvals: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    access: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    sections: Mapping[str, PlatformSection] = field(default_factory=dict)
+
+    @property
+    def data_dir(self) -> Path:
+        return self.gateway.data_dir
+
+    def profile(self, name: str | None = None) -> ProfileSection:
+        """The named profile (KeyError if unknown), or the default one."""
+        return self.profiles[name or self.gateway.default_profile]
+
+    def agent_profile(self, name: str | None = None) -> AgentProfile:
+        return self.profile(name).to_agent_profile()
+
+    def platform(self, name: str) -> Any:
+        """The platform's section when present and enabled, else None."""
+        section = self.sections.get(name)
+        return section if section is not None and section.enabled else None
+
+    def enabled_platforms(self) -> list[str]:
+        return [name for name, section in self.sections.items() if section.enabled]
+
+    def approvers(self, platform: str) -> frozenset[str]:
+        """User ids allowed to approve on ``platform``: ``[approvals]`` ∪ the section's."""
+        section = self.platform(platform)
+        own: frozenset[str] = section.approvers if section is not None else frozenset()
+        return self.approvals.get(platform, frozenset()) | own
+
+    def allowed_users(self, platform: str) -> frozenset[str]:
+        """User ids allowed to talk on ``platform``: ``[access]`` ∪ the section's (and the
+        users the platform implies, such as the web chat's own browser user)."""
+        section = self.platform(platform)
+        own: frozenset[str] = (
+            section.allowed_users | section.implicit_users() if section is not None else frozenset()
+        )
+        return self.access.get(platform, frozenset()) | own
+
+    def secrets(self) -> list[str]:
+        """Every configured secret value (for masking in logs and chat)."""
+        found = self.model.secrets()
+        for section in self.sections.values():
+            found += section.secrets()
+        return found
