@@ -1,0 +1,142 @@
+"""End to end: approval cards as buttons (DynamicItem), refused ephemerally for strangers,
+answered after a restart; /stop as slash and text; /steer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.discord.conftest import GatewayFactory
+from tests.platform_sim.base import SimMessage
+from tests.platform_sim.discord_sim import ALICE, BOB, DiscordSim, Interaction
+from tests.support.model_server import (
+    ScriptedModelServer,
+    reply_hang,
+    reply_text,
+    reply_tool_call,
+)
+
+EPHEMERAL = 1 << 6
+
+
+def rm_call(target: str, id: str = "call_1") -> Any:
+    return reply_tool_call("terminal", {"command": f"rm -rf ./{target}"}, id=id)
+
+
+async def card_in(sim: DiscordSim, channel: str) -> SimMessage:
+    return await sim.wait_for_bot_message(channel, lambda m: "Approval needed" in m.text
+                                          and bool(m.buttons))  # fmt: skip
+
+
+def approve_id(card: SimMessage) -> str:
+    return next(b.data for b in card.buttons if b.data and b.data.endswith(":a"))
+
+
+async def answered(sim: DiscordSim, inter: Interaction) -> str:
+    """The ephemeral follow-up the presser got (after the deferred update)."""
+    await sim.wait_for(lambda: inter.followups)
+    assert inter.responses[0]["type"] == 6
+    assert inter.followups[0].raw["flags"] & EPHEMERAL
+    return inter.followups[0].text
+
+
+async def test_strangers_press_is_refused_ephemerally_and_the_requesters_resolves(
+    gateway: GatewayFactory, discord_sim: DiscordSim, model_server: ScriptedModelServer,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    (tmp_path / "workspace" / "scratch").mkdir(parents=True)
+    model_server.script(rm_call("scratch"), reply_text("Cleaned up."))
+    await gateway()
+    dm = discord_sim.dm_channel(ALICE).id
+    await discord_sim.user_says(dm, "clean the scratch dir")
+    card = await card_in(discord_sim, dm)
+    refused = await answered(discord_sim, await discord_sim.press_button(card, approve_id(card),
+                                                                         user=BOB))  # fmt: skip
+    assert "only the person who asked" in refused and "scratch" not in refused
+    await discord_sim.press_button(card, approve_id(card), user=ALICE)
+    await discord_sim.wait_for_bot_message(dm, lambda m: m.text == "Cleaned up.")
+    await discord_sim.wait_for(lambda: not card.buttons)
+    assert "Approved by" in card.text
+    assert not (tmp_path / "workspace" / "scratch").exists()
+
+
+async def test_timeout_expires_the_card_and_a_stale_press_is_already_decided(
+    gateway: GatewayFactory, discord_sim: DiscordSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(rm_call("logs"), reply_text("Left the logs alone."))
+    await gateway(approval_timeout=0.3)
+    dm = discord_sim.dm_channel(ALICE).id
+    await discord_sim.user_says(dm, "clear the logs")
+    card = await card_in(discord_sim, dm)
+    old, data = dict(card.raw), approve_id(card)
+    await discord_sim.wait_for_bot_message(dm, lambda m: m.text == "Left the logs alone.")
+    await discord_sim.wait_for(lambda: not card.buttons)
+    assert "Expired" in card.text
+    stale = await discord_sim.press_stale(card, data, old)
+    assert await answered(discord_sim, stale) == "Already decided."
+
+
+async def test_a_press_on_a_card_from_before_a_restart_is_answered(
+    gateway: GatewayFactory, discord_sim: DiscordSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(rm_call("cache"))
+    first = await gateway()
+    dm = discord_sim.dm_channel(ALICE).id
+    await discord_sim.user_says(dm, "clear the cache")
+    card = await card_in(discord_sim, dm)
+    old, data = dict(card.raw), approve_id(card)
+    await first.stop()
+    model_server.script(reply_text("unused"))
+    await gateway()
+    await discord_sim.wait_for(lambda: not card.buttons)
+    press = await discord_sim.press_stale(card, data, old)
+    text = await answered(discord_sim, press)
+    assert "restarted" in text or text == "Already decided."
+    assert "Cancelled" in card.text
+
+
+async def test_slash_stop_during_a_model_call_ends_the_turn_with_one_notice(
+    gateway: GatewayFactory, discord_sim: DiscordSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_hang())
+    run = await gateway()
+    dm = discord_sim.dm_channel(ALICE).id
+    await discord_sim.user_says(dm, "think hard")
+    await model_server.wait_for_requests(1)
+    stop = await discord_sim.use_command(dm, "stop")
+    await discord_sim.wait_for_bot_message(dm, lambda m: m.text == "⏹ Stopped.", timeout=1)
+    await run.idle(f"discord:dm:{dm}")
+    assert stop.responses[0]["type"] == 5  # deferred at once ("thinking…")
+    await discord_sim.wait_for(lambda: stop.original is not None and stop.original.deleted)
+    live = [m.text for m in discord_sim.bot_messages(dm) if not m.deleted]
+    assert live.count("⏹ Stopped.") == 1
+
+
+async def test_slash_status_replaces_its_deferred_response(
+    gateway: GatewayFactory, discord_sim: DiscordSim, model_server: ScriptedModelServer
+) -> None:
+    await gateway()
+    dm = discord_sim.dm_channel(ALICE).id
+    status = await discord_sim.use_command(dm, "status")
+    await discord_sim.wait_for(lambda: status.original is not None and status.original.text)
+    assert status.original is not None and "idle" in status.original.text.lower()
+    assert discord_sim.calls_to("webhook_edit_original")
+
+
+async def test_typed_stop_and_steer(
+    gateway: GatewayFactory, discord_sim: DiscordSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_tool_call("terminal", {"command": "sleep 0.5"}),
+                        reply_text("Done with the note."), reply_hang())  # fmt: skip
+    run = await gateway()
+    dm = discord_sim.dm_channel(ALICE).id
+    await discord_sim.user_says(dm, "work")
+    await model_server.wait_for_requests(1)
+    await discord_sim.user_says(dm, "/steer use the blue one")
+    await discord_sim.wait_for_bot_message(dm, lambda m: m.text == "Done with the note.")
+    assert "use the blue one" in str(model_server.requests[1].messages)
+    await discord_sim.user_says(dm, "again")
+    await model_server.wait_for_requests(3)
+    await discord_sim.user_says(dm, "!stop")
+    await discord_sim.wait_for_bot_message(dm, lambda m: m.text == "⏹ Stopped.")
+    await run.idle(f"discord:dm:{dm}")
