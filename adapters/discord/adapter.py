@@ -29,7 +29,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import discord
 import discord.gateway
@@ -70,7 +70,7 @@ _log = logging.getLogger(__name__)
 NO_PINGS = discord.AllowedMentions.none()
 BUTTON_PAYLOAD_LIMIT = 100
 DEFAULT_API = "https://discord.com/api/v10"
-THREAD_ARCHIVE_MINUTES = 1440
+THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440
 THREAD_TYPES = frozenset(
     {discord.ChannelType.public_thread, discord.ChannelType.private_thread,
      discord.ChannelType.news_thread}
@@ -292,7 +292,7 @@ class DiscordAdapter:
         )
 
     def _interaction_envelope(
-        self, interaction: discord.Interaction, kind: EnvelopeKind, **fields: str
+        self, interaction: discord.Interaction, kind: EnvelopeKind, **fields: Any
     ) -> Envelope:
         user = interaction.user
         return Envelope(

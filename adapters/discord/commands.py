@@ -19,7 +19,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 import discord
@@ -52,7 +52,10 @@ def _command(
     ) -> None:
         await _deferred(interaction, name, " ".join(filter(None, [id, reason])), on_command)
 
-    callbacks: dict[str, Callable[..., Awaitable[None]]] = {"approve": approve, "deny": deny}
+    callbacks: dict[str, Callable[..., Coroutine[Any, Any, None]]] = {
+        "approve": approve,
+        "deny": deny,
+    }
     callback = callbacks.get(name, with_text if name in WITH_TEXT else plain)
     return app_commands.Command(name=name, description=description[:100], callback=callback)
 

@@ -37,9 +37,12 @@ class ButtonPress(
     discord.ui.DynamicItem[discord.ui.Button[Any]], template=r"(?P<data>[\s\S]{1,100})"
 ):
     def __init__(
-        self, data: str, label: str = "", style: discord.ButtonStyle = discord.ButtonStyle.secondary,
+        self,
+        data: str,
+        label: str = "",
+        style: discord.ButtonStyle = discord.ButtonStyle.secondary,
         row: int | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         button: discord.ui.Button[Any] = discord.ui.Button(
             label=label or data, custom_id=data, style=style
         )
