@@ -1,0 +1,171 @@
+"""``commonos chat`` as a real process on a pseudo-terminal (the standard ``pty`` module).
+
+The person types lines and Ctrl-C on the terminal; the terminal driver turns Ctrl-C into
+SIGINT for the chat, exactly as over SSH. Every wait reads the terminal until the expected
+text appears (with a timeout); nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import sys
+import termios
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.tools.sandbox import Workspaces
+from gateway.messages import STOPPED
+from tests.support.model_server import ScriptedModelServer, reply_hang, reply_text
+from tests.test_cli import clean_env
+
+TIMEOUT = 30.0
+USER = "tester"
+BANNER = f"session terminal:dm:{USER}"
+
+
+def _controlling_terminal() -> None:
+    """In the child (a new session): make its stdin, the pty, its controlling terminal."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+class Terminal:
+    """The person's side of the pty: what the chat printed, and the keys typed."""
+
+    def __init__(self, master: int) -> None:
+        self.master = master
+        self.screen = ""
+        self._seen = 0
+        self._changed = asyncio.Event()
+        self.ended = False
+        asyncio.get_running_loop().add_reader(master, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            data = os.read(self.master, 65536)
+        except OSError:  # EIO: the chat closed its side
+            data = b""
+        if not data:
+            self.ended = True
+            asyncio.get_running_loop().remove_reader(self.master)
+        self.screen += data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+        self._changed.set()
+
+    async def expect(self, text: str, timeout: float = TIMEOUT) -> str:
+        """Wait until ``text`` is printed after what was expected last; returns the output
+        up to and including it."""
+        try:
+            async with asyncio.timeout(timeout):
+                while (at := self.screen.find(text, self._seen)) < 0:
+                    if self.ended:
+                        raise AssertionError(f"the chat ended before {text!r}:\n{self.screen}")
+                    self._changed.clear()
+                    await self._changed.wait()
+        except TimeoutError:
+            raise AssertionError(f"no {text!r} in {timeout}s:\n{self.screen}") from None
+        shown, self._seen = self.screen[self._seen : at + len(text)], at + len(text)
+        return shown
+
+    def type(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\n")
+
+    def ctrl_c(self) -> None:
+        os.write(self.master, b"\x03")
+
+    def close(self) -> None:
+        if not self.ended:
+            asyncio.get_running_loop().remove_reader(self.master)
+        os.close(self.master)
+
+
+@contextlib.asynccontextmanager
+async def chat_process(
+    home: Path, config: Path | None = None
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, Terminal]]:
+    master, slave = os.openpty()
+    env = {**clean_env(home), "LOGNAME": USER, "USER": USER}
+    options = ["--config", str(config)] if config is not None else []
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "gateway", "chat", *options,
+            stdin=slave, stdout=slave, stderr=slave, env=env, cwd=home,
+            start_new_session=True, preexec_fn=_controlling_terminal,
+        )  # fmt: skip
+    finally:
+        os.close(slave)
+    terminal = Terminal(master)
+    try:
+        yield process, terminal
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await asyncio.wait_for(process.wait(), TIMEOUT)
+        terminal.close()
+
+
+async def quit_with_ctrl_c_twice(process: asyncio.subprocess.Process, terminal: Terminal) -> None:
+    terminal.ctrl_c()
+    await terminal.expect("Ctrl-C again within")  # handled: the next one is a second one
+    terminal.ctrl_c()
+    assert await asyncio.wait_for(process.wait(), TIMEOUT) == 0, terminal.screen
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path.resolve()
+
+
+async def test_chat_answers_a_message_in_plain_text(home: Path) -> None:
+    async with chat_process(home) as (process, terminal):
+        await terminal.expect(BANNER)
+        terminal.type("hello there")
+        reply = await terminal.expect("Configure a real model")
+        assert "[demo model] Hello! You said: “hello there”." in reply
+        assert "`run: ls`" not in reply and "run: ls" in reply, "rendered as plain text"
+        terminal.type("/exit")
+        assert await asyncio.wait_for(process.wait(), TIMEOUT) == 0, terminal.screen
+
+
+async def test_a_dangerous_command_waits_for_y_then_runs(home: Path) -> None:
+    workspaces = Workspaces(home / "workspaces" / "default")
+    scratch = workspaces.path_for(f"terminal:dm:{USER}") / "scratch"
+    scratch.mkdir(parents=True)
+    async with chat_process(home) as (process, terminal):
+        await terminal.expect(BANNER)
+        terminal.type("run: rm -rf ./scratch")
+        card = await terminal.expect("a) ✅ Always (this session)")
+        assert "⚠️ Approval needed: terminal" in card and "y) ✅ Approve" in card
+        assert "n) ❌ Deny" in card
+        assert scratch.exists(), "nothing runs before the answer"
+        terminal.type("y")
+        await terminal.expect(f"✅ Approved by {USER}")
+        await terminal.expect("[demo model] Here is what the tools returned")
+        assert not scratch.exists()
+        await quit_with_ctrl_c_twice(process, terminal)
+
+
+async def test_ctrl_c_stops_a_slow_turn_and_twice_quits(
+    home: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_hang(), reply_text("Yes, after the stop."))
+    config = home / "chat.toml"
+    config.write_text(
+        f'[model]\nprovider = "openai"\nbase_url = "{model_server.url}"\n'
+        'api_key = "test-key"\nmodel = "scripted-model"\n'
+    )
+    async with chat_process(home, config) as (process, terminal):
+        await terminal.expect(BANNER)
+        terminal.type("think very hard")
+        (request,) = await model_server.wait_for_requests(1, timeout=TIMEOUT)
+        terminal.ctrl_c()
+        await terminal.expect(STOPPED)
+        await asyncio.wait_for(request.closed.wait(), TIMEOUT)
+        assert process.returncode is None, "one Ctrl-C does not quit"
+        terminal.type("are you still there?")
+        await terminal.expect("Yes, after the stop.")
+        await quit_with_ctrl_c_twice(process, terminal)
+    assert terminal.screen.count(STOPPED) == 1
