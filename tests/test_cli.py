@@ -149,17 +149,6 @@ async def test_run_reaches_ready_then_stops_cleanly_on_signal(
     assert (run_home / "commonos.db").read_bytes().startswith(b"SQLite format 3\x00")
 
 
-async def test_run_says_a_configured_platform_is_not_built_yet(tmp_path: Path) -> None:
-    (tmp_path / "config.toml").write_text('[discord]\ntoken = "discord-token"\n')
-    process = await start_gateway(tmp_path)
-    try:
-        log = "".join(await read_until(process, READY))
-    finally:
-        process.send_signal(signal.SIGTERM)
-    assert (await finish(process))[0] == 0
-    assert "[discord] is configured, but its adapter is not built yet" in log
-
-
 async def test_run_with_malformed_config_exits_1_with_one_readable_line(tmp_path: Path) -> None:
     config = tmp_path / "broken.toml"
     config.write_text("[gateway\n")

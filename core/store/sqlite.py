@@ -4,6 +4,16 @@ Opening (:func:`open_store`) refuses, without changing a byte, a file that is no
 a SQLite file that is not ours, and a store written by newer code; otherwise it switches
 the file to WAL, turns foreign keys on, sets a busy timeout and applies pending migrations.
 
+**Durability: WAL with ``synchronous = NORMAL``.** A commit is written to the WAL file but
+not fsynced; the WAL is fsynced at each checkpoint. Every committed write survives the
+*process* dying (kill -9, a crash, an OOM kill): the data is in the OS page cache and the
+WAL is replayed on the next open. Only a power loss or kernel crash can lose the last
+commits before the latest checkpoint — never corrupt the file. The inbox and outbox
+guarantees (an update stored before it is confirmed; a chunk stored before it is sent)
+therefore hold across process crashes; after a power loss, an update may come again from
+the platform (it is then taken in again) and a reply may be sent once more. ``FULL`` would
+fsync on every commit, the largest cost of a message on the hot path.
+
 How the contract of :mod:`core.store.base` is kept:
 
 * **One writer.** Every writing method takes ``_write_lock`` and runs exactly one SQL
@@ -49,6 +59,7 @@ from core.store.base import (
     DeadLetter,
     InboundRecord,
     InboundState,
+    OutboxChunk,
     SessionRecord,
     Store,
     StoredMessage,
@@ -58,6 +69,7 @@ from core.store.base import (
     ToolCallStatus,
     TurnRecord,
 )
+from core.store.files import private_database, private_dir
 from core.store.migrations import apply_migrations, read_version, refuse_newer
 from core.types import ApprovalState, ChatMessage, Content, ExitReason, TurnStatus
 
@@ -86,6 +98,7 @@ _INSERT_INBOUND = _insert_sql(
 _INSERT_DEAD_LETTER = _insert_sql(
     "dead_letters", rows.DEAD_LETTER_COLUMNS, " ON CONFLICT (platform, item_id) DO NOTHING"
 )
+_OUTBOX_CONFLICT = " ON CONFLICT (turn_id, chunk) DO NOTHING"
 _UNAVAILABLE = {
     sqlite3.SQLITE_FULL,
     sqlite3.SQLITE_READONLY,
@@ -357,6 +370,25 @@ class SqliteStore:
         written = await self._write(sql, (letter_id,), f"drop dead letter {letter_id}")
         return written.rowcount == 1
 
+    # outbox -----------------------------------------------------------------
+    async def put_outbox(self, chunks: Sequence[OutboxChunk]) -> list[OutboxChunk]:
+        if not chunks:
+            return []
+        turn_id, now = chunks[0].turn_id, time.time()
+        values = ", ".join("(?, ?, ?, ?, ?, ?, ?, ?)" for _ in chunks)
+        params = [v for c in chunks for v in rows.outbox_params(c, now)]
+        sql = f"INSERT INTO outbox ({', '.join(rows.OUTBOX_COLUMNS)}) VALUES {values}"
+        await self._write(sql + _OUTBOX_CONFLICT, params, f"store the reply of turn {turn_id}")
+        found = await self._read(
+            "SELECT * FROM outbox WHERE turn_id = ? ORDER BY chunk", (turn_id,)
+        )
+        return [rows.outbox_from_row(row) for row in found]
+
+    async def mark_outbox_sent(self, turn_id: str, index: int, message_id: str) -> None:
+        sql = "UPDATE outbox SET message_id = ?, sent_at = ? WHERE turn_id = ? AND chunk = ?"
+        params = (message_id, time.time(), turn_id, index)
+        await self._update_one(sql, params, f"outbox chunk {index} of turn {turn_id}")
+
     # plumbing ---------------------------------------------------------------
     def _open_connection(self) -> aiosqlite.Connection:
         if self._closed:
@@ -418,10 +450,12 @@ async def open_store(path: Path) -> SqliteStore:
 
 
 def _check_file(path: Path) -> None:
-    """Refuse a file that is not SQLite before SQLite touches it; create parent dirs."""
+    """Refuse a file that is not SQLite before SQLite touches it; create the data
+    directory and the file private (:mod:`core.store.files`), or make them private."""
     try:
+        private_dir(path.parent)
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_database(path)
             return
         with path.open("rb") as file:
             head = file.read(len(SQLITE_HEADER))
@@ -429,6 +463,10 @@ def _check_file(path: Path) -> None:
         raise StoreError(f"cannot use {path} as the store file: {exc}") from exc
     if head and head != SQLITE_HEADER:
         raise StoreError(f"{path} is not a SQLite database")
+    try:
+        private_database(path)
+    except OSError as exc:
+        log.warning("cannot make %s private: %s", path, exc.strerror or exc)
 
 
 async def _prepare(conn: aiosqlite.Connection, path: Path) -> None:
@@ -446,3 +484,5 @@ async def _enable_wal(conn: aiosqlite.Connection, path: Path) -> None:
     found = list(await conn.execute_fetchall("PRAGMA journal_mode = WAL"))
     if found[0][0] != "wal":
         log.warning("store %s stays in %s journal mode (WAL refused)", path, found[0][0])
+        return
+    await conn.execute("PRAGMA synchronous = NORMAL")

@@ -4,6 +4,7 @@ module, and a turn runs through it."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,3 +86,23 @@ async def test_a_turn_runs_through_a_platform_defined_outside_the_gateway(tmp_pa
     finally:
         await service.stop()
         await store.close()
+
+
+@pytest.mark.usefixtures("echo_platform")
+async def test_a_configured_platform_without_an_adapter_is_named_in_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    register(Platform("later", EchoSection, None))
+    try:
+        path = write(tmp_path, "[later]\n[web]\nenabled = false\n")
+        config = load_config(path, env={"COMMONOS_HOME": str(tmp_path)})
+        store = await open_store(tmp_path / "commonos.db")
+        with caplog.at_level(logging.INFO, logger="gateway.wiring"):
+            service = build_service(config, store, DemoModel())
+        await store.close()
+    finally:
+        unregister("later")
+    lines = [record.getMessage() for record in caplog.records]
+    assert "[later] is configured, but its adapter is not built yet" in lines
+    assert "no chat platform is configured: nothing can reach the agent" in lines
+    assert service.directory.adapters == []
