@@ -27,7 +27,7 @@ ExitReason = Literal[
     "external_runtime",
     "crashed",
 ]
-"""Why the loop exited: an observable field, queryable from the store (seed 001 §3.8)."""
+"""Why the loop exited: an observable field, queryable from the store (``docs/turn-loop.md`` §8)."""
 
 ApprovalState = Literal["pending", "approved", "denied", "timed_out", "cancelled"]
 
@@ -53,7 +53,7 @@ class ChatMessage:
     """A message in OpenAI Chat Completions shape.
 
     Mutable on purpose: ``/steer`` appends to the content of the latest tool message in
-    place (seed 001 §3.3) rather than adding a new message.
+    place (``docs/turn-loop.md`` §10) rather than adding a new message.
     """
 
     role: Role

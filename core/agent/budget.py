@@ -1,6 +1,6 @@
 """How long a turn may go on: the iteration budget, the loop gate and the wall-clock budget.
 
-Seed 001 §3.1 — the loop entry is a triple gate::
+``docs/turn-loop.md`` §9 — the loop entry is a triple gate::
 
     while (calls < max_iterations and budget.remaining > 0) or grace_call:
         if grace_call:
@@ -22,7 +22,7 @@ with what it has. The turn still ends with status ``budget_exhausted`` (exit rea
 any tool ran (``max_iterations = 0`` or a budget already spent by siblings) there is nothing
 to summarise and no grace call is made.
 
-Seed 001 §3.4 — :class:`WrapUpReminder` is the one-shot wall-clock reminder: when
+``docs/turn-loop.md`` §11 — :class:`WrapUpReminder` is the one-shot wall-clock reminder: when
 ``run_budget_seconds`` is set and 80 % of it has passed, the loop injects a wrap-up note
 through the steer channel. It is fully dormant when the budget is unset.
 """
@@ -57,7 +57,7 @@ class IterationBudget:
 
 
 class LoopGate:
-    """The triple gate of seed 001 §3.1 for one turn (see the module docstring)."""
+    """The triple gate (``docs/turn-loop.md`` §9) for one turn (see the module docstring)."""
 
     def __init__(self, max_iterations: int, budget: IterationBudget) -> None:
         self.max_iterations = max_iterations

@@ -2,7 +2,7 @@
 
 The Dispatcher creates one ``TurnControl`` per turn and keeps it while the turn runs;
 ``stop``/``steer``/``redirect`` act on it at once, from any task. The loop drains the
-pending steer and redirect before each model call (seed 001 §3.3).
+pending steer and redirect before each model call (``docs/turn-loop.md`` §10).
 
 A redirect is seen twice: the turn's recorder persists it into the stored user message the
 moment it arrives (:meth:`drain_unrecorded`, woken by :attr:`redirect_arrived`), and the

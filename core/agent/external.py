@@ -1,4 +1,4 @@
-"""The external-runtime bypass (seed 001 §3.9): a subprocess runs the whole turn.
+"""The external-runtime bypass (``docs/turn-loop.md`` §14): a subprocess runs the whole turn.
 
 When a profile sets ``external_runtime = ["cmd", "arg", ...]`` the engine's own loop is
 skipped. The gateway side stays: the session lock, history, the stored user message,

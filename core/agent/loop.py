@@ -1,4 +1,6 @@
-"""``CommonAgent.run_turn``: one user message in, one reply (or a stop) out — seed 000.
+"""``CommonAgent.run_turn``: one user message in, one reply (or a stop) out.
+
+The steps, as ``docs/turn-loop.md`` §2 describes them:
 
 1. **Session lock** — an ``asyncio.Lock`` per session key (:mod:`core.agent.session_lock`,
    evicted when idle): two turns of one key never overlap, Dispatcher or not.

@@ -1,4 +1,4 @@
-"""One model call of the loop, with its hooks and retries (seed 000 step 5).
+"""One model call of the loop, with its hooks and retries (``docs/turn-loop.md`` §4).
 
 Each attempt fires ``pre_api_request`` → the HTTP call → ``post_api_request``. A failed
 attempt fires ``api_request_error`` and then ``transform_api_error_classification``, whose

@@ -9,7 +9,7 @@ from typing import Literal
 BusyPolicy = Literal["queue", "interrupt", "steer"]
 
 DEFAULT_MAX_ITERATIONS = 500
-"""As in Hermes (seed 000, "The budget")."""
+"""The iteration budget of one turn (``docs/turn-loop.md`` §9)."""
 
 
 @dataclass(frozen=True, slots=True)

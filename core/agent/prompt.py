@@ -1,4 +1,6 @@
-"""The system prompt in three tiers, and the restore-or-build check (seed 001 §3.2).
+"""The system prompt in three tiers, and the restore-or-build check.
+
+``docs/turn-loop.md`` §2, step 3:
 
 * **stable** — the profile's SOUL.md text;
 * **context** — built once per session and frozen: the session key, profile, workspace,

@@ -1,4 +1,4 @@
-"""One turn per session key at a time (seed 000 step 1), with eviction.
+"""One turn per session key at a time (``docs/turn-loop.md`` §2, step 1), with eviction.
 
 Each key gets an ``asyncio.Lock`` while anyone holds or waits for it; the entry is removed
 when the last holder leaves, so the map only ever contains keys with a turn running or

@@ -1,4 +1,4 @@
-"""Mid-turn injection: ``/steer``, redirect and engine notes (seed 001 §3.3, §3.4).
+"""Mid-turn injection: ``/steer``, redirect and engine notes (``docs/turn-loop.md`` §10, §11).
 
 The channel is cache-safe: it never adds a message.
 

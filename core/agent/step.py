@@ -1,6 +1,6 @@
 """Observation points for the gateway: the step callback and turn notices.
 
-**The step callback** (seed 001 §3.6). At the top of every iteration, before anything
+**The step callback** (``docs/turn-loop.md`` §12). At the top of every iteration, before anything
 else is sent to the model, the loop calls ``step_callback(iteration, prev_tools)``:
 ``iteration`` is the 1-based number of the model call about to be made and ``prev_tools``
 lists ``{"name", "result", "arguments"}`` for each tool call of this turn's latest

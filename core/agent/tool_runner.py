@@ -1,4 +1,4 @@
-"""Running the tool calls of one model response (seed 000, "Each tool call").
+"""Running the tool calls of one model response (``docs/turn-loop.md`` §5, §6).
 
 A batch runs in parallel, unless one of its tools is interactive (it asks the user
 something); then the calls run one at a time. Outcomes come back in the order the model

@@ -5,7 +5,7 @@ message, then everything the turn adds. It renders the request for the model:
 
 * the system prompt (stable + context + volatile tiers) goes first and is never stored;
 * the ``pre_llm_call`` context goes in front of this turn's user message *for the model
-  only* — the stored user message never contains it (seed 000 step 4).
+  only* — the stored user message never contains it (``docs/turn-loop.md`` §2, step 4).
 
 History from a process that died mid-tools may hold an assistant tool call without its
 result; providers reject such a request, so :func:`heal` adds a placeholder result (for the

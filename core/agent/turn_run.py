@@ -1,11 +1,11 @@
-"""The loop of one turn (seed 000 step 5, seed 001 §3.1–§3.8).
+"""The loop of one turn (``docs/turn-loop.md`` §3, §8, §9).
 
 Each iteration, in this order::
 
     interrupt check        token cancelled → interrupted (interrupted_by_user | cancelled)
     review input budget    aggregate prompt tokens ≥ budget → review_input_budget_exhausted
     loop gate              (calls < max_iterations and budget.remaining > 0) or grace_call
-    step_callback          every iteration (``prev_tools`` empty on the first), as in Hermes
+    step_callback          every iteration (``prev_tools`` empty on the first)
                            before the steer drain, so results carry no steer markers
     wrap-up reminder       80 % of run_budget_seconds → one-shot note via the steer channel
     steer channel          redirect, /steer and notes land on the latest tool result

@@ -16,7 +16,7 @@ observer, transform or collector that overruns is abandoned and ignored (logged)
 (``agent_loop_stopped``, ``on_session_end``, the after-call hooks of a cancelled tool) get
 a short box (``AFTER_STOP_SECONDS``). A sync hook must never block: it cannot be stopped.
 
-Order within one turn (seed 000)::
+Order within one turn (``docs/turn-loop.md`` §7)::
 
     on_session_start? → pre_llm_call → ( pre_api_request → [api_request_error →
     transform_api_error_classification → pre_api_request …] → post_api_request →
@@ -83,7 +83,7 @@ HOOKS: dict[str, tuple[HookKind, str]] = {
     ),
     "on_session_end": (
         "observe",
-        "At the end of every turn (as in Hermes), after the final status is stored: every "
+        "At the end of every turn, after the final status is stored: every "
         "turn whose record was started, also one that failed to open after that (status "
         "failed, exit_reason crashed) or was cancelled while opening (interrupted, "
         "cancelled). Args: status (TurnStatus), exit_reason (ExitReason). Time-boxed like "

@@ -149,6 +149,23 @@ class InboundRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class OutboxChunk:
+    """One outgoing chunk of a turn's reply, stored before it is sent.
+
+    ``message_id`` is the platform's id of the message once it arrived (``None``: not yet
+    known to be sent). Keyed by ``(turn_id, index)``: a turn's chunks are stored once."""
+
+    turn_id: str
+    index: int
+    platform: str
+    chat_id: str
+    thread_id: str | None
+    text: str
+    markup: bool
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetter:
     """An inbound item that could not be taken in (unreadable, or refused by the store after
     a bounded number of attempts), kept with its raw form for an operator to look at."""
@@ -301,6 +318,16 @@ class Store(Protocol):
         ...
 
     async def get_inbound(self, platform: str, update_id: str) -> InboundRecord | None: ...
+
+    # outbox -----------------------------------------------------------------
+    async def put_outbox(self, chunks: Sequence[OutboxChunk]) -> list[OutboxChunk]:
+        """Store the chunks of one turn not stored yet; returns every stored chunk of that
+        turn, in order (an earlier run's texts and sent marks win)."""
+        ...
+
+    async def mark_outbox_sent(self, turn_id: str, index: int, message_id: str) -> None:
+        """Chunk ``index`` of ``turn_id`` arrived as ``message_id``."""
+        ...
 
     # dead letters -----------------------------------------------------------
     async def add_dead_letter(self, letter: DeadLetter) -> int | None:

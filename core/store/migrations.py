@@ -193,9 +193,31 @@ TOOL_CALL_STATUS = Migration(
     ),
 )
 
+OUTBOX = Migration(
+    version=5,
+    name="outbox",
+    statements=(
+        # Each chunk of a turn's reply is stored before it is sent and marked with the
+        # platform's message id after: a restart sends the unsent ones, never the sent.
+        """CREATE TABLE outbox (
+            turn_id TEXT NOT NULL,
+            chunk INTEGER NOT NULL,
+            platform TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            thread_id TEXT,
+            text TEXT NOT NULL,
+            markup INTEGER NOT NULL,
+            message_id TEXT,
+            created_at REAL NOT NULL,
+            sent_at REAL,
+            PRIMARY KEY (turn_id, chunk)
+        )""",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = tuple(
     sorted(
-        (INITIAL_SCHEMA, MESSAGE_ORIGIN_AND_CARDS, DEAD_LETTERS, TOOL_CALL_STATUS),
+        (INITIAL_SCHEMA, MESSAGE_ORIGIN_AND_CARDS, DEAD_LETTERS, TOOL_CALL_STATUS, OUTBOX),
         key=lambda m: m.version,
     )
 )

@@ -22,6 +22,7 @@ from core.store.base import (
     DeadLetter,
     InboundRecord,
     InboundState,
+    OutboxChunk,
     SessionRecord,
     StoredMessage,
     ToolCallRecord,
@@ -308,4 +309,35 @@ def dead_letter_from_row(row: sqlite3.Row) -> DeadLetter:
         attempts=row["attempts"],
         created_at=row["created_at"],
         id=row["id"],
+    )
+
+
+OUTBOX_COLUMNS = (
+    "turn_id", "chunk", "platform", "chat_id", "thread_id", "text", "markup", "created_at",
+)  # fmt: skip
+
+
+def outbox_params(chunk: OutboxChunk, now: float) -> tuple[object, ...]:
+    return (
+        chunk.turn_id,
+        chunk.index,
+        chunk.platform,
+        chunk.chat_id,
+        chunk.thread_id,
+        chunk.text,
+        int(chunk.markup),
+        now,
+    )
+
+
+def outbox_from_row(row: sqlite3.Row) -> OutboxChunk:
+    return OutboxChunk(
+        turn_id=row["turn_id"],
+        index=row["chunk"],
+        platform=row["platform"],
+        chat_id=row["chat_id"],
+        thread_id=row["thread_id"],
+        text=row["text"],
+        markup=bool(row["markup"]),
+        message_id=row["message_id"],
     )
