@@ -1,19 +1,27 @@
-"""Telegram adapter (python-telegram-bot): long polling or webhook, durable inbox."""
+"""Telegram adapter (python-telegram-bot): long polling or webhook, durable inbox.
 
-from adapters.session_keys import SessionKeyRule
-from adapters.telegram.adapter import CommandMenu, TelegramAdapter, TelegramSettings
-from adapters.telegram.inbox import UpdateSettleWait
-from adapters.telegram.normalize import default_session_key
-from adapters.telegram.polling import PollSettings
-from adapters.telegram.webhook import WebhookSettings
+Importing the package is cheap (the config loader reads ``platform.py``); the names below
+load python-telegram-bot on first use.
+"""
 
-__all__ = [
-    "CommandMenu",
-    "PollSettings",
-    "SessionKeyRule",
-    "TelegramAdapter",
-    "TelegramSettings",
-    "UpdateSettleWait",
-    "WebhookSettings",
-    "default_session_key",
-]
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "CommandMenu": "adapters.telegram.adapter",
+    "TelegramAdapter": "adapters.telegram.adapter",
+    "TelegramSettings": "adapters.telegram.adapter",
+    "UpdateSettleWait": "adapters.telegram.inbox",
+    "default_session_key": "adapters.telegram.normalize",
+    "PollSettings": "adapters.telegram.polling",
+    "WebhookSettings": "adapters.telegram.webhook",
+    "SessionKeyRule": "adapters.session_keys",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name]), name)
