@@ -169,3 +169,16 @@ async def test_ctrl_c_stops_a_slow_turn_and_twice_quits(
         await terminal.expect("Yes, after the stop.")
         await quit_with_ctrl_c_twice(process, terminal)
     assert terminal.screen.count(STOPPED) == 1
+
+
+async def test_a_clarify_choice_is_answered_by_its_number(home: Path) -> None:
+    async with chat_process(home) as (process, terminal):
+        await terminal.expect(BANNER)
+        terminal.type("ask: Which colour? red|green|blue")
+        card = await terminal.expect("3) blue")
+        assert "❓ Which colour?" in card and "1) red" in card and "2) green" in card
+        terminal.type("2")
+        await terminal.expect(f"✅ {USER} chose: green")
+        await terminal.expect("[demo model] Here is what the tools returned")
+        await terminal.expect("clarify: green")
+        await quit_with_ctrl_c_twice(process, terminal)

@@ -206,13 +206,18 @@ class TerminalAdapter:
         return press if press is not None else self._event("text", text)
 
     def _press(self, text: str) -> InboundEvent | None:
-        """A press of the open prompt's button that ``text`` answers (the newest prompt)."""
-        if not self._prompts:
+        """A press of the button ``text`` answers on the newest open prompt that has it."""
+        found = next(
+            (
+                (message_id, button)
+                for message_id, answers in reversed(self._prompts.items())
+                if (button := pressed(answers, text)) is not None
+            ),
+            None,
+        )
+        if found is None:
             return None
-        message_id, answers = next(reversed(self._prompts.items()))
-        button = pressed(answers, text)
-        if button is None:
-            return None
+        message_id, button = found
         event = self._event("button", text)
         return replace(
             event,

@@ -3,7 +3,8 @@
 An approval card's buttons (payloads ``ap:<id>:a``, ``ap:<id>:d``, ``ap:<id>:s``: approve,
 deny, always for this session) are answered ``y``, ``n`` and ``a``; any other button
 (a ``clarify`` choice ``ch:<id>:<n>``, ...) by its 1-based number among the message's
-buttons. The payload is handed back unchanged, as a platform's button press would.
+buttons. A turn's Stop button (``st:<id>``) is not offered: Ctrl-C is the terminal's Stop.
+The payload is handed back unchanged, as a platform's button press would.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from adapters.base import Button, ButtonRows
 
 APPROVAL_KEYS = {"a": "y", "d": "n", "s": "a"}
 """The last field of an approval payload → the key that answers it."""
+STOP_KIND = "st"
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +26,7 @@ class Answer:
 
 def answers_for(rows: ButtonRows) -> tuple[Answer, ...]:
     """Each button of ``rows`` with the key that presses it (keys are unique)."""
-    buttons = [button for row in rows for button in row]
+    buttons = [button for row in rows for button in row if not _stop(button.data)]
     answers: list[Answer] = []
     for number, button in enumerate(buttons, start=1):
         key = _approval_key(button.data) or str(number)
@@ -49,3 +51,7 @@ def _approval_key(data: str) -> str | None:
     kind, _, rest = data.partition(":")
     action = rest.rpartition(":")[2]
     return APPROVAL_KEYS.get(action) if kind == "ap" else None
+
+
+def _stop(data: str) -> bool:
+    return data.partition(":")[0] == STOP_KIND
