@@ -33,7 +33,6 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
-    Button,
     ButtonRows,
     Capabilities,
     ChatRef,
@@ -48,7 +47,6 @@ from adapters.slack.errors import platform_errors
 from adapters.slack.inbox import SettleWait, SlackInbox
 from adapters.slack.normalize import (
     PLATFORM,
-    STOP_PAYLOAD,
     Normalizer,
     SlackIdentity,
     default_session_key,
@@ -64,7 +62,6 @@ _log = logging.getLogger(__name__)
 
 MAX_TEXT = 4000
 """Characters per message: Slack accepts 40,000 but clients truncate beyond ~4,000."""
-STOP_BUTTON = Button("⏹ Stop", STOP_PAYLOAD)
 REMEMBERED = 10_000
 DEFAULT_API_URL = "https://slack.com/api/"
 
@@ -118,7 +115,6 @@ class SlackAdapter:
             edit_interval=self.settings.edit_interval,
             markup="slack_mrkdwn",
             renderer=slack_renderer(),
-            progress_buttons=(STOP_BUTTON,),
         )
         self.client = AsyncWebClient(token=bot_token, base_url=self.settings.api_base_url)
         self.status = ThreadStatus(

@@ -4,7 +4,8 @@
 The button's payload travels as its ``value`` (up to 2,000 characters), so an approval
 card's buttons carry the approval id; ``action_id`` only has to be unique within the
 message. Styles follow the approval payload (``ap:<id>:a`` approve → ``primary``,
-``ap:<id>:d`` deny → ``danger``) and the Stop button is ``danger`` too.
+``ap:<id>:d`` deny → ``danger``) and a progress message's Stop button (``st:<id>``) is
+``danger`` too.
 """
 
 from __future__ import annotations
@@ -58,6 +59,6 @@ def _button(button: Button, row: int, column: int) -> Block:
 def button_style(data: str) -> str | None:
     if data.startswith("ap:") and data.endswith(":a"):
         return "primary"
-    if (data.startswith("ap:") and data.endswith(":d")) or data == "commonos:stop":
+    if (data.startswith("ap:") and data.endswith(":d")) or data.startswith("st:"):
         return "danger"
     return None

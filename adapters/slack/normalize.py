@@ -33,8 +33,6 @@ from adapters.base import ChatRef, ChatType, InboundEvent, Sender, SentMessage, 
 from adapters.session_keys import KeyStrategy, SessionKeyRule, key_rule
 
 PLATFORM = "slack"
-STOP_PAYLOAD = "commonos:stop"
-"""The value of the progress message's Stop button: a press is the ``stop`` command."""
 HANDLED_SUBTYPES = frozenset({None, "", "thread_broadcast", "file_share", "me_message"})
 BARE_COMMANDS = frozenset({"stop"})
 """Words that are a command when they are the whole message."""
@@ -178,8 +176,7 @@ class Normalizer:
 
     # buttons ------------------------------------------------------------------------------
     def press(self, body: Json) -> InboundEvent | None:
-        """A ``block_actions`` click: a button event (its ``value`` is the payload), or the
-        ``stop`` command for the progress message's Stop button."""
+        """A ``block_actions`` click: a button event whose payload is the button's ``value``."""
         actions = body.get("actions") or []
         container, channel = body.get("container") or {}, body.get("channel") or {}
         message = body.get("message") or {}
@@ -194,7 +191,7 @@ class Normalizer:
         )  # fmt: skip
         sender = Sender(str(user.get("id", "")), str(user.get("name") or user.get("id", "")))
         data = str(action.get("value") or action.get("action_id") or "")
-        event = InboundEvent(
+        return InboundEvent(
             kind="button",
             platform=PLATFORM,
             update_id=f"press:{action.get('action_ts', '')}",
@@ -206,9 +203,6 @@ class Normalizer:
             message=SentMessage(ChatRef(PLATFORM, channel_id, place.chat.thread_id), ts),
             press_id=str(body.get("trigger_id", "")),
         )
-        if data == STOP_PAYLOAD:
-            return replace(event, kind="command", command="stop", button_data=None, mentioned=True)
-        return event
 
 
 def message_id(event: Json) -> str:

@@ -1,0 +1,117 @@
+"""The whole gateway for Slack end-to-end tests, composed exactly as ``commonos run``
+composes it: a ``[slack]`` config section (pointed at the simulator) → the platform
+registry's factory → :func:`gateway.wiring.build_service`, with the real slack-bolt, the
+scripted model server over HTTP and a real SQLite file.
+
+``mode`` is ``"socket"`` or ``"http"``; in HTTP mode the simulator is told the adapter's
+events URL once it listens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from adapters.base import Adapter
+from adapters.slack.adapter import SlackAdapter
+from core.model.openai_client import OpenAIClient
+from core.store.sqlite import SqliteStore
+from gateway.config import parse_config
+from gateway.service import GatewayService
+from gateway.wiring import build_service
+from tests.platform_sim.base import SimMessage
+from tests.platform_sim.slack_sim import ALICE, BOB, SlackSim
+from tests.support.model_server import ScriptedModelServer
+
+MODES = ("socket", "http")
+
+
+def slack_config_data(
+    sim: SlackSim, models: ScriptedModelServer, mode: str, **slack: Any
+) -> dict[str, Any]:
+    profile = slack.pop("profile", {})
+    return {
+        "model": {"base_url": models.url, "model": "scripted", "api_key": "sk-test"},
+        "profiles": {"default": {"sandbox": "none", "approval_timeout": 30, **profile}},
+        "progress": {"mode": "all", "cleanup": False},
+        "web": {"enabled": False},
+        "slack": {
+            "bot_token": sim.bot_token,
+            "app_token": sim.app_token,
+            "signing_secret": "sim-signing-secret",
+            "api_base_url": sim.api_url,
+            "mode": mode,
+            "http_listen": "127.0.0.1:0",
+            "edit_interval": 0.05,
+            "allowed_users": [ALICE.id, BOB.id],
+            **slack,
+        },
+    }
+
+
+def unwrap(adapter: Adapter) -> SlackAdapter:
+    """The SlackAdapter inside the gateway's wrappers (redaction, traffic counting)."""
+    inner: Any = adapter
+    while not isinstance(inner, SlackAdapter):
+        inner = inner.inner
+    return inner
+
+
+class SlackGateway:
+    """One run of the service with its Slack adapter."""
+
+    def __init__(
+        self,
+        sim: SlackSim,
+        models: ScriptedModelServer,
+        store: SqliteStore,
+        home: Path,
+        mode: str,
+        **slack: Any,
+    ) -> None:
+        self.sim, self.store, self.mode = sim, store, mode
+        data = slack_config_data(sim, models, mode, **slack)
+        self.config = parse_config(data, None, {"COMMONOS_HOME": str(home)})
+        self.model = OpenAIClient(base_url=models.url, model="scripted", trust_env=False)
+        self.service: GatewayService = build_service(self.config, store, self.model)
+        found = self.service.directory.adapter("slack")
+        assert found is not None, "the wiring built no Slack adapter"
+        self.adapter = unwrap(found)
+        self.adapter.settings = _fast(self.adapter)
+
+    async def start(self) -> SlackGateway:
+        await self.service.start()
+        if self.mode == "http":
+            self.sim.http_mode(self.adapter.http_url)
+        return self
+
+    async def stop(self) -> None:
+        await self.service.stop()
+        await self.model.aclose()
+
+    async def idle(self, key: str) -> None:
+        await asyncio.wait_for(self.service.dispatcher.wait_idle(key), 10)
+
+
+def _fast(adapter: SlackAdapter) -> Any:
+    """Test pacing: the status lease a little over the typing refresh the tests use."""
+    from dataclasses import replace
+
+    return replace(adapter.settings, status_lease=adapter.settings.status_lease)
+
+
+def thread_key(channel: str, ts: str) -> str:
+    return f"slack:thread:{channel}:{ts}"
+
+
+def replies_in(sim: SlackSim, channel: str, thread: str | None) -> list[SimMessage]:
+    """The bot's live messages in ``thread`` (``None``: the channel's top level)."""
+    return [m for m in sim.bot_messages(channel) if m.thread == thread and not m.deleted]
+
+
+def texts(messages: list[SimMessage]) -> list[str]:
+    return [m.text for m in messages]
+
+
+__all__ = ["ALICE", "BOB", "MODES", "SlackGateway", "replies_in", "texts", "thread_key"]
