@@ -23,6 +23,7 @@ from pathlib import Path
 
 from core.model.base import ModelClient
 from core.store.base import Store, StoreError, StoreUnavailable
+from core.store.files import DataDirInUse, DataDirLock
 from gateway.config import Config, ModelSection
 from gateway.containment import prepare_sandboxes, protect_process
 from gateway.service import GatewayService
@@ -45,6 +46,7 @@ class Gateway:
         self._store: Store | None = None
         self._model: ModelClient | None = None
         self._service: GatewayService | None = None
+        self._lock: DataDirLock | None = None
 
     @property
     def store(self) -> Store:
@@ -76,6 +78,7 @@ class Gateway:
         log.info("config: %s", source if source is not None else "built-in defaults (no file)")
         log.info("data dir: %s", gateway.data_dir)
         log.info("database: %s", gateway.db_path)
+        self._lock = _lock(gateway.data_dir)
         self._store = await _open_store(gateway.db_path)
         self._model = _build_model(self.config.model)
         _check_profile(self.config)
@@ -102,6 +105,9 @@ class Gateway:
         if store is not None:
             await _close("store", store.close())
             log.info("store closed")
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
 
 
 async def _close(what: str, closing: Awaitable[None]) -> None:
@@ -109,6 +115,17 @@ async def _close(what: str, closing: Awaitable[None]) -> None:
         await closing
     except Exception:
         log.exception("closing the %s failed", what)
+
+
+def _lock(data_dir: Path) -> DataDirLock:
+    lock = DataDirLock(data_dir)
+    try:
+        lock.acquire()
+    except DataDirInUse as exc:
+        raise StartupError(str(exc)) from exc
+    except OSError as exc:
+        raise StartupError(f"cannot use the data dir {data_dir}: {exc.strerror or exc}") from exc
+    return lock
 
 
 async def _open_store(path: Path) -> Store:

@@ -240,3 +240,20 @@ async def test_gateway_start_recovers_a_crashed_turn_once_as_a_restart(run_home:
     finally:
         await gateway.stop()
     assert turn is not None and (turn.status, turn.error) == ("failed", "gateway restarted")
+
+
+async def test_a_second_gateway_on_the_same_data_dir_is_refused_naming_the_first(
+    run_home: Path,
+) -> None:
+    first = Gateway(soul_config(run_home))
+    await first.start()
+    try:
+        second = Gateway(soul_config(run_home))
+        with pytest.raises(StartupError, match=rf"another commonos process \(pid {os.getpid()}\)"):
+            await second.start()
+        assert await first.store.get_active_session("telegram:dm:1") is None  # first unharmed
+    finally:
+        await first.stop()
+    again = Gateway(soul_config(run_home))  # the lock went with the first gateway
+    await again.start()
+    await again.stop()

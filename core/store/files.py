@@ -8,6 +8,7 @@ never readable by every local user.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import stat
@@ -46,3 +47,40 @@ def _tighten(path: Path, mode: int) -> None:
         log.warning(
             "tightened %s from %o to %o: it was open to other users", path, current, current & mode
         )
+
+
+class DataDirInUse(Exception):
+    """Another process holds the data directory's lock."""
+
+
+class DataDirLock:
+    """One gateway process per data directory: an exclusive ``flock`` on
+    ``<data dir>/commonos.lock`` (released by the kernel if the process dies), so a second
+    ``commonos run`` or ``commonos chat`` cannot mistake the first one's running turns for
+    a crash's leftovers."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / "commonos.lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock; :class:`DataDirInUse` names the holder's pid when it is taken."""
+        private_dir(self.path.parent)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise DataDirInUse(
+                f"another commonos process (pid {holder}) is using {self.path.parent}; "
+                "stop it first"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
