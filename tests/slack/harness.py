@@ -78,7 +78,6 @@ class SlackGateway:
         found = self.service.directory.adapter("slack")
         assert found is not None, "the wiring built no Slack adapter"
         self.adapter = unwrap(found)
-        self.adapter.settings = _fast(self.adapter)
 
     async def start(self) -> SlackGateway:
         await self.service.start()
@@ -92,13 +91,6 @@ class SlackGateway:
 
     async def idle(self, key: str) -> None:
         await asyncio.wait_for(self.service.dispatcher.wait_idle(key), 10)
-
-
-def _fast(adapter: SlackAdapter) -> Any:
-    """Test pacing: the status lease a little over the typing refresh the tests use."""
-    from dataclasses import replace
-
-    return replace(adapter.settings, status_lease=adapter.settings.status_lease)
 
 
 def thread_key(channel: str, ts: str) -> str:
