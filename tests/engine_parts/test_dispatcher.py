@@ -248,9 +248,9 @@ async def test_status_reports_the_running_turn_and_queue(turns: ScriptedTurns, r
     await dispatcher.submit("k", msg("one"))
     running = await turns.next()
     await dispatcher.submit("k", msg("two"))
-    assert dispatcher.status("k") == SessionStatus(True, 1234.5, 1, None)
+    assert dispatcher.status("k") == SessionStatus(True, 1234.5, 1, None, "u1")
     running.control.turn_id = "turn-42"  # what the loop does once the turn is stored
-    assert dispatcher.status("k") == SessionStatus(True, 1234.5, 1, "turn-42")
+    assert dispatcher.status("k") == SessionStatus(True, 1234.5, 1, "turn-42", "u1")
 
 
 async def test_a_turn_that_raises_releases_the_session_and_the_next_message_runs(
