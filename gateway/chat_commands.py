@@ -8,23 +8,28 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Protocol
 
-from adapters.base import InboundEvent
+from adapters.base import Button, ButtonRows, Capabilities, InboundEvent
+from core.agent.control import TurnControl
 from core.agent.profile import BusyPolicy
 from core.approvals import Approvals, ResolveOutcome
 from core.approver import ApprovalRequest
+from core.bounded import BoundedMap
 from core.dispatcher import Dispatcher
 from core.store.base import Store
 from gateway.access import user_of
 from gateway.chats import ChatDirectory
-from gateway.commands import canonical, help_text
+from gateway.commands import canonical, help_text, stop_payload
 from gateway.ledger import TurnLedger
 from gateway.messages import (
     APPROVED,
     DENIED,
     NEW_SESSION,
+    NO_LONGER_VALID,
     NO_PENDING,
     NOTHING_TO_STOP,
     REDIRECTED,
@@ -214,3 +219,60 @@ class ChatCommands:
             return given
         matches = [i for i in self._directory.approvals_in(session_key) if i.startswith(given)]
         return matches[0] if len(matches) == 1 else given
+
+
+STOP_LABEL = "⏹ Stop"
+NOT_YOURS = "Sorry — only the person who asked (or an approver) can stop this."
+REMEMBERED_STOPS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class _StopTarget:
+    session_key: str
+    control: TurnControl
+    requester: str | None
+
+
+class StopButtons:
+    """The Stop button on a turn's progress message: ``/stop`` for that turn only.
+
+    Each running turn gets its own unguessable id (payload ``st:<id>``); a press names the
+    turn, never the session, so a press on an old progress message cannot stop a newer turn
+    (its id is forgotten when its turn ends: "no longer valid"). Only the requester or an
+    approver of the session may press it; the stopped turn's reply is suppressed as after
+    ``/stop``."""
+
+    def __init__(self, dispatcher: Dispatcher, approvals: Approvals, ledger: TurnLedger) -> None:
+        self._dispatcher, self._approvals, self._ledger = dispatcher, approvals, ledger
+        self._targets: BoundedMap[str, _StopTarget] = BoundedMap(REMEMBERED_STOPS)
+
+    def register(self, session_key: str, control: TurnControl, requester: str | None) -> str:
+        stop_id = secrets.token_urlsafe(12)
+        self._targets.put(stop_id, _StopTarget(session_key, control, requester))
+        return stop_id
+
+    def forget(self, stop_id: str) -> None:
+        self._targets.pop(stop_id, None)
+
+    def buttons(self, stop_id: str, capabilities: Capabilities) -> ButtonRows:
+        """The Stop button's row, or none when the payload would not fit the platform."""
+        payload = stop_payload(stop_id)
+        if len(payload.encode()) > capabilities.button_payload_limit:
+            return ()
+        return ((Button(STOP_LABEL, payload),),)
+
+    def press(self, stop_id: str, by: str) -> str:
+        """What the presser is told; stops the turn when ``by`` may and it still runs."""
+        target = self._targets.get(stop_id)
+        if target is None:
+            return NO_LONGER_VALID
+        allowed = by == target.requester or by in self._approvals.approvers_of(target.session_key)
+        if not allowed:
+            return NOT_YOURS
+        turn_id = target.control.turn_id
+        running = self._dispatcher.status(target.session_key).turn_id
+        if turn_id is None or running != turn_id or not self._dispatcher.stop(target.session_key):
+            return NO_LONGER_VALID
+        self._ledger.stop_acknowledged(turn_id)
+        self.forget(stop_id)
+        return STOPPED

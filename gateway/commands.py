@@ -11,6 +11,7 @@ a newer request)::
     ap:<approval_id>:d    deny
     ap:<approval_id>:s    approve, and always for this session
     ch:<approval_id>:<n>  the n-th choice of a ``clarify`` question
+    st:<stop_id>          the Stop button of one turn's progress message
 """
 
 from __future__ import annotations
@@ -67,7 +68,16 @@ class ChoicePress:
     index: int
 
 
-Press = ApprovalPress | ChoicePress
+@dataclass(frozen=True, slots=True)
+class StopPress:
+    stop_id: str
+
+
+Press = ApprovalPress | ChoicePress | StopPress
+
+
+def stop_payload(stop_id: str) -> str:
+    return f"st:{stop_id}"
 
 
 def approval_payload(approval_id: str, action: ApproveAction) -> str:
@@ -81,6 +91,8 @@ def choice_payload(approval_id: str, index: int) -> str:
 def parse_press(data: str | None) -> Press | None:
     """Decode a button payload; None when it is not one of ours (never raises)."""
     kind, _, rest = (data or "").partition(":")
+    if kind == "st" and rest:
+        return StopPress(rest)
     approval_id, _, action = rest.rpartition(":")
     if not approval_id:
         return None

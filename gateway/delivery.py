@@ -14,6 +14,21 @@ rendered for the adapter's markup dialect, chunked to its length limit
 * more than ``MAX_CHUNKS`` chunks → the first ones, then a note "… (reply truncated: N
   more characters)".
 
+**The outbox.** Given a store and the turn's id, the chunks are stored (turn id + chunk
+index) before the first is sent, and each is marked with the platform's message id once it
+arrived. Delivering the same turn again (a replayed update whose answer is stored, after a
+crash or a restart) sends only the chunks not marked, with the texts stored the first time.
+One window stays at-least-once: the platform accepted a chunk and the process died before
+the mark was written — that chunk is sent again (at most one duplicate per turn, since the
+chunks go one after another). A store that cannot write does not stop the reply: it is sent
+without the outbox (logged).
+
+**Into the progress message.** ``reply(..., into=message)`` edits that message (the turn's
+progress, handed over) into the first chunk instead of sending it — one call instead of
+two; if the edit fails (the message is gone) the chunk is sent as a new message.
+
+Replies go out at ``REPLY`` priority, notices at ``URGENT`` (see :mod:`gateway.outbound`).
+
 ``Typing`` keeps the platform's typing indicator alive while a turn runs: one tracked task
 per turn, refreshed every ``interval`` seconds, stopped (and awaited) when the turn ends.
 While ``paused()`` answers True no indicator is sent (the service pauses it while an
@@ -29,49 +44,113 @@ from collections.abc import Callable
 from functools import partial
 from types import TracebackType
 
-from adapters.base import Adapter, AdapterError, BadMarkup, ChatRef, RateLimited, SentMessage
+from adapters.base import (
+    Adapter,
+    AdapterError,
+    BadMarkup,
+    ChatRef,
+    NotModified,
+    RateLimited,
+    SentMessage,
+)
 from core.redaction import redact
+from core.store.base import OutboxChunk, Store, StoreError
+from gateway.outbound import Priority, at
 from gateway.rate_limits import MAX_RETRY_AFTER, Sleep, with_rate_limits
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_ATTEMPTS = 8
 TYPING_INTERVAL = 4.0
+TYPING_DELAY = 1.0
+"""A turn that answers within this many seconds shows no "typing…" (one call saved)."""
 MAX_CHUNKS = 20
 """Messages one reply may take, the truncation note included."""
 TRUNCATED = "… (reply truncated: {count} more characters)"
 
 
 class Delivery:
-    def __init__(self, *, sleep: Sleep = asyncio.sleep, attempts: int = DEFAULT_ATTEMPTS) -> None:
+    def __init__(
+        self,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        attempts: int = DEFAULT_ATTEMPTS,
+        store: Store | None = None,
+    ) -> None:
         self._sleep = sleep
         self._attempts = attempts
+        self._store = store
 
-    async def reply(self, adapter: Adapter, chat: ChatRef, markdown: str) -> list[SentMessage]:
-        """Render, chunk and send a Markdown reply; returns the messages that arrived.
+    async def reply(
+        self,
+        adapter: Adapter,
+        chat: ChatRef,
+        markdown: str,
+        *,
+        turn_id: str | None = None,
+        into: SentMessage | None = None,
+    ) -> list[SentMessage]:
+        """Render, chunk and send a Markdown reply; returns the messages that arrived
+        (chunks an earlier delivery of ``turn_id`` already sent are not sent again).
 
         At most ``MAX_CHUNKS`` messages: a longer reply ends with a note saying how many
         characters were left out."""
-        renderer = adapter.capabilities.renderer
-        caps = adapter.capabilities
+        planned = self._plan(adapter, chat, markdown, turn_id or "")
+        chunks = await self._stored(planned) if turn_id else planned
+        reply = at(adapter, Priority.REPLY)
+        plain = adapter.capabilities.renderer.plain
+        sent: list[SentMessage] = []
+        for chunk in chunks:
+            if chunk.message_id is not None:
+                continue  # sent by an earlier delivery of this turn
+            target = into if chunk.index == 0 else None
+            message = await self._send_chunk(reply, chat, chunk, plain, target)
+            if message is not None:
+                sent.append(message)
+                await self._mark(chunk, message, turn_id)
+        return sent
+
+    def _plan(
+        self, adapter: Adapter, chat: ChatRef, markdown: str, turn_id: str
+    ) -> list[OutboxChunk]:
+        renderer, caps = adapter.capabilities.renderer, adapter.capabilities
         rendered = renderer.render(redact(markdown))
         chunks = renderer.chunk(rendered, caps.max_text_length, caps.length_unit)
         kept, dropped = _capped(chunks)
-        sent: list[SentMessage] = []
-        for chunk in kept:
-            message = await self._send_chunk(adapter, chat, chunk, renderer.plain)
-            if message is not None:
-                sent.append(message)
+        markup = caps.markup != "plain"
+        texts = [(text, markup) for text in kept]
         if dropped:
             left_out = sum(len(renderer.plain(chunk)) for chunk in dropped)
             logger.warning("reply to %s truncated: %d chunk(s) left out", chat, len(dropped))
-            note = await self.notice(adapter, chat, TRUNCATED.format(count=left_out))
-            sent += [note] if note is not None else []
-        return sent
+            texts.append((TRUNCATED.format(count=left_out), False))
+        return [
+            OutboxChunk(turn_id, i, chat.platform, chat.chat_id, chat.thread_id, text, marked)
+            for i, (text, marked) in enumerate(texts)
+        ]
 
-    async def notice(self, adapter: Adapter, chat: ChatRef, text: str) -> SentMessage | None:
+    async def _stored(self, planned: list[OutboxChunk]) -> list[OutboxChunk]:
+        """The turn's chunks as stored (an earlier delivery's win); unstored on failure."""
+        if self._store is None:
+            return planned
+        try:
+            return await self._store.put_outbox(planned) or planned
+        except StoreError as exc:
+            logger.error("turn %s: reply not stored in the outbox (%s)", planned[0].turn_id, exc)
+            return planned
+
+    async def _mark(self, chunk: OutboxChunk, message: SentMessage, turn_id: str | None) -> None:
+        if self._store is None or not turn_id:
+            return
+        try:
+            await self._store.mark_outbox_sent(turn_id, chunk.index, message.message_id)
+        except StoreError as exc:
+            logger.error("turn %s: chunk %d sent but not marked (%s)", turn_id, chunk.index, exc)
+
+    async def notice(
+        self, adapter: Adapter, chat: ChatRef, text: str, *, priority: Priority = Priority.URGENT
+    ) -> SentMessage | None:
         """Send a short plain-text notice ("⏹ Stopped.")."""
-        return await self.send(adapter, chat, text, markup=False)
+        return await self.send(at(adapter, priority), chat, text, markup=False)
 
     async def send(
         self, adapter: Adapter, chat: ChatRef, text: str, *, markup: bool
@@ -83,14 +162,48 @@ class Delivery:
             return _lost(chat, text, exc)
 
     async def _send_chunk(
-        self, adapter: Adapter, chat: ChatRef, chunk: str, plain: Callable[[str], str]
+        self,
+        adapter: Adapter,
+        chat: ChatRef,
+        chunk: OutboxChunk,
+        plain: Callable[[str], str],
+        into: SentMessage | None,
     ) -> SentMessage | None:
-        plain_only = adapter.capabilities.markup == "plain"
+        if into is not None:
+            edited = await self._edit_into(adapter, into, chunk, plain)
+            if edited is not None:
+                return edited
         try:
-            return await self._send_marked(adapter, chat, chunk, markup=not plain_only)
+            return await self._send_marked(adapter, chat, chunk.text, markup=chunk.markup)
         except BadMarkup as exc:
             logger.warning("markup rejected in %s (%s); sending as plain text", chat, exc)
-            return await self.send(adapter, chat, plain(chunk), markup=False)
+            return await self.send(adapter, chat, plain(chunk.text), markup=False)
+
+    async def _edit_into(
+        self,
+        adapter: Adapter,
+        message: SentMessage,
+        chunk: OutboxChunk,
+        plain: Callable[[str], str],
+    ) -> SentMessage | None:
+        """``message`` edited into ``chunk`` (its buttons removed); None when it could not
+        be (the chunk is then sent as a new message)."""
+        text, markup = chunk.text, chunk.markup
+        for attempt in ("marked", "plain"):
+            try:
+                await adapter.edit(message, text, buttons=(), markup=markup)
+                return message
+            except NotModified:
+                return message
+            except BadMarkup as exc:
+                if attempt == "plain":
+                    break
+                logger.warning("markup rejected in %s (%s); editing as plain", message.chat, exc)
+                text, markup = plain(chunk.text), False
+            except AdapterError as exc:
+                logger.info("progress in %s not edited into the reply (%s)", message.chat, exc)
+                break
+        return None
 
     async def _send_marked(
         self, adapter: Adapter, chat: ChatRef, text: str, *, markup: bool
@@ -120,7 +233,8 @@ def _lost(chat: ChatRef, text: str, why: object) -> SentMessage | None:
 
 
 class Typing:
-    """``async with Typing(adapter, chat): ...`` shows "typing…" until the block ends."""
+    """``async with Typing(adapter, chat): ...`` shows "typing…" until the block ends (from
+    ``delay`` seconds on)."""
 
     def __init__(
         self,
@@ -130,8 +244,10 @@ class Typing:
         interval: float = TYPING_INTERVAL,
         sleep: Sleep = asyncio.sleep,
         paused: Callable[[], bool] = lambda: False,
+        delay: float = 0.0,
     ) -> None:
         self._adapter, self._chat = adapter, chat
+        self._delay = delay
         self._interval, self._sleep = interval, sleep
         self._paused = paused
         self._task: asyncio.Task[None] | None = None
@@ -156,6 +272,8 @@ class Typing:
         await asyncio.wait({task})
 
     async def _keep_typing(self) -> None:
+        if self._delay > 0:
+            await self._sleep(self._delay)
         while True:
             try:
                 if not self._paused():

@@ -106,9 +106,11 @@ class _Window:
     def take(self) -> None:
         self.in_flight += 1
 
-    def release(self, now: float) -> None:
+    def release(self, now: float | None) -> None:
+        """The call ended at ``now``; ``None``: refused (a 429), so it takes no slot."""
         self.in_flight -= 1
-        self._ended.append(now)
+        if now is not None:
+            self._ended.append(now)
 
 
 @dataclass(eq=False, slots=True)
@@ -330,7 +332,7 @@ class OutboundScheduler:
             job.future.cancel()
             raise
         except RateLimited as exc:
-            self._ended(job)
+            self._ended(job, refused=True)
             self._rate_limited(job, exc)
         except Exception as exc:
             self._ended(job)
@@ -341,8 +343,8 @@ class OutboundScheduler:
             if not job.future.done():
                 job.future.set_result(result)
 
-    def _ended(self, job: _Job) -> None:
-        now = self._clock()
+    def _ended(self, job: _Job, *, refused: bool = False) -> None:
+        now = None if refused else self._clock()
         for window in job.windows:
             window.release(now)
         job.windows = []

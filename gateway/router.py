@@ -27,13 +27,14 @@ from core.approvals import Approvals
 from core.dispatcher import Dispatcher, SubmitOutcome
 from core.store.base import Store
 from gateway.access import AccessControl, user_of
-from gateway.chat_commands import ChatCommands, Reply
+from gateway.chat_commands import ChatCommands, Reply, StopButtons
 from gateway.chats import ChatDirectory
 from gateway.commands import (
     COMMANDS,
     ApprovalPress,
     ChoicePress,
     CommandInfo,
+    StopPress,
     command_menu,
     parse_press,
 )
@@ -76,6 +77,8 @@ class Router:
         self._commands = ChatCommands(
             dispatcher, approvals, store, self.submit_text, ledger, directory
         )
+        self.stop_buttons = StopButtons(dispatcher, approvals, ledger)
+        """The Stop buttons of running turns' progress messages."""
         self._ack_interval, self._clock = ack_interval, clock
         self._last_ack: dict[str, float] = {}
 
@@ -183,6 +186,8 @@ class Router:
         press = parse_press(event.button_data)
         if press is None:
             return NO_LONGER_VALID
+        if isinstance(press, StopPress):
+            return self.stop_buttons.press(press.stop_id, user_of(event))
         result = await self._resolve(press, user_of(event))
         return RESOLVE_ANSWERS.get(result)
 

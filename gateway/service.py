@@ -56,7 +56,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from adapters.base import Adapter
+from adapters.base import Adapter, SentMessage
 from adapters.session_keys import parse_session_key
 from core.agent.control import TurnControl
 from core.agent.loop import CommonAgent
@@ -175,7 +175,7 @@ class GatewayService:
             )
             for name, profile in engine.profiles.items()
         }
-        self.delivery = Delivery(sleep=sleep)
+        self.delivery = Delivery(sleep=sleep, store=store)
         self.dispatcher = self._dispatcher()
         self.router = self._router(chat.access)
 
@@ -306,9 +306,12 @@ class GatewayService:
         place = self.directory.place(session_key)
         if place is None:
             return await agent.run_turn(session_key, message, control)
+        stops = self.router.stop_buttons
+        stop_id = stops.register(session_key, control, message.sender_id)
         view = ProgressView(
-            place.adapter, place.chat, self._progress, clock=self._clock, sleep=self._sleep
-        )
+            place.adapter, place.chat, self._progress, clock=self._clock, sleep=self._sleep,
+            buttons=stops.buttons(stop_id, place.adapter.capabilities),
+        )  # fmt: skip
         self._views[session_key] = view
         quiet = partial(self._typing_paused, session_key, view)
         typing = Typing(
@@ -327,6 +330,8 @@ class GatewayService:
             self._views.pop(session_key, None)
             await view.aclose()
             raise
+        finally:
+            stops.forget(stop_id)
 
     def _typing_paused(self, session_key: str, view: ProgressView) -> bool:
         """No typing while a card waits for a person, nor in a shared chat once the
@@ -348,15 +353,20 @@ class GatewayService:
             if stopped:
                 logger.info("turn %s: /stop was acknowledged; its reply suppressed", result.turn_id)
             else:
-                await self._deliver(session_key, result)
+                await self._deliver(session_key, result, view)
             delivered = True
         finally:
             cut_short = self._stopping and result.status == "interrupted"
             self.ledger.settle(message.origin, delivered and not cut_short)
             if view is not None:
-                await view.finish("interrupted" if stopped else result.status)
+                remove = self._progress.becomes_reply and reply_text(result) is not None
+                await view.finish("interrupted" if stopped else result.status, remove=remove)
 
-    async def _deliver(self, session_key: str, result: TurnResult) -> None:
+    async def _deliver(
+        self, session_key: str, result: TurnResult, view: ProgressView | None = None
+    ) -> None:
+        """Send the reply once (the outbox keeps its chunks once across restarts); a
+        recent progress message becomes its first chunk (see :class:`ProgressConfig`)."""
         if result.turn_id:
             if result.turn_id in self._answered:
                 logger.error("turn %s already answered; duplicate dropped", result.turn_id)
@@ -366,7 +376,18 @@ class GatewayService:
         text = reply_text(result)
         if place is None or text is None:
             return
-        await self.delivery.reply(place.adapter, place.chat, text)
+        into = await self._progress_into_reply(view)
+        await self.delivery.reply(
+            place.adapter, place.chat, text, turn_id=result.turn_id or None, into=into
+        )
+
+    async def _progress_into_reply(self, view: ProgressView | None) -> SentMessage | None:
+        """The progress message to edit into the reply: only a recent one (an edit notifies
+        nobody, so a long turn ends with a new message and its progress is removed)."""
+        config = self._progress
+        if view is None or not config.becomes_reply or view.age() > config.new_message_after:
+            return None
+        return await view.hand_over()
 
 
 def _with_approvers(

@@ -34,7 +34,8 @@ ALICE = Person("1", "Alice")
 BOB = Person("2", "Bob")
 CAROL = Person("3", "Carol")  # a configured approver
 MALLORY = Person("666", "Mallory")  # not on the allowlist
-ALL_STEPS = ProgressConfig(mode="all")
+ALL_STEPS = ProgressConfig(mode="all", becomes_reply=False)
+"""Progress kept as its own message (finalized), so tests can read it after the reply."""
 OBJECT = {"type": "object", "properties": {}}
 
 
@@ -77,7 +78,14 @@ class Gateway:
         return [e for e in self.adapter.of("edit") if e.message == card.message]
 
     def cards(self) -> list[Call]:
-        return [c for c in self.adapter.of("send") if c.buttons or "Approval needed" in c.text]
+        return [
+            c for c in self.adapter.of("send") if _card_buttons(c) or "Approval needed" in c.text
+        ]
+
+
+def _card_buttons(call: Call) -> bool:
+    """Buttons of an approval card (a progress message carries only its Stop button)."""
+    return any(not b.data.startswith("st:") for row in call.buttons for b in row)
 
 
 def tools(gate: asyncio.Event, started: asyncio.Event, ran: list[str]) -> ToolRegistry:

@@ -18,9 +18,10 @@ from adapters.base import AdapterError, ChatRef, RateLimited, SentMessage
 from core.approver import ApprovalRequest
 from core.store.base import ApprovalCard, ApprovalRecord
 from core.store.sqlite import SqliteStore, open_store
-from gateway.approval_card import ATTEMPTS, RESTART_NOTICE, ChatApprover
+from gateway.approval_card import RESTART_NOTICE, ChatApprover
 from gateway.chats import ChatDirectory
 from gateway.delivery import MAX_RETRY_AFTER
+from gateway.rate_limits import MAX_ATTEMPTS
 from tests.gateway.fakes import FakeAdapter, FakeClock, ScriptedModel, Step, event
 from tests.gateway.harness import ALICE, GatewayFactory, build_gateway
 
@@ -159,11 +160,11 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
 
 
 async def test_a_card_waits_out_a_short_rate_limit(store: SqliteStore) -> None:
-    adapter, clock = FakeAdapter(), FakeClock()
-    adapter.fail("send", RateLimited(3), RateLimited(MAX_RETRY_AFTER))
+    adapter, clock = FakeAdapter(clock=time.monotonic), FakeClock()
+    adapter.fail("send", RateLimited(0.1), RateLimited(0.05))
     await approver_on(adapter, clock, store).present(request())
-    assert clock.sleeps == [3, MAX_RETRY_AFTER]
-    assert len(adapter.of("send")) == 3
+    first, second, third = (call.at for call in adapter.of("send"))
+    assert second - first >= 0.1 and third - second >= 0.05
 
 
 async def test_a_card_gives_up_on_a_wait_over_the_cap_and_names_the_chat(
@@ -182,11 +183,13 @@ async def test_a_card_stops_after_bounded_attempts(
     store: SqliteStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     adapter, clock = FakeAdapter(), FakeClock()
-    adapter.fail("send", *(RateLimited(1) for _ in range(ATTEMPTS + 3)))
-    with pytest.raises(RateLimited), caplog.at_level(logging.ERROR):
+    adapter.fail("send", *(RateLimited(0.001) for _ in range(MAX_ATTEMPTS + 3)))
+    with pytest.raises(RateLimited), caplog.at_level(logging.INFO):
         await approver_on(adapter, clock, store).present(request())
-    assert len(adapter.of("send")) == ATTEMPTS and clock.sleeps == [1] * (ATTEMPTS - 1)
-    assert f"after {ATTEMPTS} attempt(s)" in caplog.text and str(CHAT.chat_id) in caplog.text
+    assert len(adapter.of("send")) == MAX_ATTEMPTS
+    waits = [r for r in caplog.records if r.levelno == logging.INFO and "waiting" in r.getMessage()]
+    assert len(waits) == MAX_ATTEMPTS - 1 and "chat_id='100'" in waits[0].getMessage()
+    assert f"after {MAX_ATTEMPTS} attempt(s)" in caplog.text and str(CHAT.chat_id) in caplog.text
 
 
 # cancelled while showing ---------------------------------------------------------------

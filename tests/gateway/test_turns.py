@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import pytest
 
@@ -129,13 +130,14 @@ async def test_markup_rejected_chunk_is_resent_as_plain_text(running: GatewayFac
 
 
 async def test_rate_limited_reply_waits_and_arrives_once(running: GatewayFactory) -> None:
-    adapter = FakeAdapter(clock=FakeClock())
-    adapter.fail("send", RateLimited(12.0), RateLimited(3.0))
+    adapter = FakeAdapter(clock=time.monotonic)
+    adapter.fail("send", RateLimited(0.12), RateLimited(0.03))
     async with running(Step("patience"), adapter=adapter) as gw:
         await gw.say(ALICE, "hi")
         await gw.idle()
         assert gw.adapter.texts() == ["patience"] * 3
-        assert [s for s in gw.clock.sleeps if s >= 3.0] == [12.0, 3.0]
+        first, second, third = (call.at for call in gw.adapter.of("send"))
+        assert second - first >= 0.12 and third - second >= 0.03
 
 
 async def test_long_reply_arrives_as_two_messages_with_the_fence_intact(

@@ -92,7 +92,9 @@ class GatewaySetup:
     busy_policy: BusyPolicy = "queue"
     approval_timeout: float = 30.0
     edit_interval: float = 0.25
-    progress: ProgressConfig = field(default_factory=lambda: ProgressConfig(mode="all"))
+    progress: ProgressConfig = field(
+        default_factory=lambda: ProgressConfig(mode="all", becomes_reply=False)
+    )
     allowed_users: frozenset[str] = ALLOWED
     retry: RetryPolicy | None = None
 
