@@ -382,7 +382,11 @@ class OutboundScheduler:
         waiting, self._waiting = self._waiting, []
         self._coalesced.clear()
         for job in waiting:
-            if not job.future.done():
+            if job.future.done():
+                continue
+            if job.detached:
+                job.future.cancel()  # cleanup nobody waits for: dropped quietly
+            else:
                 job.future.set_exception(AdapterError(f"{job.what} not sent: stopping"))
         if self._pump is not None:
             self._pump.cancel()

@@ -10,7 +10,7 @@ counts as handled once its own turn's reply went out, unless a stop cut that tur
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -97,6 +97,8 @@ class GatewaySetup:
     )
     allowed_users: frozenset[str] = ALLOWED
     retry: RetryPolicy | None = None
+    telegram: Mapping[str, Any] = field(default_factory=dict)
+    """More ``TelegramSettings`` (e.g. its flood limits, scaled to the simulator's)."""
 
 
 class Gateway:
@@ -111,7 +113,7 @@ class Gateway:
         self.adapter = TelegramAdapter(
             sim.token,
             store,
-            sim_settings(sim, edit_interval=setup.edit_interval, commands=MENU),
+            sim_settings(sim, edit_interval=setup.edit_interval, commands=MENU, **setup.telegram),
             key_rule=session_key,
             update_settled=self._update_settled,
         )
