@@ -47,7 +47,13 @@ from adapters.base import (
     SentMessage,
 )
 from adapters.discord.commands import build_tree, sync_commands
-from adapters.discord.errors import THREAD_EXISTS, RateLimitCounter, platform_errors
+from adapters.discord.errors import (
+    THREAD_EXISTS,
+    TOKEN_GONE,
+    RateLimitCounter,
+    platform_errors,
+    translate,
+)
 from adapters.discord.inbox import DiscordInbox, SettleWait, notice_chat
 from adapters.discord.interactions import CURRENT, TOKEN_LIFETIME, ButtonPress, Responder
 from adapters.discord.normalize import (
@@ -113,7 +119,8 @@ def chat_type_of(channel: Any) -> ChatType:
 
 
 def button_style(data: str) -> discord.ButtonStyle:
-    if data.startswith("ap:") and data.endswith(":d"):
+    """Deny and the progress message's Stop (``st:<id>``) are red, approve green."""
+    if (data.startswith("ap:") and data.endswith(":d")) or data.startswith("st:"):
         return discord.ButtonStyle.danger
     if data.startswith("ap:"):
         return discord.ButtonStyle.success
@@ -148,6 +155,22 @@ class _Client(discord.Client):
         super().__init__(**options)
         self.press_handler = adapter
         self._adapter = adapter
+        self.receiving = asyncio.Event()
+        """Set once READY came and every guild it listed has arrived (GUILD_CREATE)."""
+
+    def _note_guilds(self) -> None:
+        if self.user is not None and not any(guild.unavailable for guild in self.guilds):
+            self.receiving.set()
+
+    async def on_connect(self) -> None:
+        self._note_guilds()
+
+    async def on_guild_available(self, guild: discord.Guild) -> None:
+        self._note_guilds()
+
+    async def on_ready(self) -> None:
+        # discord.py's own READY: after guild_ready_timeout, even if a guild never came
+        self.receiving.set()
 
     async def on_message(self, message: discord.Message) -> None:
         await self._adapter.on_message(message)
@@ -232,8 +255,10 @@ class DiscordAdapter:
             gateway = yarl.URL(self.settings.gateway_url)
             discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = gateway
 
-    async def _wait_ready(self, client: discord.Client, connecting: asyncio.Task[Any]) -> None:
-        ready = asyncio.ensure_future(client.wait_until_ready())
+    async def _wait_ready(self, client: _Client, connecting: asyncio.Task[Any]) -> None:
+        """Until READY and every guild it listed arrived: events are handled from then on
+        (discord.py's own ``ready`` waits ``guild_ready_timeout`` more, for nothing)."""
+        ready = asyncio.ensure_future(client.receiving.wait())
         done, _ = await asyncio.wait(
             {ready, connecting}, timeout=self.settings.ready_timeout,
             return_when=asyncio.FIRST_COMPLETED,
@@ -397,12 +422,11 @@ class DiscordAdapter:
         content = text if markup else plain_content(text)
         view = view_of(buttons)
         responder = CURRENT.get()
+        if responder is not None and responder.claim(chat.chat_id):
+            replaced = await _replace_deferred(responder, content, view)
+            if replaced is not None:
+                return SentMessage(chat, replaced)
         with platform_errors():
-            if responder is not None and responder.claim(chat.chat_id):
-                original = await responder.interaction.edit_original_response(
-                    content=content, view=view, allowed_mentions=NO_PINGS
-                )
-                return SentMessage(chat, str(original.id))
             channel = self._channel(chat)
             if view is None:
                 message = await channel.send(content, allowed_mentions=NO_PINGS)
@@ -434,6 +458,26 @@ class DiscordAdapter:
     async def typing(self, chat: ChatRef) -> None:
         with platform_errors():
             await self._channel(chat).typing()
+
+
+async def _replace_deferred(
+    responder: Responder, content: str, view: discord.ui.View | None
+) -> str | None:
+    """The deferred response edited into ``content`` (its message id); None when the
+    interaction token no longer works (expired, or the response is gone): the caller then
+    sends an ordinary message instead."""
+    try:
+        original = await responder.interaction.edit_original_response(
+            content=content, view=view, allowed_mentions=NO_PINGS
+        )
+    except discord.HTTPException as exc:
+        if exc.code not in TOKEN_GONE:
+            raise translate(exc) from exc
+        responder.expire()
+        _log.info("discord: interaction %s token no longer works (%s); sending a message",
+                  responder.interaction.id, exc.code)  # fmt: skip
+        return None
+    return str(original.id)
 
 
 def _connect_error(exc: BaseException | None) -> AdapterError:

@@ -28,6 +28,9 @@ GONE_CODES = frozenset({10003, 10008})
 """Unknown Channel, Unknown Message."""
 THREAD_EXISTS = 160004
 """A thread has already been created for this message."""
+TOKEN_GONE = frozenset({10008, 10015, 50027})
+"""An interaction's response can no longer be edited: Unknown Message (the response was
+deleted), Unknown Webhook, Invalid Webhook Token (the 15-minute token expired)."""
 
 
 def translate(exc: discord.DiscordException) -> AdapterError:

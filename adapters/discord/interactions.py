@@ -1,8 +1,9 @@
 """Interactions: button presses rebuilt from their custom_id, and deferred responders.
 
 :class:`ButtonPress` is a ``DynamicItem`` matching every custom_id we send: its state is
-the custom_id itself (``ap:<approval id>:a`` …), never an object of this process, so a
-press on a card sent before a restart reaches the running adapter like any other. Each
+the custom_id itself (``ap:<approval id>:a``, a progress message's Stop ``st:<id>`` …),
+never an object of this process, so a press on a card sent before a restart reaches the
+running adapter like any other. Each
 press is deferred at once (a deferred update, well inside Discord's 3 s); the gateway's
 answer then goes out as an ephemeral follow-up, seen only by the presser.
 
@@ -10,7 +11,9 @@ A slash command is deferred ("thinking…") the same way. Its :class:`Responder`
 context in which the command is handled (:data:`CURRENT`): the first message the gateway
 sends to that chat replaces the deferred response; later ones, and any once the
 interaction token is near its 15-minute end, are ordinary channel messages. A command
-that sent nothing has its "thinking…" response deleted.
+that sent nothing has its "thinking…" response deleted. Should Discord refuse the token
+anyway (Invalid Webhook Token, Unknown Webhook, or the response deleted), the message goes
+out as an ordinary one too.
 """
 
 from __future__ import annotations
@@ -70,20 +73,30 @@ class Responder:
     lifetime: float = TOKEN_LIFETIME
     used: bool = False
     closed: bool = False
+    gone: bool = False
+    """Discord refused the token (expired early, or the response was deleted)."""
+
+    def expired(self) -> bool:
+        return self.gone or time.monotonic() - self.created > self.lifetime
 
     def claim(self, chat_id: str) -> bool:
         """True (once) when a message to ``chat_id`` may replace the deferred response."""
-        expired = time.monotonic() - self.created > self.lifetime
-        if self.used or self.closed or expired or str(self.interaction.channel_id) != chat_id:
+        if self.used or self.closed or self.expired():
+            return False
+        if str(self.interaction.channel_id) != chat_id:
             return False
         self.used = True
         return True
+
+    def expire(self) -> None:
+        """The token stopped working: messages go out as ordinary ones from now on."""
+        self.gone, self.used = True, False
 
     async def close(self) -> None:
         """The command was handled: nothing replaces the response from now on; an
         unused "thinking…" response is deleted (while the token still works)."""
         self.closed = True
-        if self.used or time.monotonic() - self.created > self.lifetime:
+        if self.used or self.expired():
             return
         try:
             await self.interaction.delete_original_response()

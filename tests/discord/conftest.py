@@ -1,16 +1,18 @@
-"""Fixtures for the Discord tests: the whole gateway on the simulator (restartable)."""
+"""Fixtures for the Discord tests: ``gateway(**changes)`` starts a gateway run composed by
+the wiring on the simulator, model server and database (``profile={...}``,
+``progress={...}`` and ``[discord]`` keys vary the config); every run is stopped after the
+test."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from core.store.sqlite import SqliteStore
-from tests.discord.harness import Gateway, Setup
+from tests.discord.harness import Gateway
 from tests.platform_sim.discord_sim import DiscordSim
 from tests.support.model_server import ScriptedModelServer
 
@@ -23,16 +25,14 @@ async def gateway(
     tmp_path: Path,
 ) -> AsyncIterator[GatewayFactory]:  # fmt: skip
     runs: list[Gateway] = []
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
 
     async def start(**changes: Any) -> Gateway:
-        run = Gateway(discord_sim, model_server, store, workspace, replace(Setup(), **changes))
+        run = Gateway(discord_sim, model_server, store, tmp_path, **changes)
         runs.append(run)
         return await run.start()
 
     try:
         yield start
     finally:
-        for run in runs:
+        for run in reversed(runs):
             await run.stop()

@@ -3,7 +3,6 @@ answered after a restart; /stop as slash and text; /steer."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from tests.discord.conftest import GatewayFactory
@@ -41,13 +40,13 @@ async def answered(sim: DiscordSim, inter: Interaction) -> str:
 
 
 async def test_strangers_press_is_refused_ephemerally_and_the_requesters_resolves(
-    gateway: GatewayFactory, discord_sim: DiscordSim, model_server: ScriptedModelServer,
-    tmp_path: Path,
-) -> None:  # fmt: skip
-    (tmp_path / "workspace" / "scratch").mkdir(parents=True)
+    gateway: GatewayFactory, discord_sim: DiscordSim, model_server: ScriptedModelServer
+) -> None:
     model_server.script(rm_call("scratch"), reply_text("Cleaned up."))
-    await gateway()
+    run = await gateway()
     dm = discord_sim.dm_channel(ALICE).id
+    scratch = run.workspace(f"discord:dm:{dm}") / "scratch"
+    scratch.mkdir()
     await discord_sim.user_says(dm, "clean the scratch dir")
     card = await card_in(discord_sim, dm)
     refused = await answered(discord_sim, await discord_sim.press_button(card, approve_id(card),
@@ -57,14 +56,14 @@ async def test_strangers_press_is_refused_ephemerally_and_the_requesters_resolve
     await discord_sim.wait_for_bot_message(dm, lambda m: m.text == "Cleaned up.")
     await discord_sim.wait_for(lambda: not card.buttons)
     assert "Approved by" in card.text
-    assert not (tmp_path / "workspace" / "scratch").exists()
+    assert not scratch.exists()
 
 
 async def test_timeout_expires_the_card_and_a_stale_press_is_already_decided(
     gateway: GatewayFactory, discord_sim: DiscordSim, model_server: ScriptedModelServer
 ) -> None:
     model_server.script(rm_call("logs"), reply_text("Left the logs alone."))
-    await gateway(approval_timeout=0.3)
+    await gateway(profile={"approval_timeout": 0.3})
     dm = discord_sim.dm_channel(ALICE).id
     await discord_sim.user_says(dm, "clear the logs")
     card = await card_in(discord_sim, dm)

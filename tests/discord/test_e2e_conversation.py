@@ -28,7 +28,7 @@ async def test_two_users_in_a_channel_get_separate_sessions_and_a_thread_is_shar
 ) -> None:  # fmt: skip
     model_server.script(reply_text("one"), reply_text("two"), reply_text("three"),
                         reply_text("four"))  # fmt: skip
-    await gateway(settings={"thread_per_conversation": False})
+    await gateway(thread_per_conversation=False)
     said = [await discord_sim.user_says(GENERAL, f"{discord_sim.mention} first", user=ALICE)]
     await discord_sim.wait_for_bot_message(GENERAL, lambda m: m.text == "one")
     said.append(await discord_sim.user_says(GENERAL, f"{discord_sim.mention} second", user=BOB))

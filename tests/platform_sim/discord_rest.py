@@ -268,6 +268,8 @@ def _by_token(sim: DiscordSim, request: web.Request) -> Interaction:
     inter = next((i for i in sim.interactions.values() if i.token == token), None)
     if inter is None or request.match_info["app_id"] != sim.app_id:
         raise DcApiError(404, 10015, "Unknown Webhook")
+    if time.monotonic() - inter.created > sim.token_lifetime:
+        raise DcApiError(401, 50027, "Invalid Webhook Token")
     return inter
 
 

@@ -24,7 +24,8 @@ Conversation: ``messages(channel)``, ``bot_messages(channel)``, ``wait_for_bot_m
 Enforced (real codes/messages): content <= 2000 (50035 BASE_TYPE_MAX_LENGTH), empty message
 (50006), <= 5 action rows of <= 5 buttons, custom_id <= 100, editing another user's message
 (50005), unknown message/channel (10008/10003), one callback per interaction (40060) within
-``interaction_window`` s (10062), webhook token of an unknown interaction (10015), the
+``interaction_window`` s (10062), webhook token of an unknown interaction (10015) or one
+older than ``token_lifetime`` s (401, 50027 Invalid Webhook Token), the
 MESSAGE_CONTENT intent (content blanked in guild messages that don't mention the bot),
 GUILD_MESSAGES / DIRECT_MESSAGES intents, privileged intents (close 4014), bad token (401 /
 close 4004), per-route buckets with ``X-RateLimit-*`` headers and 429 + ``Via`` +
@@ -51,6 +52,7 @@ from tests.platform_sim.discord_payloads import ALICE, BOB, DcChannel, DcGuild, 
 
 TOKEN = "TEST.DISCORD.TOKEN"
 GUILD, GENERAL = "1000", "2000"
+TOKEN_LIFETIME = 15 * 60.0
 Handler = Callable[["DiscordSim", web.Request, Json], Awaitable[Any]]
 __all__ = ["ALICE", "BOB", "GENERAL", "GUILD", "DcApiError", "DiscordSim", "Interaction"]
 
@@ -109,6 +111,7 @@ class DiscordSim(SimServer):
         zlib_stream: bool = True,
         interaction_window: float = 3.0,
         bucket: Bucket | None = None,
+        token_lifetime: float = TOKEN_LIFETIME,
     ) -> None:
         super().__init__()
         self.token = token
@@ -117,6 +120,8 @@ class DiscordSim(SimServer):
         self.privileged_intents = privileged_intents
         self.zlib_stream = zlib_stream
         self.interaction_window = interaction_window
+        self.token_lifetime = token_lifetime
+        """Seconds an interaction's webhook token works (set 0 to expire every token)."""
         self.bucket = bucket or Bucket()
         self.gateway = Gateway(self)
         general = DcChannel(GENERAL, dp.GUILD_TEXT, "general", GUILD)
