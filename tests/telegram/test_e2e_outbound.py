@@ -17,12 +17,13 @@ from typing import Any
 from adapters.base import RateLimit
 from core.store.sqlite import SqliteStore
 from gateway.progress import ProgressConfig
-from tests.platform_sim.base import SimError
-from tests.platform_sim.telegram_sim import ALICE, FloodLimits, TelegramSim
+from tests.platform_sim.base import SimError, SimMessage
+from tests.platform_sim.telegram_sim import ALICE, BOB, FloodLimits, TelegramSim
 from tests.support.model_server import (
     ReceivedRequest,
     Reply,
     ScriptedModelServer,
+    reply_hang,
     reply_text,
     reply_tool_call,
 )
@@ -206,3 +207,50 @@ async def test_a_progress_delete_stuck_behind_the_budget_never_delays_the_next_t
     await telegram_sim.user_says(ALICE.id, "two")
     [*_, second] = await model_server.wait_for_requests(3, timeout=5)
     assert second.last_user_text == "two" and second.at - asked < 2.0
+
+
+GROUP = -100500
+
+
+def stop_data(message: SimMessage) -> str:
+    [button] = [b for b in message.buttons if b.data.startswith("st:")]
+    return button.data
+
+
+async def answer_to(sim: TelegramSim, query_id: str) -> str:
+    answer = await sim.wait_for(lambda: sim.answers.get(query_id))
+    return str(answer.get("text"))
+
+
+async def test_the_stop_button_stops_only_its_own_turn_and_only_for_the_requester(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    telegram_sim.add_group(GROUP)
+    thinking = asyncio.Event()
+    model_server.script(
+        reply_tool_call("read_file", {"path": "a.txt"}),
+        reply_hang(reply_text("never sent"), until=thinking),
+        reply_tool_call("read_file", {"path": "b.txt"}),
+        reply_hang(reply_text("second answer"), until=thinking),
+    )
+    run = await gateway(progress=BECOMES_REPLY)
+    key = f"telegram:group:{GROUP}:{ALICE.id}"
+    await telegram_sim.user_says(GROUP, "@test_bot first", user=ALICE)
+    old = await telegram_sim.wait_for_bot_message(GROUP, lambda m: "a.txt" in m.text)
+    data = stop_data(old)
+    stranger = await telegram_sim.press_button(old, data, user=BOB)
+    assert "only the person who asked" in await answer_to(telegram_sim, stranger)
+    assert run.service.dispatcher.status(key).running
+    pressed = await telegram_sim.press_button(old, data, user=ALICE)
+    assert await answer_to(telegram_sim, pressed) == "⏹ Stopped."
+    await run.idle(key)
+    stopped = await telegram_sim.wait_for_bot_message(GROUP, lambda m: "Stopped" in m.text)
+    assert stopped.id == old.id and stopped.buttons == []
+
+    await telegram_sim.user_says(GROUP, "@test_bot second", user=ALICE)
+    await telegram_sim.wait_for_bot_message(GROUP, lambda m: "b.txt" in m.text)
+    late = await telegram_sim.press_button(old, data, user=ALICE, seen=old.history[0])
+    assert await answer_to(telegram_sim, late) == "This button is no longer valid."
+    assert run.service.dispatcher.status(key).running  # the newer turn goes on
+    thinking.set()
+    await telegram_sim.wait_for_bot_message(GROUP, lambda m: m.text == "second answer")
