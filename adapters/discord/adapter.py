@@ -55,7 +55,12 @@ from adapters.discord.errors import (
     translate,
 )
 from adapters.discord.inbox import DiscordInbox, SettleWait, notice_chat
-from adapters.discord.interactions import CURRENT, TOKEN_LIFETIME, ButtonPress, Responder
+from adapters.discord.interactions import (
+    TOKEN_LIFETIME,
+    ButtonPress,
+    DeferredResponses,
+    Responder,
+)
 from adapters.discord.normalize import (
     PLATFORM,
     Envelope,
@@ -213,6 +218,8 @@ class DiscordAdapter:
         )  # fmt: skip
         self._known = frozenset(name for name, _ in self.settings.commands) | {"reset", "q"}
         self._responders: dict[str, Responder] = {}
+        """Slash commands deferred and not yet handed over, by interaction id."""
+        self._deferred = DeferredResponses()
         self._presses: dict[str, discord.Interaction] = {}
         self._connection = TaskSet(_log)
 
@@ -359,9 +366,11 @@ class DiscordAdapter:
     async def _accept(self, envelope: Envelope) -> None:
         event = event_of(envelope, self.key_rule)
         try:
-            await self._inbox.accept(envelope, str(event.session_key), notice_chat(event))
+            taken = await self._inbox.accept(envelope, str(event.session_key), notice_chat(event))
         except Exception:
             _log.exception("discord item %s could not be stored; dropped", envelope.id)
+            taken = False
+        if not taken:  # known already, quarantined or lost: nothing will answer it
             self._responders.pop(envelope.id, None)
             self._presses.pop(envelope.id, None)
 
@@ -370,14 +379,8 @@ class DiscordAdapter:
         assert self._sink is not None
         thread = await self._thread_for(envelope)
         event = event_of(envelope, self.key_rule, thread)
-        responder = self._responders.pop(envelope.id, None)
-        token = CURRENT.set(responder)
-        try:
+        async with self._deferred.handling(self._responders.pop(envelope.id, None)):
             await self._sink(event)
-        finally:
-            CURRENT.reset(token)
-            if responder is not None:
-                await responder.close()
         return event
 
     async def _thread_for(self, envelope: Envelope) -> str | None:
@@ -421,8 +424,8 @@ class DiscordAdapter:
     ) -> SentMessage:
         content = text if markup else plain_content(text)
         view = view_of(buttons)
-        responder = CURRENT.get()
-        if responder is not None and responder.claim(chat.chat_id):
+        responder = self._deferred.claim(chat.chat_id)
+        if responder is not None:
             replaced = await _replace_deferred(responder, content, view)
             if replaced is not None:
                 return SentMessage(chat, replaced)

@@ -7,20 +7,22 @@ running adapter like any other. Each
 press is deferred at once (a deferred update, well inside Discord's 3 s); the gateway's
 answer then goes out as an ephemeral follow-up, seen only by the presser.
 
-A slash command is deferred ("thinking…") the same way. Its :class:`Responder` is the
-context in which the command is handled (:data:`CURRENT`): the first message the gateway
-sends to that chat replaces the deferred response; later ones, and any once the
-interaction token is near its 15-minute end, are ordinary channel messages. A command
-that sent nothing has its "thinking…" response deleted. Should Discord refuse the token
-anyway (Invalid Webhook Token, Unknown Webhook, or the response deleted), the message goes
-out as an ordinary one too.
+A slash command is deferred ("thinking…") the same way. While the gateway handles it,
+its :class:`Responder` is open for its chat (:class:`DeferredResponses`): the first
+message the gateway sends to that chat replaces the deferred response; later ones, and any
+once the interaction token is near its 15-minute end, are ordinary channel messages. A
+command that sent nothing has its "thinking…" response deleted. (Keyed by chat, not by
+task context: the gateway's outbound scheduler makes every call from its own tasks.)
+Should Discord refuse the token anyway (Invalid Webhook Token, Unknown Webhook, or the
+response deleted), the message goes out as an ordinary one too.
 """
 
 from __future__ import annotations
 
-import contextvars
+import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -104,6 +106,30 @@ class Responder:
             _log.info("discord: deferred response %s not deleted: %s", self.interaction.id, exc)
 
 
-CURRENT: contextvars.ContextVar[Responder | None] = contextvars.ContextVar(
-    "discord_responder", default=None
-)
+class DeferredResponses:
+    """The deferred responses of the slash commands being handled now, by chat."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, list[Responder]] = {}
+
+    @contextlib.asynccontextmanager
+    async def handling(self, responder: Responder | None) -> AsyncIterator[None]:
+        """Open ``responder`` for its chat while the command is handled; close it after
+        (its "thinking…" response is deleted if nothing replaced it)."""
+        if responder is None:
+            yield
+            return
+        chat = str(responder.interaction.channel_id)
+        self._open.setdefault(chat, []).append(responder)
+        try:
+            yield
+        finally:
+            waiting = self._open.get(chat, [])
+            waiting.remove(responder)
+            if not waiting:
+                self._open.pop(chat, None)
+            await responder.close()
+
+    def claim(self, chat_id: str) -> Responder | None:
+        """The responder whose deferred response a message to ``chat_id`` replaces."""
+        return next((r for r in self._open.get(chat_id, ()) if r.claim(chat_id)), None)
