@@ -40,6 +40,10 @@ async def _run(names: Sequence[str], sizes: Sizes) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
+    if argv[:1] == ["e2e"]:  # its own options: python -m bench e2e --help
+        from bench import e2e
+
+        return e2e.main(argv[1:])
     options = _arguments(argv)
     unknown = [name for name in options.names if name not in BENCHMARKS]
     if unknown:

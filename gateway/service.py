@@ -73,7 +73,7 @@ from core.tools.base import ToolRegistry
 from gateway.access import AccessControl, AccessPolicy, qualified
 from gateway.approval_card import ChatApprover
 from gateway.chats import ChatDirectory
-from gateway.delivery import TYPING_INTERVAL, Delivery, Typing
+from gateway.delivery import TYPING_DELAY, TYPING_INTERVAL, Delivery, Typing
 from gateway.ledger import TurnLedger, origin_of
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.router import Router
@@ -320,6 +320,7 @@ class GatewayService:
             interval=self._typing_interval,
             sleep=self._typing_sleep,
             paused=quiet,
+            delay=TYPING_DELAY,
         )
         try:
             async with typing:
