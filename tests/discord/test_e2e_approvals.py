@@ -102,3 +102,19 @@ async def test_slash_status_replaces_its_deferred_response(
     await discord_sim.wait_for(lambda: status.original is not None and status.original.text)
     assert status.original is not None and "idle" in status.original.text.lower()
     assert discord_sim.calls_to("webhook_edit_original")
+
+
+async def test_an_answer_after_the_interaction_token_expired_goes_out_as_a_message(
+    gateway: GatewayFactory, discord_sim: DiscordSim, model_server: ScriptedModelServer
+) -> None:
+    await gateway()
+    dm = discord_sim.dm_channel(ALICE).id
+    discord_sim.token_lifetime = 0.0  # every token has expired by the time it is used
+    status = await discord_sim.use_command(dm, "status")
+    answer = await discord_sim.wait_for_bot_message(dm, lambda m: "idle" in m.text.lower())
+    assert status.responses[0]["type"] == 5  # deferred in time ("thinking…")
+    assert answer is not status.original
+    assert [c.status for c in discord_sim.calls_to("webhook_edit_original")] == [401]
+    sent = [c for c in discord_sim.calls_to("create_message") if c.status == 200]
+    assert [c.params["content"] for c in sent] == [answer.text]
+    assert sent[0].params["allowed_mentions"] == {"parse": []}
