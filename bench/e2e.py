@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.figures import percentile
+from tests.platform_sim.base import SimMessage
 from tests.platform_sim.telegram_sim import TelegramSim
 from tests.support.model_server import (
     ReceivedRequest,
@@ -126,14 +127,17 @@ def _peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def _is_answer(expected: str) -> Callable[[SimMessage], bool]:
+    return lambda message: message.text == expected
+
+
 async def _chat(sim: TelegramSim, chat: int, messages: int, tools: bool) -> list[float]:
     latencies = []
     for n in range(messages):
         text = f"{'tool' if tools else 'plain'} {chat} #{n}"
         started = time.perf_counter()
         await sim.user_says(chat, text)
-        expected = f"answer: {text}"
-        await sim.wait_for_bot_message(chat, lambda m: m.text == expected, 120)
+        await sim.wait_for_bot_message(chat, _is_answer(f"answer: {text}"), 120)
         latencies.append((time.perf_counter() - started) * 1000)
     return latencies
 

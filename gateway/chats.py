@@ -8,9 +8,10 @@ approval id, bounded by ``capacity`` (oldest forgotten first).
 
 It is also the one way out: every adapter it hands out is wrapped in
 :class:`RedactedAdapter` behind its bot's :class:`gateway.outbound.ScheduledAdapter` (one
-send budget with priorities, the one retry layer), so each text sent or edited into a chat — replies, progress,
-approval cards, notices, button answers and labels — passes :func:`core.redaction.redact`
-(secret shapes and the exact configured secret values) on its way to the platform.
+send budget with priorities, the one retry layer), so each text sent or edited into a
+chat — replies, progress, approval cards, notices, button answers and labels — passes
+:func:`core.redaction.redact` (secret shapes and the exact configured secret values) on its
+way to the platform.
 """
 
 from __future__ import annotations
