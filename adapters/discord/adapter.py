@@ -3,7 +3,7 @@
 Lifecycle: ``start`` points discord.py at the configured REST base and gateway URL, logs
 in, syncs the slash commands when their set changed (:mod:`.commands`), replays what a
 previous run left unfinished (:mod:`.inbox`), then connects to the gateway and returns
-once READY. ``stop`` cancels deliveries in flight (they replay next run) and closes the
+once READY came and every guild it listed arrived. ``stop`` cancels deliveries in flight (they replay next run) and closes the
 client.
 
 Inbound: every message (DMs, guild channels, threads) and every interaction is stored
