@@ -61,7 +61,7 @@ async def test_a_version_1_file_migrates_in_place_and_keeps_its_data(tmp_path: P
         await store.close()
 
     every = [(migration.version,) for migration in MIGRATIONS]
-    assert LATEST_VERSION == every[-1][0] and every[:2] == [(1,), (2,)]
+    assert every[-1][0] == LATEST_VERSION and every[:2] == [(1,), (2,)]
     assert query(path, "SELECT version FROM schema_version ORDER BY version") == every
     assert (stored.message, stored.origin) == (ChatMessage("user", "kept across the upgrade"), None)
     assert approval is not None and (approval.state, approval.card) == ("pending", None)

@@ -3,8 +3,8 @@
 Lifecycle: ``start`` points discord.py at the configured REST base and gateway URL, logs
 in, syncs the slash commands when their set changed (:mod:`.commands`), replays what a
 previous run left unfinished (:mod:`.inbox`), then connects to the gateway and returns
-once READY came and every guild it listed arrived. ``stop`` cancels deliveries in flight (they replay next run) and closes the
-client.
+once READY came and every guild it listed arrived. ``stop`` cancels deliveries in flight
+(they replay next run) and closes the client.
 
 Inbound: every message (DMs, guild channels, threads) and every interaction is stored
 before it is handled. A mention in a guild channel opens a thread from that message

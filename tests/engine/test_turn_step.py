@@ -31,7 +31,7 @@ async def test_step_callback_runs_every_iteration_with_the_previous_tools(rig: R
                 {"name": "echo", "result": "echo:1", "arguments": '{"text": "1"}'},
                 {"name": "echo", "result": "echo:2", "arguments": '{"text": "2"}'},
             ],
-        )
+        ),
     ]
 
 

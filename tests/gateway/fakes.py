@@ -26,10 +26,10 @@ from adapters.base import (
     Sender,
     SentMessage,
 )
+from adapters.session_keys import session_key
 from adapters.telegram.render import TelegramRenderer
 from core.model.base import ModelRequest
 from core.types import ModelReply, ToolCall
-from adapters.session_keys import session_key
 
 TELEGRAMISH = Capabilities(
     max_text_length=4096,
