@@ -88,7 +88,12 @@ def _chat(config: Config) -> ChatPolicy:
         access={name: _access(config, name) for name in enabled},
         approvers={name: config.approvers(name) for name in platforms()},
         operators=web_operators(config),
-        progress=ProgressConfig(mode=config.progress.mode, cleanup=config.progress.cleanup),
+        progress=ProgressConfig(
+            mode=config.progress.mode,
+            cleanup=config.progress.cleanup,
+            becomes_reply=config.progress.becomes_reply,
+            new_message_after=config.progress.new_message_after,
+        ),
     )
 
 

@@ -309,3 +309,10 @@ def test_rendered_config_masks_credential_headers(tmp_path: Path) -> None:
     rendered = render_config(load_config(write(tmp_path, text), env={}))
     assert "abcdefghijklmnop" not in rendered
     assert 'headers = { Authorization = "Be…op", X-Title = "me" }' in rendered
+
+
+def test_progress_becomes_the_reply_by_default_and_both_settings_are_read(tmp_path: Path) -> None:
+    assert load_config(env={"COMMONOS_HOME": str(tmp_path)}).progress.becomes_reply is True
+    text = "[progress]\nbecomes_reply = false\nnew_message_after = 30\n"
+    progress = load_config(write(tmp_path, text), env={}).progress
+    assert (progress.becomes_reply, progress.new_message_after) == (False, 30.0)

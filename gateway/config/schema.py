@@ -202,6 +202,10 @@ class ProfileSection(Section):
 class ProgressSection(Section):
     mode: Annotated[ProgressMode, BeforeValidator(choice("off", "new", "all"))] = "new"
     cleanup: Flag = True
+    becomes_reply: Flag = True
+    """Edit the progress message into the reply's first chunk (one call instead of two)."""
+    new_message_after: PositiveNumber = 10.0
+    """A turn longer than this ends with a new message, so the user is notified."""
 
 
 @dataclass(frozen=True, slots=True)
