@@ -20,7 +20,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic_core import PydanticCustomError
@@ -28,7 +28,6 @@ from pydantic_core import PydanticCustomError
 GroupSessions = Literal["per_user", "shared"]
 EVERYONE = "*"
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-T = TypeVar("T")
 
 
 # showing a raw value in a message ---------------------------------------------------
@@ -164,7 +163,9 @@ def choice(*options: str) -> Callable[[object], str]:
 PositiveInt = Annotated[int, BeforeValidator(_integer(1, "a positive integer"))]
 NonNegativeInt = Annotated[int, BeforeValidator(_integer(0, "an integer ≥ 0"))]
 PositiveNumber = Annotated[float, BeforeValidator(_number(0, "a positive number", inclusive=False))]
-NonNegativeNumber = Annotated[float, BeforeValidator(_number(0, "a number ≥ 0", inclusive=True))]
+SecondsOrOff = Annotated[
+    float, BeforeValidator(_number(0, "a number of seconds ≥ 0 (0 turns it off)", inclusive=True))
+]
 Text = Annotated[str, BeforeValidator(_text)]
 HttpUrl = Annotated[
     str, BeforeValidator(_prefixed(("http://", "https://"), "an http:// or https://"))

@@ -13,15 +13,16 @@ raises them all at once as :class:`ConfigError`.
 
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, create_model
 
-from adapters.config import EVERYONE, NAME, Section, got, suggest
+from adapters.config import NAME, ApproverIds, Section, UserIds, got, suggest
 from adapters.platforms import platforms
 from gateway.config.render import mask, render_config
 from gateway.config.schema import (
@@ -54,7 +55,6 @@ CORE: dict[str, type[Section]] = {
     "progress": ProgressSection,
 }
 USER_LISTS = ("approvals", "access")
-NO_WILDCARD = f'approvers must be explicit user ids; "{EVERYONE}" would let anyone approve'
 Problem = tuple[str, str]
 """``(key path, message)``."""
 
@@ -135,7 +135,8 @@ class _Reader:
         core = {name: self.section(name, kind, data.get(name, {})) for name, kind in CORE.items()}
         profiles = self.profiles(data.get("profiles", {}))
         lists = {
-            name: self.user_lists(name, data.get(name, {}), list(known)) for name in USER_LISTS
+            name: self.section(name, _user_lists(name, tuple(known)), data.get(name, {}))
+            for name in USER_LISTS
         }
         sections = {
             name: self.section(name, platform.section, data.get(name, {}))
@@ -170,8 +171,8 @@ class _Reader:
             model=core["model"],
             profiles=profiles,
             progress=core["progress"],
-            approvals=lists["approvals"],
-            access=lists["access"],
+            approvals={p: ids for p, ids in lists["approvals"] if ids},
+            access={p: ids for p, ids in lists["access"] if ids},
             sections=sections,
         )
 
@@ -230,40 +231,19 @@ class _Reader:
             found[name] = profile.model_copy(update={"name": name})
         return found
 
-    def user_lists(self, name: str, raw: object, known: list[str]) -> dict[str, frozenset[str]]:
-        """``[approvals]`` / ``[access]``: user ids per platform (``"*"`` in access only)."""
-        if not isinstance(raw, dict):
-            self.problems.append((name, f"expected a table, {got(raw)}"))
-            return {}
-        lists = {}
-        for platform, ids in raw.items():
-            if platform not in known:
-                continue
-            path = _join(name, platform)
-            checked = self.ids(path, ids)
-            if name == "approvals" and EVERYONE in checked:
-                self.problems.append((path, NO_WILDCARD))
-                checked -= {EVERYONE}
-            if checked:
-                lists[platform] = checked
-        self.unknown(name, raw, known)
-        return lists
-
-    def ids(self, path: str, raw: object) -> frozenset[str]:
-        if not isinstance(raw, list):
-            self.problems.append((path, f"expected an array, {got(raw)}"))
-            return frozenset()
-        for index, value in enumerate(raw):
-            if not ((isinstance(value, str) and value) or type(value) is int):
-                what = "expected a user id (string or integer)"
-                self.problems.append((f"{path}[{index}]", f"{what}, {got(value)}"))
-                return frozenset()
-        return frozenset(str(value) for value in raw)
-
     def unknown(self, path: str, raw: Mapping[str, object], known: list[str]) -> None:
         for key, value in raw.items():
             if key not in known:
                 self.problems.append((_join(path, key), _unknown(key, value, known)))
+
+
+@functools.cache
+def _user_lists(name: str, platforms: tuple[str, ...]) -> type[Section]:
+    """``[approvals]`` / ``[access]``: an array of user ids per platform; ``"*"`` (everyone)
+    may open access, never approvals."""
+    ids: Any = ApproverIds if name == "approvals" else UserIds
+    fields: Any = {platform: (ids, frozenset()) for platform in platforms}
+    return create_model(name.title(), __base__=Section, **fields)
 
 
 def _with_defaults(

@@ -8,7 +8,6 @@ test keeps it in step with these models.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +23,11 @@ from adapters.config import (
     PlatformSection,
     PositiveInt,
     PositiveNumber,
+    SecondsOrOff,
     Section,
     Text,
     Texts,
     choice,
-    got,
     invalid,
     secret_field,
     show,
@@ -71,12 +70,6 @@ def _existing_file(value: object, info: ValidationInfo) -> Path:
     return path
 
 
-def _seconds_or_off(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
-        raise invalid(f"expected a number of seconds ≥ 0 (0 turns it off), {got(value)}")
-    return float(value)
-
-
 ConfigPath = Annotated[Path, BeforeValidator(_path)]
 ExistingFile = Annotated[Path, BeforeValidator(_existing_file)]
 
@@ -106,7 +99,7 @@ class ModelSection(Section):
     headers: Headers = Field(default_factory=dict)
     timeout: PositiveNumber = 120.0
     max_retries: NonNegativeInt = 3
-    slow_notice_seconds: Annotated[float, BeforeValidator(_seconds_or_off)] = 20.0
+    slow_notice_seconds: SecondsOrOff = 20.0
     """Tell the chat after this long without an answer from the model; 0: never."""
 
     @model_validator(mode="before")
