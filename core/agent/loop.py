@@ -38,7 +38,8 @@ callback run under the turn's token, each async hook function time-boxed by the 
 :data:`core.agent.step.OBSERVER_SECONDS`: ``/stop`` ends the turn ``interrupted`` within a
 fraction of a second whatever a hook does (a sync hook that blocks the event loop is the
 one thing nothing can stop). The turn's notice callback (``on_notice``) hears about a
-model that is slow to answer (:class:`core.agent.step.ModelSlow`).
+model that is slow to answer (:class:`core.agent.step.ModelSlow`); its text callback
+(``on_text``) gets the reply's text live when the profile streams (``docs/turn-loop.md`` §16).
 
 Child agents (the ``delegate`` tool): ``ToolContext.run_child(task, token)`` runs a child
 turn of this agent in the session ``"<parent key>/child:<turn id>:<call id>"`` (servers
@@ -71,7 +72,7 @@ from core.agent.replay import redelivery, stored_answer
 from core.agent.scope import TurnScope
 from core.agent.session_lock import SessionLocks
 from core.agent.steer import record_redirects, watch_redirects
-from core.agent.step import NoticeCallback
+from core.agent.step import NoticeCallback, TextCallback
 from core.agent.tool_runner import ToolEnvironment, ToolRunner
 from core.agent.transcript import Transcript, load_call_records
 from core.agent.turn import StepCallback, TurnResult, UserMessage
@@ -152,6 +153,7 @@ class CommonAgent:
         step_callback: StepCallback | None = None,
         budget: IterationBudget | None = None,
         on_notice: NoticeCallback | None = None,
+        on_text: TextCallback | None = None,
     ) -> TurnResult:
         """Run one turn of ``session_key`` (see the module docstring for every step)."""
         if budget is None:
@@ -168,7 +170,7 @@ class CommonAgent:
                 return await self._failed_open(session_key, opening, control, error)
             if isinstance(turn, TurnResult):
                 return turn  # a replayed update whose answer is stored: no new turn
-            return await self._drive(turn, step_callback, on_notice)
+            return await self._drive(turn, step_callback, on_notice, on_text)
 
     async def _failed_open(
         self, key: str, opening: _Opening, control: TurnControl, error: Exception
@@ -300,10 +302,11 @@ class CommonAgent:
         turn: _OpenTurn,
         step_callback: StepCallback | None,
         on_notice: NoticeCallback | None = None,
+        on_text: TextCallback | None = None,
     ) -> TurnResult:
         try:
             await self._prepare(turn)
-            end = await self._watched_loop(turn, step_callback, on_notice)
+            end = await self._watched_loop(turn, step_callback, on_notice, on_text)
         except asyncio.CancelledError:
             cancelled = TurnEnd("interrupted", "cancelled", stopped_early=True)
             await _time_boxed(self._finish(turn, cancelled))
@@ -316,7 +319,11 @@ class CommonAgent:
         return await self._finish(turn, end)
 
     async def _watched_loop(
-        self, turn: _OpenTurn, step_callback: StepCallback | None, on_notice: NoticeCallback | None
+        self,
+        turn: _OpenTurn,
+        step_callback: StepCallback | None,
+        on_notice: NoticeCallback | None,
+        on_text: TextCallback | None = None,
     ) -> TurnEnd:
         """The loop, with redirects recorded at once while it runs (and any straggler after)."""
         watcher = asyncio.create_task(
@@ -324,7 +331,7 @@ class CommonAgent:
             name=f"redirects:{turn.scope.turn_id}",
         )
         try:
-            end = await self._loop(turn, step_callback, on_notice)
+            end = await self._loop(turn, step_callback, on_notice, on_text)
         finally:
             watcher.cancel()
             await asyncio.wait({watcher})
@@ -332,7 +339,11 @@ class CommonAgent:
         return end
 
     async def _loop(
-        self, turn: _OpenTurn, step_callback: StepCallback | None, on_notice: NoticeCallback | None
+        self,
+        turn: _OpenTurn,
+        step_callback: StepCallback | None,
+        on_notice: NoticeCallback | None,
+        on_text: TextCallback | None = None,
     ) -> TurnEnd:
         if self.profile.external_runtime:
             external = ExternalRuntime(
@@ -341,7 +352,7 @@ class CommonAgent:
             return await external.run(turn.scope, turn.transcript, turn.control, step_callback)
         turn.gate = LoopGate(self.profile.max_iterations, turn.budget)
         run = TurnRun(
-            self._parts(turn, on_notice),
+            self._parts(turn, on_notice, on_text),
             turn.scope,
             turn.transcript,
             turn.control,
@@ -350,7 +361,12 @@ class CommonAgent:
         )
         return await run.loop()
 
-    def _parts(self, turn: _OpenTurn, on_notice: NoticeCallback | None) -> TurnParts:
+    def _parts(
+        self,
+        turn: _OpenTurn,
+        on_notice: NoticeCallback | None,
+        on_text: TextCallback | None = None,
+    ) -> TurnParts:
         scope = turn.scope
         env = ToolEnvironment(
             tools=self.tools,
@@ -363,7 +379,7 @@ class CommonAgent:
             clock=self.clock,
             child_runner=lambda call_id: self._child_runner(call_id, turn),
         )
-        caller = ModelCaller(self.model, self.hooks, self.retry, scope, on_notice)
+        caller = ModelCaller(self.model, self.hooks, self.retry, scope, on_notice, on_text)
         parts = (self.store, self.hooks, self.profile, self.clock, self.tools.specs())
         return TurnParts(*parts, caller, ToolRunner(env))
 

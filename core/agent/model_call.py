@@ -11,18 +11,26 @@ When the call has gone ``RetryPolicy.slow_notice_seconds`` without an answer, th
 notice callback gets one :class:`core.agent.step.ModelSlow` (the attempt in flight, the
 last error) — so a hung model is never silence; the call itself goes on until it answers,
 its retries are spent (:func:`readable_failure` is then the reply) or the turn is stopped.
+
+With a streaming request and an ``on_text`` listener, the call's text goes to it as it
+arrives (:class:`core.agent.reply_text.TextRelay`, ``docs/turn-loop.md`` §16): reset when
+an attempt fails and is retried, when the answer turns out to be tool calls (not on the
+grace call, whose tool calls are dropped), and when the call is stopped or fails for
+good. The relay is drained before ``call`` returns or raises.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from core.agent.reply_text import TextRelay
 from core.agent.scope import TurnScope
-from core.agent.step import ModelSlow, NoticeCallback, notify_notice
-from core.cancellation import CancellationToken
+from core.agent.step import ModelSlow, NoticeCallback, TextCallback, notify_notice
+from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient, ModelRequest
 from core.model.errors import ErrorClassification, ModelError
@@ -50,21 +58,50 @@ class ModelCaller:
         policy: RetryPolicy,
         scope: TurnScope,
         on_notice: NoticeCallback | None = None,
+        on_text: TextCallback | None = None,
     ) -> None:
         self._model = model
         self._hooks = hooks
         self._policy = policy
         self._scope = scope.hook_args()
         self._on_notice = on_notice
+        self._on_text = on_text
 
     async def call(
         self, request: ModelRequest, iteration: int, token: CancellationToken
     ) -> ModelReply:
         """The reply, or :class:`ModelError` once retries are spent, or ``Cancelled``."""
+        if self._on_text is None or not request.stream or request.on_delta is not None:
+            return await self._call(request, iteration, token, None)
+        relay = TextRelay(self._on_text, iteration, token)
+        try:
+            reply = await self._call(replace(request, on_delta=relay.feed), iteration, token, relay)
+        except Cancelled:
+            await relay.close("stopped")
+            raise
+        except ModelError:
+            await relay.close("failed")
+            raise
+        except BaseException:
+            relay.abandon()
+            raise
+        grace = request.extra.get("tool_choice") == "none"  # its tool calls are dropped
+        await relay.close("tool_calls" if reply.tool_calls and not grace else None)
+        return reply
+
+    async def _call(
+        self,
+        request: ModelRequest,
+        iteration: int,
+        token: CancellationToken,
+        relay: TextRelay | None,
+    ) -> ModelReply:
         attempts = _Attempts(time.monotonic())
 
         async def attempt() -> ModelReply:
             attempts.number += 1
+            if relay is not None:
+                relay.reset("retry")  # the last attempt's text, if reclassify did not drop it
             messages = [m.to_wire() for m in request.messages]
             await self._hooks.notify(
                 "pre_api_request", **self._scope, iteration=iteration, messages=messages
@@ -82,15 +119,22 @@ class ModelCaller:
             )
 
         async def reclassify(found: ErrorClassification) -> ErrorClassification:
-            return await self._hooks.transform(
+            final = await self._hooks.transform(
                 "transform_api_error_classification", found, **self._scope, iteration=iteration
             )
+            if relay is not None:  # drop the failed attempt's text now, not after the backoff
+                relay.reset("retry" if self._retries(final, attempts.number) else "failed")
+            return final
 
         def retrying() -> Awaitable[ModelReply]:
             policy = self._policy
             return call_with_retry(attempt, policy, reclassify=reclassify, on_error=on_error)
 
         return await token.guard(self._watched(retrying, iteration, attempts, token))
+
+    def _retries(self, found: ErrorClassification, attempt: int) -> bool:
+        """Whether :func:`call_with_retry` makes another attempt after this failure."""
+        return self._policy.delay(found, attempt, random.Random(0)) is not None
 
     async def _watched(
         self,

@@ -11,7 +11,13 @@ empty list on the first iteration (and whenever the turn has not called a tool y
 (:data:`TurnNotice`); the gateway decides how to show them. Today: :class:`ModelSlow`, a
 model call (its retries included) that has not answered for a while.
 
-Both kinds of callback may be sync or async. Observation code must never affect the
+**Reply text** (``docs/turn-loop.md`` §16). With a streaming profile, the text of the
+model call in flight as it arrives (:data:`TextEvent`): :class:`ReplyText` with the text
+so far, and :class:`ReplyTextReset` when what was shown must be discarded (the attempt
+failed and is retried, the call turned out to be tool calls, was stopped or failed). See
+:mod:`core.agent.reply_text` for how it is relayed.
+
+Every kind of callback may be sync or async. Observation code must never affect the
 turn: an exception is logged at debug level and ignored; an async callback is awaited
 for at most :data:`OBSERVER_SECONDS` (then abandoned, a warning logged) and under the
 turn's token, so ``/stop`` never waits for it.
@@ -23,7 +29,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from core.agent.turn import StepCallback
 from core.cancellation import CancellationToken, Cancelled
@@ -54,6 +60,35 @@ TurnNotice = ModelSlow
 
 NoticeCallback = Callable[[TurnNotice], Any]
 """``on_notice(notice)``; sync or async, never affects the turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyText:
+    """The text the model call ``iteration`` has streamed so far."""
+
+    iteration: int
+    text: str
+    """Everything this call has said so far (since the last reset)."""
+    delta: str
+    """What was added since the listener last heard: the whole ``text`` after a reset."""
+
+
+ResetReason = Literal["retry", "tool_calls", "stopped", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyTextReset:
+    """Discard the text shown for call ``iteration``: it is not (or not yet) the reply."""
+
+    iteration: int
+    reason: ResetReason
+
+
+TextEvent = ReplyText | ReplyTextReset
+"""Every reply-text event."""
+
+TextCallback = Callable[[TextEvent], Any]
+"""``on_text(event)``; sync or async, never affects the turn."""
 
 
 def prev_tools(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
@@ -101,16 +136,21 @@ async def notify_notice(
     await observe(lambda: callback(notice), token, f"notice callback ({type(notice).__name__})")
 
 
-async def observe(call: Callable[[], object], token: CancellationToken | None, what: str) -> None:
+async def observe(
+    call: Callable[[], object],
+    token: CancellationToken | None,
+    what: str,
+    seconds: float = OBSERVER_SECONDS,
+) -> None:
     """Run one observer call: errors logged at debug, async work boxed and stoppable."""
     try:
         result = call()
         if inspect.isawaitable(result):
-            await CancellationToken.time_boxed(_stoppable(result, token), OBSERVER_SECONDS)
+            await CancellationToken.time_boxed(_stoppable(result, token), seconds)
     except Cancelled:
         return  # the loop's next check ends the turn
     except TimeoutError:
-        logger.warning("%s took longer than %gs; abandoned", what, OBSERVER_SECONDS)
+        logger.warning("%s took longer than %gs; abandoned", what, seconds)
     except Exception as error:
         logger.debug("%s error: %s", what, error)
 
