@@ -1,5 +1,31 @@
-"""What every platform's inbox shares: poison items are quarantined, a store outage is
-waited out with one notice per chat.
+"""Every platform's durable inbox: an inbound item is stored first, then delivered, once.
+
+One :class:`DurableInbox` serves every platform; what differs is data — an
+:class:`ItemFormat` (how an item is named, written and read back) and a :data:`Handle`
+(how it reaches the gateway). States of one item in the store's inbound queue::
+
+    (received) --accept: enqueue_inbound--> pending --deliver--> processing
+    (unreadable, or refused by the store max_attempts times) --> dead letter (never queued)
+
+    processing --handled, nothing delivered (event None)---------> done
+               --handled, settled True (or a button press)-------> done
+               --handled, settled False--------------------------> processing (replays)
+               --delivery cancelled (close)----------------------> processing (replays)
+               --the handle or the settle wait raised------------> failed (+ dead letter)
+
+    pending | processing --replay on start--> processing again
+                         (unreadable payload: failed + dead letter; nothing for us: done)
+
+Only after :meth:`DurableInbox.accept` returns may the caller let the platform consider
+the item received (advance an offset, answer 200, acknowledge an envelope). A duplicate id
+(a redelivery after a restart, a retried POST) is refused by the store and never delivered
+twice. Each item is handed over in its own tracked task, started in arrival order, so a
+long-running sink call never blocks a later ``/stop``. An item is marked done once the
+handle returned *and*, when a :data:`SettleWait` was given, the turn it started has
+delivered its reply (``GatewayService.update_settled``): an item whose turn a shutdown cut
+short replays next run, one answered before a restart never runs again. The sink (the
+gateway's Router) answers its own failures in the chat and never raises, so ``failed`` is
+for items whose handling raised anyway.
 
 Taking one inbound item into the store (:meth:`Intake.take`) ends one of these ways::
 
@@ -25,11 +51,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Literal
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar
 
-from adapters.base import ChatRef
+from adapters.base import ChatRef, InboundEvent
 from core.bounded import BoundedMap
-from core.store.base import DeadLetter, Store, StoreUnavailable
+from core.store.base import DeadLetter, InboundRecord, InboundState, Store, StoreUnavailable
+from core.tasks import TaskSet
 
 _log = logging.getLogger(__name__)
 
@@ -44,6 +72,18 @@ STORABLE_INTEGERS = range(-(2**63), 2**63)
 Taken = Literal["stored", "known", "quarantined"]
 Notify = Callable[[ChatRef], Awaitable[None]]
 """Send the storage notice to one chat (errors are the callee's to log, never raised)."""
+SettleWait = Callable[[str, str], Awaitable[bool]]
+"""``(session_key, update_id)``: wait until the work *this* item started is over — its own
+turn's reply delivered, or at once when it started none (a command). True when it ran to
+its end; False when a shutdown cut it short (the item then stays unfinished).
+``GatewayService.update_settled`` is one."""
+
+Item = TypeVar("Item")
+Handle = Callable[[Item], Awaitable[InboundEvent | None]]
+"""Hand one stored item to the gateway (the sink); returns the event it delivered, whose
+settling is then waited for, or None when there was nothing to deliver (done at once)."""
+Activity = Callable[[Item, bool], None]
+"""Told ``(item, True)`` when its delivery starts and ``(item, False)`` when it is over."""
 
 
 def preview(error: object, limit: int = ERROR_PREVIEW) -> str:
@@ -178,3 +218,148 @@ class Intake:
             attempts,
             preview(error),
         )
+
+
+def notice_chat(event: InboundEvent | None) -> ChatRef | None:
+    """Where to tell that the store is out: only a chat that spoke to the bot (a DM, a
+    command, a press, a mention or a reply to it), never for a bot's message."""
+    if event is None or event.sender.is_bot:
+        return None
+    addressed = event.chat_type == "dm" or event.kind != "text"
+    return event.chat if addressed or event.mentioned or event.reply_to_bot else None
+
+
+@dataclass(frozen=True, slots=True)
+class ItemFormat(Generic[Item]):
+    """How one platform's items are named, written to and read back from the inbound queue."""
+
+    platform: str
+    noun: str
+    """What one item is called in log lines (``"telegram update 7 ..."``)."""
+    id_of: Callable[[Item], str]
+    """The id the store refuses a second time (unique per platform)."""
+    to_json: Callable[[Item], str]
+    """The payload stored, which :attr:`revive` reads back (also a dead letter's raw form)."""
+    revive: Callable[[InboundRecord], Item | None]
+    """A stored item again; None when it is nothing for us any more (marked done). Raises
+    when the payload cannot be read (marked failed and kept as a dead letter)."""
+
+
+class DurableInbox(Generic[Item]):
+    """Persist-then-deliver of one platform's items for one adapter run (the states are
+    drawn in the module docstring)."""
+
+    def __init__(
+        self,
+        store: Store,
+        form: ItemFormat[Item],
+        handle: Handle[Item],
+        *,
+        settled: SettleWait | None = None,
+        notify: Notify | None = None,
+        activity: Activity[Item] | None = None,
+        max_attempts: int = MAX_ATTEMPTS,
+    ) -> None:
+        self.store, self.form, self.handle = store, form, handle
+        self.settled, self.activity = settled, activity
+        self.intake = Intake(store, form.platform, notify, max_attempts)
+        """Quarantine and storage outages (``notify`` tells a chat the store is out)."""
+        self._deliveries = TaskSet(_log)
+
+    async def accept(self, item: Item, session_key: str, chat: ChatRef | None = None) -> bool:
+        """Store ``item`` and start its delivery; False when it is not delivered (already
+        known, or quarantined as a dead letter). ``chat``: where to tell a storage outage.
+
+        Raises when it could not be stored *yet* (the store is out, or failed fewer than
+        ``max_attempts`` times): the caller leaves it unconfirmed and gets it again."""
+        item_id, raw = self.form.id_of(item), self.form.to_json(item)
+        record = InboundRecord(self.form.platform, item_id, session_key, raw, time.time())
+        taken = await self.intake.take(
+            item_id, raw, lambda: self.store.enqueue_inbound(record), chat
+        )
+        if taken == "known":
+            _log.info("%s already received; not delivered again", self._name(item_id))
+        if taken != "stored":
+            return False
+        await self._deliver(item_id, item)
+        return True
+
+    async def replay(self) -> int:
+        """Deliver what a previous run left pending or processing; returns how many."""
+        records = await self.store.unfinished_inbound(self.form.platform)
+        for record in records:
+            await self._resume(record)
+        if records:
+            platform, noun = self.form.platform, self.form.noun
+            _log.info("%s: replaying %d unfinished %s(s)", platform, len(records), noun)
+        return len(records)
+
+    async def close(self) -> None:
+        """Cancel deliveries in flight; their items stay unfinished for the next run."""
+        await self._deliveries.aclose()
+
+    async def drain(self) -> None:
+        """Wait until every delivery started so far (and any started meanwhile) has ended."""
+        await self._deliveries.drain()
+
+    async def _resume(self, record: InboundRecord) -> None:
+        try:
+            item = self.form.revive(record)
+        except Exception as exc:
+            name = self._name(record.update_id)
+            _log.error("%s in the store is unreadable (%s); marked failed, kept", name, exc)
+            await self.store.set_inbound_state(self.form.platform, record.update_id, "failed")
+            await self.intake.reject(record.update_id, record.payload, exc)
+            return
+        if item is None:
+            await self.store.set_inbound_state(self.form.platform, record.update_id, "done")
+            return
+        await self._deliver(record.update_id, item)
+
+    async def _deliver(self, item_id: str, item: Item) -> None:
+        """Start handing ``item`` over; it is stored already, so nothing here may fail (a
+        store error on the state change is logged: the item still gets handled)."""
+        try:
+            await self.store.set_inbound_state(self.form.platform, item_id, "processing")
+        except Exception:
+            _log.exception("%s: could not mark it processing", self._name(item_id))
+        name = f"{self.form.platform}-{self.form.noun}-{item_id}"
+        self._deliveries.spawn(self._hand_over(item_id, item), name=name)
+
+    async def _hand_over(self, item_id: str, item: Item) -> None:
+        state: InboundState = "done"
+        if self.activity is not None:
+            self.activity(item, True)
+        try:
+            event = await self.handle(item)
+            if event is not None and not await self._settle(event):
+                _log.info("%s: work cut short; replays next run", self._name(item_id))
+                return
+        except Exception as exc:
+            _log.exception("%s: handling failed", self._name(item_id))
+            state = "failed"
+            await self._bury(item_id, item, exc)
+        finally:
+            if self.activity is not None:
+                self.activity(item, False)
+        await self._mark(item_id, state)
+
+    async def _settle(self, event: InboundEvent) -> bool:
+        if event.kind == "button" or self.settled is None:
+            return True
+        return await self.settled(str(event.session_key), event.update_id)
+
+    async def _mark(self, item_id: str, state: InboundState) -> None:
+        try:
+            await self.store.set_inbound_state(self.form.platform, item_id, state)
+        except StoreUnavailable as exc:
+            _log.warning("%s: not marked %s (%s)", self._name(item_id), state, preview(exc))
+
+    async def _bury(self, item_id: str, item: Item, error: Exception) -> None:
+        try:
+            await self.intake.reject(item_id, self.form.to_json(item), error)
+        except Exception:
+            _log.exception("%s: could not keep it as a dead letter", self._name(item_id))
+
+    def _name(self, item_id: str) -> str:
+        return f"{self.form.platform} {self.form.noun} {item_id}"
