@@ -54,7 +54,7 @@ from adapters.discord.errors import (
     platform_errors,
     translate,
 )
-from adapters.discord.inbox import DiscordInbox, SettleWait, notice_chat
+from adapters.discord.inbox import ENVELOPES
 from adapters.discord.interactions import (
     TOKEN_LIFETIME,
     ButtonPress,
@@ -71,7 +71,7 @@ from adapters.discord.normalize import (
     thread_name,
 )
 from adapters.discord.render import MAX_CONTENT, discord_renderer, escape
-from adapters.inbox import STORAGE_NOTICE, Intake
+from adapters.inbox import STORAGE_NOTICE, DurableInbox, SettleWait, notice_chat
 from adapters.session_keys import SessionKeyRule, session_key
 from core.store.base import Store
 from core.tasks import TaskSet
@@ -212,10 +212,9 @@ class DiscordAdapter:
         """Scopes whose slash commands this run synced (0 when the set was unchanged)."""
         self._rate_limits = RateLimitCounter()
         self._sink: EventSink | None = None
-        self._inbox = DiscordInbox(
-            store, Intake(store, PLATFORM, self._storage_notice), self._handle,
-            settled=update_settled,
-        )  # fmt: skip
+        self._inbox = DurableInbox(
+            store, ENVELOPES, self._handle, settled=update_settled, notify=self._storage_notice
+        )
         self._known = frozenset(name for name, _ in self.settings.commands) | {"reset", "q"}
         self._responders: dict[str, Responder] = {}
         """Slash commands deferred and not yet handed over, by interaction id."""
