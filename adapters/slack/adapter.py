@@ -40,11 +40,11 @@ from adapters.base import (
     InboundEvent,
     SentMessage,
 )
-from adapters.inbox import STORAGE_NOTICE
+from adapters.inbox import STORAGE_NOTICE, SettleWait
 from adapters.session_keys import SessionKeyRule
 from adapters.slack.blocks import BUTTON_VALUE_LIMIT, message_blocks
 from adapters.slack.errors import platform_errors
-from adapters.slack.inbox import SettleWait, SlackInbox
+from adapters.slack.inbox import SlackInbox
 from adapters.slack.normalize import (
     PLATFORM,
     Normalizer,
@@ -144,9 +144,10 @@ class SlackAdapter:
         )
         self._sink = sink
         self._inbox = SlackInbox(
-            self.store, sink, settled=self.update_settled, notify=self._storage_notice
-        )
-        await self._inbox.replay(self._revive)
+            self.store, sink, self._revive, settled=self.update_settled,
+            notify=self._storage_notice,
+        )  # fmt: skip
+        await self._inbox.replay()
         self.receiver = self._receiver(self._bolt_app())
         await self.receiver.start()
         _log.info("slack: receiving as %s (%s mode)", self.identity.user_id, self.settings.mode)
@@ -212,7 +213,7 @@ class SlackAdapter:
         if place.chat.thread_id is not None and (inbound.mentioned or joined):
             self._last_thread.put((place.chat.chat_id, inbound.sender.id), place.chat.thread_id)
         payload = {"event": event, "event_id": body.get("event_id"), "joined": joined}
-        await inbox.accept(inbound, payload)
+        await inbox.receive(inbound, payload)
 
     def _revive(self, payload: dict[str, Any]) -> InboundEvent | None:
         if self.normalizer is None:
