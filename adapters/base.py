@@ -146,6 +146,9 @@ class Capabilities:
     group_limit: RateLimit | None = None
     """Outbound calls into one shared chat (group, channel, thread), on top of
     ``chat_limit``. ``None`` for any of the three: not paced by the gateway."""
+    live_text: bool = False
+    """The chat can show a streaming reply's text as it arrives: the adapter then has
+    ``live_text(chat, text, mode)`` (see :mod:`gateway.live_text`)."""
 
 
 EventSink = Callable[[InboundEvent], Awaitable[None]]

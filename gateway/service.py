@@ -75,6 +75,7 @@ from gateway.approval_card import ChatApprover
 from gateway.chats import ChatDirectory
 from gateway.delivery import TYPING_DELAY, TYPING_INTERVAL, Delivery, Typing
 from gateway.ledger import TurnLedger, origin_of
+from gateway.live_text import live_reply
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.router import Router
 
@@ -323,10 +324,11 @@ class GatewayService:
             delay=TYPING_DELAY,
         )
         try:
-            async with typing:
+            async with typing, live_reply(place) as on_text:
                 return await agent.run_turn(
-                    session_key, message, control, step_callback=view.step, on_notice=view.notice
-                )
+                    session_key, message, control, step_callback=view.step, on_notice=view.notice,
+                    on_text=on_text,
+                )  # fmt: skip
         except BaseException:
             self._views.pop(session_key, None)
             await view.aclose()

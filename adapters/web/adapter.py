@@ -13,9 +13,11 @@ with ``aiohttp.web``. The browser talks to it through:
 
 Outbound, the gateway calls ``send``/``edit``/``delete`` as for any platform; the text is
 rendered to sanitised HTML here (:mod:`adapters.web.render`) and published to the
-conversation's feed. A conversation's session key is ``web:dm:<conversation id>``; the
-person at the browser is ``settings.user`` (platform-qualified ``web:<user>``), never a
-name taken from a request.
+conversation's feed. A streaming reply's text comes through ``live_text`` as it arrives
+(``Capabilities.live_text``) and goes to the page as ``delta`` events, until the rendered
+reply takes its place (:mod:`adapters.web.feed`). A conversation's session key is
+``web:dm:<conversation id>``; the person at the browser is ``settings.user``
+(platform-qualified ``web:<user>``), never a name taken from a request.
 
 Other parts of the gateway may add routes to the same server (:meth:`WebAdapter.add_routes`,
 before ``start``): they share its access rules (:mod:`adapters.web.access`).
@@ -32,6 +34,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 from aiohttp import web
 
@@ -62,6 +65,7 @@ DEFAULT_LISTEN = ("127.0.0.1", 8765)
 SHUTDOWN_SECONDS = 2.0
 
 RouteInstaller = Callable[[web.Application], None]
+LiveMode = Literal["append", "replace", "seal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,7 @@ def capabilities(settings: WebSettings) -> Capabilities:
         edit_interval=settings.edit_interval,
         markup="markdown",
         renderer=CommonMarkRenderer(),
+        live_text=True,
     )
 
 
@@ -257,7 +262,8 @@ class WebAdapter:
                 "html": to_html(text, markup=markup),
                 "markup": markup,
                 "buttons": _buttons(buttons),
-            }
+            },
+            reply=markup,
         )
         return SentMessage(chat, message_id)
 
@@ -266,7 +272,8 @@ class WebAdapter:
     ) -> None:
         feed = await self.feed(message.chat.chat_id)
         changes = {"html": to_html(text, markup=markup), "markup": markup}
-        if feed.edit(message.message_id, {**changes, "buttons": _buttons(buttons)}) is None:
+        changes = {**changes, "buttons": _buttons(buttons)}
+        if feed.edit(message.message_id, changes, reply=markup) is None:
             raise MessageGone(f"web message {message.message_id} is gone")
 
     async def delete(self, message: SentMessage) -> None:
@@ -282,6 +289,12 @@ class WebAdapter:
     async def typing(self, chat: ChatRef) -> None:
         feed = await self.feed(chat.chat_id)
         feed.signal("typing", {})
+
+    async def live_text(self, chat: ChatRef, text: str, mode: LiveMode) -> None:
+        """The streaming reply's text, as it arrives (``gateway.live_text``): plain text,
+        shown by the page until the rendered reply replaces it."""
+        feed = await self.feed(chat.chat_id)
+        feed.live_text(text, mode)
 
 
 def _buttons(rows: ButtonRows) -> list[list[Json]]:

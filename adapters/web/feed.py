@@ -16,7 +16,20 @@ from another run or older than the kept window, it gets a ``snapshot`` of the me
 instead (:meth:`Feed.snapshot`), whose id is the cursor the next events follow.
 
 Ephemeral signals (typing, a toast answering a button press) carry no id: they are not
-replayed. Memory is bounded: ``window`` events and ``max_messages`` messages per feed, and
+replayed.
+
+**The live reply** (a streaming profile's text as it arrives) is ephemeral too::
+
+    delta   {text}               text added to the live reply (one is started if none)
+    live    {text}               the live reply is now ``text`` ("" removes it)
+
+The feed keeps the live text (:attr:`Feed.live`) so a page that connects mid-reply gets
+it whole as one ``live`` signal. Once sealed (the turn ended), the next bot message or
+edit with markup is the reply: its event carries ``"endsLive": true`` and the page puts
+the reply where the live text was. A live reply never replaced (a reply suppressed by
+``/stop``) is dropped when the conversation is no longer busy.
+
+Memory is bounded: ``window`` events and ``max_messages`` messages per feed, and
 :class:`Feeds` keeps at most ``capacity`` conversations (least recently used forgotten —
 their history still loads from the store).
 """
@@ -56,21 +69,50 @@ class Feed:
     seq: int = 0
     busy: int = 0
     """Sent messages not yet settled (their turn still running or queued)."""
+    live: str = ""
+    """The live reply's text so far ("" when none is shown)."""
+    live_sealed: bool = False
+    """The turn ended: the next reply replaces the live text."""
     _listeners: set[asyncio.Queue[FeedEvent]] = field(default_factory=set)
 
     # changing ------------------------------------------------------------------------
-    def add(self, message: Json) -> FeedEvent:
+    def add(self, message: Json, *, reply: bool = False) -> FeedEvent:
+        """A new message; ``reply``: it may be the reply a sealed live text awaits."""
         self.messages[message["id"]] = message
         while len(self.messages) > self.max_messages:
             self.messages.pop(next(iter(self.messages)))
-        return self._publish("message", message)
+        return self._publish("message", self._ending_live(message, reply))
 
-    def edit(self, message_id: str, changes: Json) -> FeedEvent | None:
+    def edit(self, message_id: str, changes: Json, *, reply: bool = False) -> FeedEvent | None:
         current = self.messages.get(message_id)
         if current is None:
             return None
         current.update(changes)
-        return self._publish("edit", {"id": message_id, **changes})
+        return self._publish("edit", self._ending_live({"id": message_id, **changes}, reply))
+
+    def live_text(self, text: str, mode: str) -> None:
+        """Change the live reply: ``append``, ``replace`` or ``seal`` (see the module)."""
+        if mode == "seal":
+            self.live_sealed = bool(self.live)
+            return
+        if self.live_sealed:  # a sealed reply that never came: a new one starts
+            self._set_live("")
+        if mode == "append" and text:
+            self.live += text
+            self.signal("delta", {"text": text})
+        elif mode == "replace":
+            self._set_live(text)
+
+    def _set_live(self, text: str) -> None:
+        if text != self.live or self.live_sealed:
+            self.live, self.live_sealed = text, False
+            self.signal("live", {"text": text})
+
+    def _ending_live(self, data: Json, reply: bool) -> Json:
+        if not (reply and self.live_sealed):
+            return data
+        self.live, self.live_sealed = "", False
+        return {**data, "endsLive": True}
 
     def delete(self, message_id: str) -> FeedEvent | None:
         if self.messages.pop(message_id, None) is None:
@@ -82,6 +124,8 @@ class Feed:
         self.busy = max(0, self.busy + delta)
         if (self.busy > 0) != was:
             self._publish("busy", {"busy": self.busy > 0})
+        if self.busy == 0:
+            self.live, self.live_sealed = "", False  # the page drops it on busy: false
 
     def signal(self, kind: str, data: Json) -> None:
         """An ephemeral signal to the pages listening now (never replayed)."""

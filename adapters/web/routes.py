@@ -81,8 +81,11 @@ class ChatRoutes:
         feed = await self.adapter.feed(conversation)
         queue = feed.listen()
         # Listening started before the backlog is taken: nothing falls in between.
-        backlog = feed.since(request.headers.get("Last-Event-ID"))
+        last_event_id = request.headers.get("Last-Event-ID")
+        backlog = feed.since(last_event_id)
         first: list[FeedEvent] = backlog if backlog is not None else [feed.snapshot()]
+        if feed.live or last_event_id:  # the live reply whole (a resumed page may hold a stale one)
+            first.append(FeedEvent("live", {"text": feed.live}))
         response = web.StreamResponse()
         try:
             response = await open_stream(request)

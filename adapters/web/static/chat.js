@@ -67,14 +67,48 @@ function edit(change) {
 
 function setBusy(busy) {
   $("running").hidden = !busy;
+  if (!busy) endLive(); // a live reply that no reply replaced (suppressed by /stop)
 }
 
-function toast(text) {
-  const el = $("toast");
-  el.textContent = text;
-  el.hidden = false;
-  clearTimeout(toast.timer);
-  toast.timer = setTimeout(() => { el.hidden = true; }, 3000);
+// -- the live reply: a streaming reply's text as it arrives (plain text), until the
+// rendered reply takes its place (its event carries endsLive) ----------------------------
+function liveNode() {
+  let node = $("live");
+  if (!node) {
+    node = document.createElement("article");
+    node.id = "live";
+    node.className = "msg bot live";
+    node.dataset.testid = "live";
+    node.append(Object.assign(document.createElement("div"), { className: "body" }));
+  }
+  if (node !== messages.lastElementChild) messages.append(node);
+  return node;
+}
+
+function appendLive(text) {
+  const node = liveNode();
+  node.querySelector(".body").append(text);
+  node.scrollIntoView({ block: "end" });
+}
+
+function setLive(text) {
+  if (!text) { endLive(); return; }
+  const node = liveNode();
+  node.querySelector(".body").textContent = text;
+  node.scrollIntoView({ block: "end" });
+}
+
+function endLive() {
+  $("live")?.remove();
+}
+
+function replacingLive(change, apply) {
+  apply(change);
+  const live = change.endsLive ? $("live") : null;
+  if (!live) return;
+  const node = document.getElementById(`m-${change.id}`);
+  if (node && node === messages.lastElementChild) live.replaceWith(node); // a new reply
+  else live.remove(); // an edited message (progress becoming the reply) stays where it is
 }
 
 // -- the event stream ----------------------------------------------------------------
@@ -90,8 +124,10 @@ function connect() {
     data.messages.forEach(show);
     setBusy(data.busy);
   });
-  source.addEventListener("message", (e) => show(JSON.parse(e.data)));
-  source.addEventListener("edit", (e) => edit(JSON.parse(e.data)));
+  source.addEventListener("message", (e) => replacingLive(JSON.parse(e.data), show));
+  source.addEventListener("edit", (e) => replacingLive(JSON.parse(e.data), edit));
+  source.addEventListener("delta", (e) => appendLive(JSON.parse(e.data).text));
+  source.addEventListener("live", (e) => setLive(JSON.parse(e.data).text));
   source.addEventListener("delete", (e) => {
     document.getElementById(`m-${JSON.parse(e.data).id}`)?.remove();
   });

@@ -1,0 +1,135 @@
+"""A streaming reply's text, live in the chats that can show it (``docs/turn-loop.md`` §16).
+
+A platform that can show text as it arrives declares ``Capabilities.live_text`` and gives
+its adapter one more method (:class:`LiveTextChat`)::
+
+    await adapter.live_text(chat, text, mode)
+
+    append   add ``text`` to the chat's live reply (start one if there is none)
+    replace  the live reply becomes ``text`` ("" removes it)
+    seal     the turn ended: the next reply sent to the chat (``send``/``edit`` with
+             markup) takes the live reply's place; a live reply never replaced is
+             removed once the chat has nothing left running
+
+Per turn, :func:`live_reply` gives the engine's ``on_text`` listener (:class:`LiveReply`)
+for the turn's chat, or ``None`` when the chat cannot show live text (Telegram, for one:
+its edits are rate-limited, so it keeps the whole reply). The final reply is still
+delivered once, by :mod:`gateway.delivery`; the live text is display only.
+
+What is shown is redacted like every text sent to a chat (:func:`core.redaction.redact`),
+and only up to the last whitespace: a secret is shown whole or not at all, never a prefix
+too short for the redactor to recognise. When redacting the longer text changes what was
+already shown, the live reply is replaced instead of appended to. Updates are paced to
+one per :data:`LIVE_TEXT_INTERVAL` (longer for a long text, :data:`REDACT_SHARE`); the
+engine coalesces the text that arrives meanwhile.
+Live text goes straight to the platform adapter, not through the outbound scheduler: a
+platform with rate limits should not declare it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Literal, Protocol, runtime_checkable
+
+from adapters.base import ChatRef
+from core.agent.step import ReplyTextReset, TextEvent
+from core.redaction import redact
+from gateway.chats import Place
+
+logger = logging.getLogger(__name__)
+
+LiveMode = Literal["append", "replace", "seal"]
+LIVE_TEXT_INTERVAL = 0.05
+"""Seconds between two live-text updates of one turn."""
+REDACT_SHARE = 4.0
+"""A long reply is redacted whole on each update: the pause after it is at least this many
+times what the redaction took, so it never takes more than a fifth of the loop."""
+END_SECONDS = 1.0
+"""Time box for sealing or clearing the live reply when the turn ends."""
+
+
+@runtime_checkable
+class LiveTextChat(Protocol):
+    async def live_text(self, chat: ChatRef, text: str, mode: LiveMode) -> None: ...
+
+
+class LiveReply:
+    """The engine's ``on_text`` for one turn in one chat."""
+
+    def __init__(
+        self, adapter: LiveTextChat, chat: ChatRef, *, pace: float = LIVE_TEXT_INTERVAL
+    ) -> None:
+        self._adapter = adapter
+        self._chat = chat
+        self._pace = pace
+        self._shown = ""
+
+    async def __call__(self, event: TextEvent) -> None:
+        if isinstance(event, ReplyTextReset):
+            await self._show("")
+            return
+        started = time.perf_counter()
+        shown = redact(whole_words(event.text))
+        spent = time.perf_counter() - started
+        await self._show(shown)
+        await asyncio.sleep(max(self._pace, REDACT_SHARE * spent))
+
+    async def end(self, completed: bool) -> None:
+        """The turn ended: seal what is shown (the reply replaces it), or clear it."""
+        try:
+            async with asyncio.timeout(END_SECONDS):
+                if completed:
+                    await self._adapter.live_text(self._chat, "", "seal")
+                else:
+                    await self._show("")
+        except Exception as exc:
+            logger.info("live reply in %s not ended: %s", self._chat, exc)
+
+    async def _show(self, text: str) -> None:
+        shown = self._shown
+        if text == shown:
+            return
+        self._shown = text
+        if shown and text.startswith(shown):
+            await self._adapter.live_text(self._chat, text[len(shown) :], "append")
+        else:
+            await self._adapter.live_text(self._chat, text, "replace")
+
+
+def whole_words(text: str) -> str:
+    """``text`` up to its last whitespace (a word still arriving is held back)."""
+    for index in range(len(text) - 1, -1, -1):
+        if text[index].isspace():
+            return text[: index + 1]
+    return ""
+
+
+def live_chat(place: Place) -> LiveTextChat | None:
+    """The platform adapter behind ``place`` when it shows live text (through wrappers)."""
+    if not place.adapter.capabilities.live_text:
+        return None
+    adapter: object = place.adapter
+    while adapter is not None and not isinstance(adapter, LiveTextChat):
+        adapter = getattr(adapter, "inner", None)
+    return adapter if isinstance(adapter, LiveTextChat) else None
+
+
+@asynccontextmanager
+async def live_reply(place: Place) -> AsyncIterator[LiveReply | None]:
+    """The turn's ``on_text`` (None: the chat keeps the whole reply). On the way out the
+    live reply is sealed for the reply to replace, or cleared when the turn raised."""
+    chat = live_chat(place)
+    if chat is None:
+        yield None
+        return
+    live = LiveReply(chat, place.chat)
+    completed = False
+    try:
+        yield live
+        completed = True
+    finally:
+        await live.end(completed)
