@@ -1,0 +1,154 @@
+"""The shared durable inbox (adapters/inbox.py) with a platform of the test's own: notes
+stored in the real SQLite store, handed to a sink that records them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+from adapters.base import ChatRef, InboundEvent, Sender, SessionKey
+from adapters.inbox import DurableInbox, ItemFormat
+from core.store.base import InboundRecord
+from core.store.sqlite import SqliteStore
+
+PLATFORM = "notes"
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    id: str
+    text: str
+
+
+def _revive(record: InboundRecord) -> Note:
+    data = json.loads(record.payload)
+    return Note(str(data["id"]), str(data["text"]))
+
+
+NOTES: ItemFormat[Note] = ItemFormat(
+    PLATFORM, "note", lambda n: n.id, lambda n: json.dumps({"id": n.id, "text": n.text}), _revive
+)
+
+
+def event_of(note: Note) -> InboundEvent:
+    chat = ChatRef(PLATFORM, "c1")
+    key = SessionKey(PLATFORM, "dm", "c1")
+    return InboundEvent(
+        "text", PLATFORM, note.id, chat, "dm", Sender("u1", "Ann"), key, text=note.text
+    )
+
+
+@dataclass
+class Platform:
+    """The sink side: records each note handed over; ``hold`` keeps the hand-over running."""
+
+    hold: bool = False
+    settles: bool = True
+    handed: list[str] = field(default_factory=list)
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
+    raises: bool = False
+
+    async def handle(self, note: Note) -> InboundEvent:
+        self.handed.append(note.text)
+        self.entered.set()
+        if self.raises:
+            raise RuntimeError("the sink broke")
+        if self.hold:
+            await asyncio.Event().wait()  # until cancelled
+        return event_of(note)
+
+    async def settled(self, session_key: str, update_id: str) -> bool:
+        return self.settles
+
+    def inbox(self, store: SqliteStore) -> DurableInbox[Note]:
+        return DurableInbox(store, NOTES, self.handle, settled=self.settled)
+
+
+async def state_of(store: SqliteStore, item_id: str) -> str | None:
+    record = await store.get_inbound(PLATFORM, item_id)
+    return record.state if record is not None else None
+
+
+async def test_an_accepted_item_is_delivered_once_and_marked_done(store: SqliteStore) -> None:
+    platform = Platform()
+    inbox = platform.inbox(store)
+    assert await inbox.accept(Note("n1", "hello"), "notes:dm:c1")
+    await inbox.drain()
+    assert platform.handed == ["hello"]
+    assert await state_of(store, "n1") == "done"
+
+
+async def test_a_duplicate_id_is_refused_and_not_delivered_again(store: SqliteStore) -> None:
+    platform = Platform()
+    inbox = platform.inbox(store)
+    assert await inbox.accept(Note("n1", "hello"), "notes:dm:c1")
+    assert not await inbox.accept(Note("n1", "hello again"), "notes:dm:c1")
+    await inbox.drain()
+    assert platform.handed == ["hello"]
+    assert await inbox.replay() == 0
+
+
+async def test_a_delivery_still_running_at_close_stays_unfinished_and_replays(
+    store: SqliteStore,
+) -> None:
+    first = Platform(hold=True)
+    inbox = first.inbox(store)
+    await inbox.accept(Note("n1", "long"), "notes:dm:c1")
+    await first.entered.wait()
+    await inbox.close()
+    assert await state_of(store, "n1") == "processing"
+    second = Platform()
+    restarted = second.inbox(store)
+    assert await restarted.replay() == 1
+    await restarted.drain()
+    assert second.handed == ["long"]
+    assert await state_of(store, "n1") == "done"
+
+
+async def test_an_item_whose_turn_did_not_settle_stays_processing_and_replays(
+    store: SqliteStore,
+) -> None:
+    first = Platform(settles=False)
+    inbox = first.inbox(store)
+    await inbox.accept(Note("n1", "cut short"), "notes:dm:c1")
+    await inbox.drain()
+    assert first.handed == ["cut short"]
+    assert await state_of(store, "n1") == "processing"
+    second = Platform()
+    restarted = second.inbox(store)
+    assert await restarted.replay() == 1
+    await restarted.drain()
+    assert second.handed == ["cut short"]
+    assert await state_of(store, "n1") == "done"
+
+
+async def test_an_unreadable_stored_payload_becomes_a_dead_letter_and_the_rest_replay(
+    store: SqliteStore,
+) -> None:
+    await store.enqueue_inbound(InboundRecord(PLATFORM, "bad", "k", "{not json", time.time()))
+    good = json.dumps({"id": "n2", "text": "fine"})
+    await store.enqueue_inbound(InboundRecord(PLATFORM, "n2", "k", good, time.time()))
+    platform = Platform()
+    inbox = platform.inbox(store)
+    assert await inbox.replay() == 2
+    await inbox.drain()
+    assert platform.handed == ["fine"]
+    assert await state_of(store, "bad") == "failed"
+    [letter] = await store.list_dead_letters(PLATFORM)
+    assert (letter.item_id, letter.raw, letter.attempts) == ("bad", "{not json", 1)
+    assert "JSONDecodeError" in letter.error
+
+
+async def test_a_handle_that_raises_marks_the_item_failed_and_keeps_its_payload(
+    store: SqliteStore,
+) -> None:
+    platform = Platform(raises=True)
+    inbox = platform.inbox(store)
+    await inbox.accept(Note("n1", "boom"), "notes:dm:c1")
+    await inbox.drain()
+    assert await state_of(store, "n1") == "failed"
+    [letter] = await store.list_dead_letters(PLATFORM)
+    assert json.loads(letter.raw) == {"id": "n1", "text": "boom"}
+    assert "the sink broke" in letter.error
