@@ -71,6 +71,16 @@ async def state_of(store: SqliteStore, item_id: str) -> str | None:
     return record.state if record is not None else None
 
 
+async def assert_next_run_replays(store: SqliteStore, item_id: str, text: str) -> None:
+    """A new run's replay hands the item over once more and marks it done."""
+    platform = Platform()
+    restarted = platform.inbox(store)
+    assert await restarted.replay() == 1
+    await restarted.drain()
+    assert platform.handed == [text]
+    assert await state_of(store, item_id) == "done"
+
+
 async def test_an_accepted_item_is_delivered_once_and_marked_done(store: SqliteStore) -> None:
     platform = Platform()
     inbox = platform.inbox(store)
@@ -99,12 +109,7 @@ async def test_a_delivery_still_running_at_close_stays_unfinished_and_replays(
     await first.entered.wait()
     await inbox.close()
     assert await state_of(store, "n1") == "processing"
-    second = Platform()
-    restarted = second.inbox(store)
-    assert await restarted.replay() == 1
-    await restarted.drain()
-    assert second.handed == ["long"]
-    assert await state_of(store, "n1") == "done"
+    await assert_next_run_replays(store, "n1", "long")
 
 
 async def test_an_item_whose_turn_did_not_settle_stays_processing_and_replays(
@@ -116,12 +121,7 @@ async def test_an_item_whose_turn_did_not_settle_stays_processing_and_replays(
     await inbox.drain()
     assert first.handed == ["cut short"]
     assert await state_of(store, "n1") == "processing"
-    second = Platform()
-    restarted = second.inbox(store)
-    assert await restarted.replay() == 1
-    await restarted.drain()
-    assert second.handed == ["cut short"]
-    assert await state_of(store, "n1") == "done"
+    await assert_next_run_replays(store, "n1", "cut short")
 
 
 async def test_an_unreadable_stored_payload_becomes_a_dead_letter_and_the_rest_replay(
