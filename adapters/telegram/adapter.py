@@ -118,7 +118,7 @@ class TelegramAdapter:
         self.store = store
         self.key_rule = key_rule
         self.update_settled = update_settled
-        """When an update counts as handled; see :mod:`adapters.telegram.inbox`."""
+        """When an update counts as handled; see :mod:`adapters.inbox`."""
         self.capabilities = Capabilities(
             max_text_length=MAX_TEXT_UTF16,
             length_unit="utf16",
