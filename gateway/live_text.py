@@ -48,6 +48,8 @@ LIVE_TEXT_INTERVAL = 0.05
 REDACT_SHARE = 4.0
 """A long reply is redacted whole on each update: the pause after it is at least this many
 times what the redaction took, so it never takes more than a fifth of the loop."""
+MAX_PAUSE = 0.5
+"""The longest pause: within the engine's time box for one listener call."""
 END_SECONDS = 1.0
 """Time box for sealing or clearing the live reply when the turn ends."""
 
@@ -76,7 +78,7 @@ class LiveReply:
         shown = redact(whole_words(event.text))
         spent = time.perf_counter() - started
         await self._show(shown)
-        await asyncio.sleep(max(self._pace, REDACT_SHARE * spent))
+        await asyncio.sleep(min(max(self._pace, REDACT_SHARE * spent), MAX_PAUSE))
 
     async def end(self, completed: bool) -> None:
         """The turn ended: seal what is shown (the reply replaces it), or clear it."""
