@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from telegram import BotCommand, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ChatAction, ParseMode
 from telegram.ext import ExtBot
-from telegram.request import HTTPXRequest
 
 from adapters.base import (
     ButtonRows,
@@ -44,6 +43,7 @@ from adapters.telegram.normalize import (
 )
 from adapters.telegram.polling import LongPoller, PollSettings, RawUpdates, install_log_filter
 from adapters.telegram.render import TelegramRenderer
+from adapters.telegram.transport import AiohttpRequest
 from adapters.telegram.webhook import WebhookServer, WebhookSettings
 from core.store.base import Store
 from core.tasks import TaskSet
@@ -146,7 +146,7 @@ class TelegramAdapter:
             token,
             base_url=self.settings.base_url,
             base_file_url=self.settings.base_file_url,
-            request=HTTPXRequest(connection_pool_size=64),
+            request=AiohttpRequest(connection_pool_size=64),
             get_updates_request=self._raw_updates,
         )
 

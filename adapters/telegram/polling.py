@@ -27,11 +27,11 @@ from typing import Any
 
 from telegram import Bot, Update
 from telegram.error import RetryAfter, TelegramError
-from telegram.request import HTTPXRequest
 
 from adapters.inbox import preview
 from adapters.telegram.errors import retry_after_seconds
 from adapters.telegram.inbox import Inbox, usable_update_id
+from adapters.telegram.transport import AiohttpRequest
 from core.store.base import StoreUnavailable
 
 _log = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def install_log_filter() -> None:
             logger.addFilter(UnparsedBatchFilter())
 
 
-class RawUpdates(HTTPXRequest):
+class RawUpdates(AiohttpRequest):
     """The getUpdates transport; keeps the raw ``result`` list of its latest answer."""
 
     def __init__(self, **kwargs: Any) -> None:
