@@ -24,6 +24,7 @@ import httpx
 from core.model.base import DeltaCallback, ModelRequest
 from core.model.classify import bad_response, classify_status, classify_transport
 from core.model.errors import ModelError
+from core.model.http_transport import AiohttpTransport
 from core.model.stream import StreamAssembler
 from core.model.wire import Json, parse_json, parse_reply, request_body
 from core.types import ModelReply
@@ -53,6 +54,7 @@ class OpenAIClient:
             headers=_headers(api_key, headers),
             timeout=httpx.Timeout(timeout),
             trust_env=trust_env,
+            transport=AiohttpTransport(trust_env=trust_env),
         )
 
     @property
