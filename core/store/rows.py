@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 from core.store.base import (
@@ -327,6 +328,19 @@ def outbox_params(chunk: OutboxChunk, now: float) -> tuple[object, ...]:
         chunk.text,
         int(chunk.markup),
         now,
+    )
+
+
+def outbox_as_stored(chunk: OutboxChunk) -> OutboxChunk:
+    """``chunk`` as a fresh row reads back: its texts made storable, not sent yet."""
+    return replace(
+        chunk,
+        turn_id=valid_text(chunk.turn_id),
+        platform=valid_text(chunk.platform),
+        chat_id=valid_text(chunk.chat_id),
+        thread_id=None if chunk.thread_id is None else valid_text(chunk.thread_id),
+        text=valid_text(chunk.text),
+        message_id=None,
     )
 
 

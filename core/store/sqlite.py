@@ -378,7 +378,10 @@ class SqliteStore:
         values = ", ".join("(?, ?, ?, ?, ?, ?, ?, ?)" for _ in chunks)
         params = [v for c in chunks for v in rows.outbox_params(c, now)]
         sql = f"INSERT INTO outbox ({', '.join(rows.OUTBOX_COLUMNS)}) VALUES {values}"
-        await self._write(sql + _OUTBOX_CONFLICT, params, f"store the reply of turn {turn_id}")
+        doing = f"store the reply of turn {turn_id}"
+        written = await self._write(sql + _OUTBOX_CONFLICT, params, doing)
+        if written.rowcount == len(chunks):  # all new (chunks are stored together, from 0)
+            return [rows.outbox_as_stored(chunk) for chunk in chunks]
         found = await self._read(
             "SELECT * FROM outbox WHERE turn_id = ? ORDER BY chunk", (turn_id,)
         )
