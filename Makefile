@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: run test lint typecheck unit bench clean sandbox
+.PHONY: run test lint typecheck unit bench clean sandbox browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,7 +42,14 @@ sandbox:
 		apt-get update && apt-get install -y bubblewrap; \
 	} || { echo "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"; exit 1; }
 
-test: sandbox lint typecheck unit
+# The web chat's browser tests drive Debian's Chromium (Playwright cannot download its own).
+browser:
+	@test -x /usr/bin/chromium || { \
+		echo "chromium is missing: installing it with apt-get"; \
+		apt-get update && apt-get install -y chromium; \
+	} || { echo "install chromium (Debian/Ubuntu: apt-get install chromium)"; exit 1; }
+
+test: sandbox browser lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python -m bench $(ARGS)
