@@ -53,6 +53,7 @@ from adapters.base import (
     RateLimited,
     SentMessage,
 )
+from adapters.health import Health
 from core.tasks import TaskSet
 from gateway.rate_limits import MAX_ATTEMPTS, may_retry
 
@@ -172,9 +173,16 @@ class OutboundScheduler:
         self._closed = False
         self.stats = OutboundStats()
 
-    def shared(self, chat: ChatRef) -> None:
-        """``chat`` is a group, channel or thread: ``group_limit`` applies to it."""
-        self._shared.add(_chat_id(chat))
+    def learn(self, event: InboundEvent) -> None:
+        """Take ``event``'s chat kind: a group, channel or thread gets ``group_limit``, a DM
+        does not. Only events an adapter validated reach here (an update it could not read
+        is a dead letter and never an event), and the newest one wins, so no single event
+        paces a chat for good."""
+        key = _chat_id(event.chat)
+        if event.chat_type == "dm":
+            self._shared.discard(key)
+        else:
+            self._shared.add(key)
 
     @property
     def waiting(self) -> int:
@@ -422,6 +430,10 @@ class ScheduledAdapter:
         self.scheduler = scheduler or OutboundScheduler(inner.capabilities)
         self.priority = priority
 
+    @property
+    def health(self) -> Health:
+        return self.inner.health
+
     def at(self, priority: Priority) -> ScheduledAdapter:
         return ScheduledAdapter(self.inner, self.scheduler, priority)
 
@@ -429,8 +441,7 @@ class ScheduledAdapter:
         scheduler = self.scheduler
 
         async def noted(event: InboundEvent) -> None:
-            if event.chat_type != "dm":
-                scheduler.shared(event.chat)
+            scheduler.learn(event)
             await sink(event)
 
         await self.inner.start(noted)

@@ -9,6 +9,11 @@ per chat in DMs, per user in groups and channels, shared in topics.
 
 Commands are ``/name[@bot] args``; a command addressed to another bot is not ours and is
 dropped (``None``), as are updates that carry nothing we handle (stickers, joins, ...).
+
+A chat's kind is taken only from a valid ``chat.type`` (one of :data:`CHAT_TYPES`, a
+string): any other value raises :class:`MalformedUpdate`, so the update becomes a dead
+letter (:mod:`adapters.telegram.inbox`) and changes nothing about its chat — neither its
+session nor how its replies are paced (:class:`gateway.outbound.OutboundScheduler`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from adapters.base import ChatRef, ChatType, InboundEvent, Sender, SentMessage, 
 from adapters.session_keys import KeyStrategy, SessionKeyRule, key_rule
 
 PLATFORM = "telegram"
+CHAT_TYPES = frozenset({Chat.PRIVATE, Chat.GROUP, Chat.SUPERGROUP, Chat.CHANNEL})
+"""The values of ``chat.type`` the Bot API defines."""
 _COMMAND = re.compile(r"^/([A-Za-z0-9_]{1,64})(?:@([A-Za-z0-9_]+))?(?:\s+(.*))?$", re.DOTALL)
 
 
@@ -53,7 +60,18 @@ def parse_command(text: str) -> ParsedCommand | None:
     return ParsedCommand(name.lower(), target, (args or "").strip())
 
 
+class MalformedUpdate(ValueError):
+    """An update whose fields do not have the values the Bot API defines: unreadable."""
+
+
 def chat_type_of(chat: Chat, message: Message | None) -> ChatType:
+    """Our kind of ``chat``; raises :class:`MalformedUpdate` for a ``chat.type`` that is not
+    one of :data:`CHAT_TYPES` (a list, a dict, ``"supergroup "``, ...)."""
+    if not isinstance(chat.type, str) or chat.type not in CHAT_TYPES:
+        raise MalformedUpdate(
+            f"chat {chat.id!r}: chat.type {chat.type!r} is not one of "
+            f"{', '.join(sorted(CHAT_TYPES))}"
+        )
     if chat.type == Chat.PRIVATE:
         return "dm"
     if chat.type == Chat.CHANNEL:
@@ -114,7 +132,8 @@ class Normalizer:
         self.key_rule = key_rule
 
     def event(self, update: Update) -> InboundEvent | None:
-        """The event for ``update``, or ``None`` when it is nothing for us."""
+        """The event for ``update``, or ``None`` when it is nothing for us; raises
+        :class:`MalformedUpdate` when its chat's type is not one the Bot API defines."""
         if update.callback_query is not None:
             return self._button(update.update_id, update.callback_query)
         if update.message is not None:
@@ -132,10 +151,10 @@ class Normalizer:
         )
 
     def _message(self, update_id: int, message: Message) -> InboundEvent | None:
+        chat_type = chat_type_of(message.chat, message)  # validated even when we ignore it
         text = message.text or message.caption or ""
         if not text:
             return None
-        chat_type = chat_type_of(message.chat, message)
         chat = chat_ref_of(message.chat, message, chat_type)
         sender = sender_of(message.from_user, message)
         base = InboundEvent(
