@@ -2,11 +2,15 @@
 
 When a profile sets ``external_runtime = ["cmd", "arg", ...]`` the engine's own loop is
 skipped. The gateway side stays: the session lock, history, the stored user message,
-``on_session_start`` / ``pre_llm_call`` / ``on_session_end``, ``transform_llm_output`` and
-``post_llm_call`` on the reply, the stored reply and the turn with its exit reason.
+``on_session_start`` / ``pre_llm_call`` / ``on_session_end``, the stored reply, then
+``transform_llm_output`` and ``post_llm_call`` on it — under the turn's token, as in the
+engine's own loop, so ``/stop`` during one ends the turn ``interrupted`` at once — and the
+turn with its exit reason (``docs/turn-loop.md`` §14). The step callback on ``progress``
+lines runs under the token too.
 
 Protocol — JSON lines (one UTF-8 JSON object per line), one process per turn, started in
-the profile's workspace:
+the session's workspace (:meth:`AgentProfile.session_workspace`, created if missing — the
+directory the system prompt names):
 
 **stdin** (engine → runtime): exactly one line, then stdin is closed::
 
@@ -46,10 +50,10 @@ from core.agent.control import TurnControl
 from core.agent.profile import AgentProfile
 from core.agent.scope import TurnScope
 from core.agent.step import notify_step
-from core.agent.transcript import Transcript
+from core.agent.transcript import Transcript, replace_reply_text, store_reply
 from core.agent.turn import StepCallback
 from core.agent.turn_run import TurnEnd, stop_end
-from core.cancellation import Cancelled
+from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry
 from core.store.base import Store, ToolCallRecord
 from core.types import ChatMessage
@@ -90,6 +94,7 @@ class ExternalRuntime:
         self._clock = clock
         self._scope: TurnScope | None = None
         self._step_callback: StepCallback | None = None
+        self._token: CancellationToken | None = None
         self.progress = _Progress()
 
     async def run(
@@ -99,22 +104,25 @@ class ExternalRuntime:
         control: TurnControl,
         step_callback: StepCallback | None,
     ) -> TurnEnd:
-        self._scope, self._step_callback = scope, step_callback
+        self._scope, self._step_callback, self._token = scope, step_callback, control.token
         try:
             await control.token.guard(self._converse(transcript))
-        except Cancelled as stopped:
+            return await self._conclude(scope, transcript)
+        except Cancelled as stopped:  # during the conversation or an after-reply hook
             return _with_steps(stop_end(stopped.reason), self.progress.steps)
         except OSError as error:
             return TurnEnd("failed", "external_runtime", error=f"cannot start runtime: {error}")
-        return await self._conclude(scope, transcript)
 
     async def _converse(self, transcript: Transcript) -> None:
+        assert self._scope is not None
+        workspaces = self._profile.workspaces()
+        cwd = await asyncio.to_thread(workspaces.ensure, self._scope.session_key)
         process = await asyncio.create_subprocess_exec(
             *self._command,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            cwd=self._profile.workspace,
+            cwd=cwd,
             limit=LINE_LIMIT,
         )
         assert process.stdin and process.stdout and process.stderr
@@ -163,7 +171,7 @@ class ExternalRuntime:
         elif kind == "progress":
             self.progress.steps += 1
             tools, self.progress.tools = self.progress.tools, []
-            await notify_step(self._step_callback, self.progress.steps, tools)
+            await notify_step(self._step_callback, self.progress.steps, tools, self._token)
         else:
             logger.warning("external runtime: unknown event type %r skipped", kind)
 
@@ -187,17 +195,22 @@ class ExternalRuntime:
         )
 
     async def _conclude(self, scope: TurnScope, transcript: Transcript) -> TurnEnd:
+        """The reply stored as the runtime sent it, then its after-reply hooks under the
+        turn's token, as in the engine's own loop (``docs/turn-loop.md`` §3, §14): a stop
+        while one runs raises ``Cancelled`` and the turn ends ``interrupted``."""
         steps = self.progress.steps
         if self.progress.reply is None:
             error = self.progress.error or "external runtime gave no reply"
             reply = f"The external agent runtime failed: {error}"
             return TurnEnd("failed", "external_runtime", reply, error, True, steps)
-        hook_args = scope.hook_args()
-        text = await self._hooks.transform("transform_llm_output", self.progress.reply, **hook_args)
-        message = ChatMessage(role="assistant", content=text)
-        stored = await self._store.append_message(scope.session_id, scope.turn_id, message)
-        transcript.add(message, stored)
-        await self._hooks.notify("post_llm_call", **hook_args, reply=text)
+        assert self._token is not None
+        raw, hook_args, guard = self.progress.reply, scope.hook_args(), self._token.guard
+        message = ChatMessage(role="assistant", content=raw)
+        entry = await store_reply(self._store, scope, transcript, message)
+        text = await guard(self._hooks.transform("transform_llm_output", raw, **hook_args))
+        if text != raw:
+            await replace_reply_text(self._store, scope, transcript, entry, text)
+        await guard(self._hooks.notify("post_llm_call", **hook_args, reply=text))
         return TurnEnd("completed", "external_runtime", text, iterations=steps)
 
 

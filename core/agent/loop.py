@@ -13,10 +13,13 @@ The steps, as ``docs/turn-loop.md`` §2 describes them:
    otherwise the turn resumes on that message, seeing the history up to it and what its own
    turn did, never later turns. Tool calls a crash left without a result get a placeholder
    saying what their record knows (:func:`core.agent.transcript.load_call_records`).
-3. **System prompt** — stable + context (restored or rebuilt, :mod:`core.agent.prompt`)
-   + volatile (the clock's current time).
-4. **Session hooks** — ``on_session_start`` for a new session; ``pre_llm_call`` once per
-   turn, its context sent in front of the user message and never stored.
+3. **System prompt** — stable + context (restored or rebuilt, :mod:`core.agent.prompt`;
+   it names the session's workspace, :meth:`AgentProfile.session_workspace`, the directory
+   the tools get as ``ToolContext.workspace``) + volatile (the clock's current time).
+4. **Session hooks** — ``on_session_start`` for a new session, once: in its first turn
+   whose record was started, even one stopped or failed before this step (then it fires
+   at the finish, before ``agent_loop_stopped``/``on_session_end``); ``pre_llm_call`` once
+   per turn, its context sent in front of the user message and never stored.
 5. **Loop** — :class:`core.agent.turn_run.TurnRun` (or the external runtime,
    :mod:`core.agent.external`, when the profile names one).
 6. **Finish** — ``agent_loop_stopped`` (with the reason) when the loop stopped early, the
@@ -109,6 +112,8 @@ class _OpenTurn:
     session: SessionRecord
     is_new: bool
     gate: LoopGate | None = None
+    session_started: bool = False
+    """``on_session_start`` was fired (it fires once, in the new session's first turn)."""
     replayed: StoredMessage | None = None
     """The stored user message of a replayed update, when the turn resumes on it."""
 
@@ -118,6 +123,8 @@ class _Opening:
     """How far opening a turn got: its scope once the turn record is started."""
 
     scope: TurnScope | None = None
+    is_new: bool = False
+    """The session is new: a turn ended while opening still fires ``on_session_start``."""
 
 
 class CommonAgent:
@@ -164,7 +171,7 @@ class CommonAgent:
                 turn = await self._open(session_key, message, control, budget, opening)
             except asyncio.CancelledError:
                 if opening.scope is not None:
-                    await _time_boxed(self._end_unopened(opening.scope, control, stop_end(None)))
+                    await _time_boxed(self._end_unopened(opening, control, stop_end(None)))
                 raise
             except Exception as error:
                 return await self._failed_open(session_key, opening, control, error)
@@ -179,13 +186,16 @@ class CommonAgent:
         logger.exception("turn of %s could not start", key)
         end = TurnEnd("failed", "crashed", CRASH_REPLY, f"{type(error).__name__}: {error}")
         scope = opening.scope
-        if scope is None or not await self._end_unopened(scope, control, end):
+        if scope is None or not await self._end_unopened(opening, control, end):
             return TurnResult("", "", "failed", "crashed", CRASH_REPLY, 0, str(error))
         return TurnResult(scope.turn_id, scope.session_id, *_outcome(end, 0))
 
-    async def _end_unopened(self, scope: TurnScope, control: TurnControl, end: TurnEnd) -> bool:
-        """End the record of a turn that never got under way, then ``on_session_end``;
-        False (no hook) when the record was never written."""
+    async def _end_unopened(self, opening: _Opening, control: TurnControl, end: TurnEnd) -> bool:
+        """End the record of a turn that never got under way, then ``on_session_start`` (a
+        new session's) and ``on_session_end``; False (no hook) when the record was never
+        written."""
+        scope = opening.scope
+        assert scope is not None
         try:
             await self.store.finish_turn(
                 scope.turn_id, status=end.status, exit_reason=end.exit_reason, iterations=0
@@ -193,6 +203,8 @@ class CommonAgent:
         except Exception as problem:  # the start never reached the store: nothing to end
             logger.info("turn %s ended before it was stored: %s", scope.turn_id, problem)
             return False
+        if opening.is_new:
+            await self._after_turn(scope, control.token, "on_session_start")
         await self._session_end_hooks(scope, control.token, end)
         return True
 
@@ -224,11 +236,11 @@ class CommonAgent:
                 return await redelivery(self.store, answer)
         calls = await load_call_records(self.store, history)
         scope = TurnScope(key, session.id, uuid.uuid4().hex, message.sender_id)
-        opening.scope = scope  # from here on, a written record is ended with its hooks
+        is_new = is_new or not history
+        opening.scope, opening.is_new = scope, is_new  # a written record is ended, hooks too
         await self.store.start_turn(scope.session_id, scope.turn_id)
         control.turn_id = scope.turn_id
         transcript = Transcript("", history, calls)
-        is_new = is_new or not history
         opened = _OpenTurn(scope, transcript, control, budget, message, session, is_new)
         opened.replayed = replayed
         return opened
@@ -253,7 +265,7 @@ class CommonAgent:
             await self._store_user_message(turn)
         await record_redirects(turn.control, turn.transcript, self.store)
         turn.transcript.system_prompt = await self._system_prompt(turn.session)
-        await self._session_hooks(turn, turn.is_new, turn.message.text)
+        await self._session_hooks(turn, turn.message.text)
 
     async def _store_user_message(self, turn: _OpenTurn) -> None:
         scope, origin = turn.scope, turn.message.origin
@@ -285,16 +297,25 @@ class CommonAgent:
         profile = self.profile
         tools = tuple(self.tools.names())
         soul = self.soul.current()
-        runtime = Runtime(self.model.model, tools, soul, profile.name, str(profile.workspace))
+        workspace = str(profile.session_workspace(session.key))
+        runtime = Runtime(self.model.model, tools, soul, profile.name, workspace)
         prefix = await restore_or_build_prefix(self.store, session, self.profile, runtime)
         return system_prompt(prefix, self.clock())
 
-    async def _session_hooks(self, turn: _OpenTurn, is_new: bool, text: str) -> None:
+    async def _session_hooks(self, turn: _OpenTurn, text: str) -> None:
+        await self._session_start(turn)
         scope, guard = turn.scope.hook_args(), turn.control.token.guard
-        if is_new:
-            await guard(self.hooks.notify("on_session_start", **scope))
         found = await guard(self.hooks.collect("pre_llm_call", **scope, user_message=text))
         turn.transcript.model_context = "\n\n".join(str(c) for c in found if str(c))
+
+    async def _session_start(self, turn: _OpenTurn) -> None:
+        """``on_session_start``, once, in a new session's first turn — also one stopped or
+        failed before step 4 (then from :meth:`_finish`), so every ``on_session_end`` of
+        the session comes after it (``docs/turn-loop.md`` §2 step 4)."""
+        if not turn.is_new or turn.session_started:
+            return
+        turn.session_started = True
+        await self._after_turn(turn.scope, turn.control.token, "on_session_start")
 
     # steps 5–6 ------------------------------------------------------------------------
     async def _drive(
@@ -375,7 +396,7 @@ class CommonAgent:
             store=self.store,
             scope=scope,
             token=turn.control.token,
-            workspace=self.profile.workspace,
+            workspace=self.profile.session_workspace(scope.session_key),
             clock=self.clock,
             child_runner=lambda call_id: self._child_runner(call_id, turn),
         )
@@ -396,6 +417,7 @@ class CommonAgent:
         return run_child
 
     async def _finish(self, turn: _OpenTurn, end: TurnEnd) -> TurnResult:
+        await self._session_start(turn)  # a first turn that ended before step 4
         iterations = turn.gate.calls if turn.gate is not None else end.iterations
         return await self._close(turn.scope, turn.control.token, end, iterations)
 
@@ -428,7 +450,9 @@ class CommonAgent:
     async def _after_turn(
         self, scope: TurnScope, token: CancellationToken, name: str, **kwargs: object
     ) -> None:
-        """An after-turn hook: under the token, the whole dispatch boxed to ``time_box``."""
+        """A hook that must fire even once the turn is stopped (the after-turn hooks and
+        ``on_session_start``): under the token, the whole dispatch boxed to ``time_box``
+        (after a stop, to ``AFTER_STOP_SECONDS``); a stop or overrun is logged, never raised."""
         work = under_token(token, self.hooks.notify(name, **scope.hook_args(), **kwargs))
         try:
             await CancellationToken.time_boxed(work, self.hooks.time_box)

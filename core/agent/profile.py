@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from core.tools.sandbox import Workspaces, WorkspaceScope
+
 BusyPolicy = Literal["queue", "interrupt", "steer"]
 
 DEFAULT_MAX_ITERATIONS = 500
@@ -27,9 +29,23 @@ class AgentProfile:
     tools: tuple[str, ...] | None = None
     """Tool names enabled for this profile; None: all registered tools."""
     workspace: Path = Path(".")
+    """The profile's workspace root (see :attr:`workspace_scope`)."""
+    workspace_scope: WorkspaceScope = "profile"
+    """``"profile"``: every session works in :attr:`workspace` itself; ``"session"``: each in
+    its own directory under it (:class:`~core.tools.sandbox.Workspaces`, as the gateway's
+    tools are built; ``[profiles.<name>] workspace_scope``, default ``"session"`` there)."""
     approval_timeout: float = 300.0
     busy_policy: BusyPolicy = "queue"
     queue_limit: int = 20
     stream: bool = False
     external_runtime: tuple[str, ...] | None = None
     """Command line of an external runtime that takes over whole turns (JSON lines)."""
+
+    def workspaces(self) -> Workspaces:
+        """Where this profile's sessions work (:attr:`workspace`, :attr:`workspace_scope`)."""
+        return Workspaces(self.workspace, self.workspace_scope)
+
+    def session_workspace(self, session_key: str) -> Path:
+        """The directory the tools of ``session_key`` work in, the one the system prompt
+        names (``docs/turn-loop.md`` §2 step 3); it may not exist yet."""
+        return self.workspaces().path_for(session_key)

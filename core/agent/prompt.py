@@ -3,13 +3,15 @@
 ``docs/turn-loop.md`` §2, step 3:
 
 * **stable** — the profile's SOUL.md text;
-* **context** — built once per session and frozen: the session key, profile, workspace,
-  tool names and the session's start date. Stored with the session;
+* **context** — built once per session and frozen: the session key, profile, the
+  session's workspace (the directory its tools work in, not the profile's root when each
+  session has its own), tool names and the session's start date. Stored with the session;
 * **volatile** — the current time, rebuilt every turn and sent *after* the cached prefix.
 
 The stable+context *prefix* is stored on the session (``Store.save_session_prompt``) with a
 fingerprint of the runtime it was built for: the model name, the enabled tool names, a
-hash of SOUL.md, and the profile name and workspace (both appear in the context tier).
+hash of SOUL.md, and the profile name and session workspace (both appear in the context
+tier).
 On every turn :func:`restore_or_build_prefix` reuses the stored prefix
 byte-for-byte when the fingerprint still matches (so the provider's prompt cache keeps
 hitting), and rebuilds and re-stores it when the runtime changed (model switched, toolset
@@ -22,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,6 +43,7 @@ class Runtime:
     soul: str
     profile: str = ""
     workspace: str = ""
+    """The session's workspace (:meth:`AgentProfile.session_workspace`)."""
 
     def fingerprint(self) -> str:
         soul_hash = hashlib.sha256(self.soul.encode()).hexdigest()
@@ -61,15 +63,17 @@ def stored_prompt_matches_runtime(session: SessionRecord, runtime: Runtime) -> b
     )
 
 
-def build_context_tier(session: SessionRecord, profile: AgentProfile, tools: Sequence[str]) -> str:
+def build_context_tier(session: SessionRecord, profile: AgentProfile, runtime: Runtime) -> str:
+    """The context tier; its workspace is the session's (``runtime.workspace``), where the
+    terminal and the file tools work (:meth:`AgentProfile.session_workspace`)."""
     started = _utc(session.created_at).strftime("%Y-%m-%d")
     return "\n".join(
         [
             "## Session",
             f"Session: {session.key}",
             f"Profile: {profile.name}",
-            f"Workspace: {profile.workspace}",
-            f"Tools: {', '.join(sorted(tools)) or '(none)'}",
+            f"Workspace: {runtime.workspace}",
+            f"Tools: {', '.join(sorted(runtime.tool_names)) or '(none)'}",
             f"Session started: {started}",
         ]
     )
@@ -94,7 +98,7 @@ async def restore_or_build_prefix(
     """The stable+context prefix: restored byte-identical, or rebuilt when the runtime changed."""
     if stored_prompt_matches_runtime(session, runtime) and session.system_prompt is not None:
         return session.system_prompt
-    context = build_context_tier(session, profile, runtime.tool_names)
+    context = build_context_tier(session, profile, runtime)
     prefix = join_prefix(runtime.soul, context)
     await store.save_session_prompt(
         session.id, frozen_context=context, system_prompt=prefix, fingerprint=runtime.fingerprint()

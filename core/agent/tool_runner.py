@@ -107,6 +107,7 @@ class ToolEnvironment:
     scope: TurnScope
     token: CancellationToken
     workspace: Path
+    """The session's workspace (:meth:`AgentProfile.session_workspace`): ``ToolContext``'s."""
     clock: Callable[[], float]
     child_runner: ChildRunnerFactory | None = None
 

@@ -15,6 +15,12 @@ approval that never came, it was started and its outcome is unknown (check befor
 it again — never repeat a side-effecting call blindly), or it ended and here is its
 recorded result.
 
+An assistant message with neither text nor tool calls (:func:`is_empty_reply`: a grace
+call answered with tool calls only, a model that said nothing) is never stored
+(:func:`store_reply`) nor sent: :meth:`Transcript.for_model` leaves out any such message a
+store still holds from before, since a strict provider rejects the whole request for it
+(``docs/turn-loop.md`` §3).
+
 A replayed update resumes on its own stored user message (:meth:`Transcript.resume_at`):
 the turn sees the history up to that message and what its own turn already did, never the
 turns that came after it (those stay in the store).
@@ -25,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from core.agent.scope import TurnScope
 from core.store.base import Store, StoredMessage, ToolCallRecord
 from core.types import ChatMessage, ToolCall
 
@@ -88,13 +95,42 @@ class Transcript:
         return None
 
     def for_model(self) -> list[ChatMessage]:
+        """The request's messages: the system prompt, then every entry but an empty reply."""
         system = ChatMessage(role="system", content=self.system_prompt)
         messages = [e.message for e in self.entries]
         if self.model_context and len(messages) > self.turn_start:
             user = messages[self.turn_start]
             prefixed = f"{self.model_context}\n\n{user.text()}"
             messages[self.turn_start] = replace(user, content=prefixed)
-        return [system, *messages]
+        return [system, *(m for m in messages if not is_empty_reply(m))]
+
+
+def is_empty_reply(message: ChatMessage) -> bool:
+    """An assistant message with neither text nor tool calls: never stored nor sent."""
+    return message.role == "assistant" and not message.tool_calls and not message.text().strip()
+
+
+async def store_reply(
+    store: Store, scope: TurnScope, transcript: Transcript, message: ChatMessage
+) -> Entry | None:
+    """Store an assistant message of the turn and add it; an empty one is neither (None)."""
+    if is_empty_reply(message):
+        return None
+    stored_id = await store.append_message(scope.session_id, scope.turn_id, message)
+    return transcript.add(message, stored_id)
+
+
+async def replace_reply_text(
+    store: Store, scope: TurnScope, transcript: Transcript, entry: Entry | None, text: str
+) -> None:
+    """Put ``text`` (what ``transform_llm_output`` made of the reply) in place of the stored
+    reply ``entry``; store it afresh when the reply was empty and so never stored."""
+    if entry is None:
+        await store_reply(store, scope, transcript, ChatMessage(role="assistant", content=text))
+        return
+    entry.message.content = text
+    assert entry.stored_id is not None
+    await store.update_message_content(entry.stored_id, text)
 
 
 def turn_end(entries: Sequence[Entry], index: int) -> int:

@@ -10,7 +10,8 @@ Each iteration, in this order::
     wrap-up reminder       80 % of run_budget_seconds → one-shot note via the steer channel
     steer channel          redirect, /steer and notes land on the latest tool result
     model call             pre_api_request → call → post_api_request (retries, hooks)
-    store the reply        the assistant message, as the model sent it
+    store the reply        the assistant message, as the model sent it (never one with
+                           neither text nor tool calls: ``docs/turn-loop.md`` §3)
     no tool calls          transform_llm_output, post_llm_call → finish
     tool calls             run the batch, store the results in the model's order, loop
 
@@ -33,7 +34,7 @@ from core.agent.scope import TurnScope
 from core.agent.steer import SteerChannel
 from core.agent.step import notify_step, prev_tools
 from core.agent.tool_runner import CallOutcome, ToolRunner
-from core.agent.transcript import Transcript
+from core.agent.transcript import Entry, Transcript, replace_reply_text, store_reply
 from core.agent.turn import StepCallback
 from core.cancellation import Cancelled
 from core.hooks.registry import HookRegistry
@@ -69,8 +70,18 @@ def stop_end(reason: str | None) -> TurnEnd:
 
 
 def budget_end(calls: int) -> TurnEnd:
-    reply = f"I ran out of my iteration budget ({calls} model calls) before finishing."
-    return TurnEnd("budget_exhausted", "budget_exhausted", reply, stopped_early=True)
+    return TurnEnd("budget_exhausted", "budget_exhausted", budget_text(calls), stopped_early=True)
+
+
+def budget_text(calls: int) -> str:
+    """The reply of a turn the loop gate ended without an answer (``docs/turn-loop.md`` §8)."""
+    return f"I ran out of my iteration budget ({calls} model calls) before finishing."
+
+
+def review_budget_end(used: int, budget: int) -> TurnEnd:
+    """The review input budget is spent: the chat hears it (``docs/turn-loop.md`` §8, §9)."""
+    reply = f"I ran out of my input budget ({used:,} of {budget:,} tokens) before finishing."
+    return TurnEnd("budget_exhausted", "review_input_budget_exhausted", reply, stopped_early=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +133,7 @@ class TurnRun:
             return stop_end(token.reason)
         budget = self._parts.profile.review_input_budget
         if budget is not None and self.input_tokens >= budget:
-            return TurnEnd("budget_exhausted", "review_input_budget_exhausted", stopped_early=True)
+            return review_budget_end(self.input_tokens, budget)
         return None
 
     async def _iteration(self, kind: CallKind) -> TurnEnd | None:
@@ -136,14 +147,23 @@ class TurnRun:
             return TurnEnd("failed", "model_error", text, str(error), stopped_early=True)
         self.input_tokens += reply.usage.prompt_tokens
         if kind == "grace":
-            reply = replace(reply, tool_calls=())
-        stored_id = await self._store_message(reply.to_message())
+            reply = self._grace_reply(reply)
+        entry = await store_reply(
+            self._parts.store, self._scope, self._transcript, reply.to_message()
+        )
         if not reply.tool_calls:
             try:
-                return await self._final(reply, kind, stored_id)
+                return await self._final(reply, kind, entry)
             except Cancelled as stopped:  # /stop while an after-reply hook ran
                 return stop_end(stopped.reason)
         return await self._run_tools(reply)
+
+    def _grace_reply(self, reply: ModelReply) -> ModelReply:
+        """The grace call's answer without tool calls; with no text left, the budget's own
+        reply stands in, so no empty assistant message is stored (``docs/turn-loop.md`` §9)."""
+        said = (reply.content or "").strip()
+        content = reply.content if said else budget_text(self.gate.calls)
+        return replace(reply, content=content, tool_calls=())
 
     async def _prepare_call(self) -> None:
         tools = prev_tools(self._transcript.turn_messages())
@@ -162,31 +182,30 @@ class TurnRun:
         )
         return await self._parts.caller.call(request, self.gate.calls, self._control.token)
 
-    async def _store_message(self, message: ChatMessage) -> int:
-        stored_id = await self._parts.store.append_message(
-            self._scope.session_id, self._scope.turn_id, message
-        )
-        self._transcript.add(message, stored_id)
-        return stored_id
-
-    async def _final(self, reply: ModelReply, kind: CallKind, stored_id: int) -> TurnEnd:
+    async def _final(self, reply: ModelReply, kind: CallKind, entry: Entry | None) -> TurnEnd:
         raw = reply.content or ""
         hooks, scope = self._parts.hooks, self._scope.hook_args()
         guard = self._control.token.guard
         text = await guard(hooks.transform("transform_llm_output", raw, **scope))
         if text != raw:
-            self._transcript.entries[-1].message.content = text
-            await self._parts.store.update_message_content(stored_id, text)
+            store = self._parts.store
+            await replace_reply_text(store, self._scope, self._transcript, entry, text)
         await guard(hooks.notify("post_llm_call", **scope, reply=text))
         if kind == "grace":
             exhausted = budget_end(self.gate.calls)
             return replace(exhausted, reply=text) if text else exhausted
         return TurnEnd("completed", "text_response", text)
 
+    async def _store_tool_message(self, message: ChatMessage) -> None:
+        stored_id = await self._parts.store.append_message(
+            self._scope.session_id, self._scope.turn_id, message
+        )
+        self._transcript.add(message, stored_id)
+
     async def _run_tools(self, reply: ModelReply) -> TurnEnd | None:
         outcomes = await self._parts.runner.run_batch(reply.tool_calls)
         for outcome in outcomes:
-            await self._store_message(_tool_message(outcome))
+            await self._store_tool_message(_tool_message(outcome))
         if any(o.cancelled for o in outcomes):
             return stop_end(self._control.token.reason)
         if self.gate.grant_grace_if_closed():

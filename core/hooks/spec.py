@@ -13,8 +13,11 @@ hook that hangs, and the turn ends ``interrupted`` at once — and each async ho
 is time-boxed by its registry (``HookRegistry.time_box``, default ``HOOK_SECONDS``): an
 observer, transform or collector that overruns is abandoned and ignored (logged); a
 ``pre_tool_call`` that overruns blocks the call. Hooks fired after a stop
-(``agent_loop_stopped``, ``on_session_end``, the after-call hooks of a cancelled tool) get
-a short box (``AFTER_STOP_SECONDS``). A sync hook must never block: it cannot be stopped.
+(``agent_loop_stopped``, ``on_session_end``, the after-call hooks of a cancelled tool, the
+``on_session_start`` of a first turn stopped before the session hooks) get a short box
+(``AFTER_STOP_SECONDS``). The external runtime's ``transform_llm_output`` and
+``post_llm_call`` run under the token too (``docs/turn-loop.md`` §7, §14). A sync hook
+must never block: it cannot be stopped.
 
 Order within one turn (``docs/turn-loop.md`` §7)::
 
@@ -33,8 +36,10 @@ HookKind = Literal["observe", "decide", "transform", "collect"]
 HOOKS: dict[str, tuple[HookKind, str]] = {
     "on_session_start": (
         "observe",
-        "A turn starts in a session that is new (just created, or without messages). "
-        "Args: common only.",
+        "A turn starts in a session that is new (just created, or without messages); "
+        "once, in its first turn whose record was started, even one stopped or failed "
+        "before the session hooks (then at its finish, before agent_loop_stopped and "
+        "on_session_end). Args: common only.",
     ),
     "pre_llm_call": (
         "collect",

@@ -184,6 +184,7 @@ class ProfileSection(Section):
             review_input_budget=self.review_input_budget,
             tools=self.tools,
             workspace=self.workspace,
+            workspace_scope=self.workspace_scope,
             approval_timeout=self.approval_timeout,
             busy_policy=self.busy_policy,
             queue_limit=self.queue_limit,
