@@ -2,9 +2,10 @@
 
 Lifecycle: ``start`` asks Slack who the bot is (``auth.test``), replays messages a
 previous run left unfinished, then receives by Socket Mode (default; ``connect_async`` with
-a watchdog, :mod:`adapters.slack.receivers`) or signed HTTP (bolt's aiohttp app; a bad
-signature or a timestamp older than five minutes is refused with 401 by bolt's request
-verification before any listener runs). ``stop`` stops receiving, cancels deliveries in
+a watchdog, :mod:`adapters.slack.receivers`) or signed HTTP (checked at our edge before bolt:
+a forged or stale request is 401, a malformed one 400 with ``X-Slack-No-Retry``, never a
+5xx Slack would retry). A message event whose key fields cannot be read is a dead letter
+(:func:`adapters.slack.normalize.unusable`). ``stop`` stops receiving, cancels deliveries in
 flight (they replay next run) and clears any status left shown.
 
 Every envelope is acknowledged within Slack's three seconds: the listeners only store the
@@ -50,6 +51,7 @@ from adapters.slack.normalize import (
     Normalizer,
     SlackIdentity,
     default_session_key,
+    unusable,
 )
 from adapters.slack.receivers import HttpReceiver, Receiver, SocketReceiver
 from adapters.slack.render import neutralise_plain, slack_renderer
@@ -155,7 +157,7 @@ class SlackAdapter:
     def _receiver(self, app: AsyncApp) -> Receiver:
         s = self.settings
         if s.mode == "http":
-            return HttpReceiver(app, s.http_host, s.http_port, s.http_path)
+            return HttpReceiver(app, s.http_host, s.http_port, s.http_path, s.signing_secret)
         return SocketReceiver(app, s.app_token, s.watchdog_seconds, s.ping_interval)
 
     def _bolt_app(self) -> AsyncApp:
@@ -204,6 +206,10 @@ class SlackAdapter:
         runs in the background; returning lets bolt acknowledge the envelope."""
         normalizer, inbox = self.normalizer, self._inbox
         if normalizer is None or inbox is None or not normalizer.wanted(event):
+            return
+        problem = unusable(event)
+        if problem is not None:  # a dead letter; the envelope is acknowledged
+            await inbox.reject(event, body.get("event_id"), problem)
             return
         place = normalizer.place(event)
         joined = await self._in_thread(str(place.key)) if place.chat_type == "thread" else False

@@ -11,10 +11,16 @@ the stored payload, which is what revives the message on replay.
 
 The listener acknowledges the envelope only after :meth:`SlackInbox.receive` returned; a
 store outage raises instead, so Slack redelivers once storage is back.
+
+A message event whose key fields cannot be read (:func:`adapters.slack.normalize.unusable`)
+is never queued: :meth:`SlackInbox.reject` keeps it as a dead letter under a digest of the
+event (``unreadable-<16 hex>``, so a redelivery is the same letter), with one WARNING
+naming the field, and the envelope is acknowledged.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -74,6 +80,13 @@ class SlackInbox(DurableInbox[SlackMessage]):
         message = SlackMessage(event, payload)
         return await self.accept(message, str(event.session_key), _notice_chat(event))
 
+    async def reject(self, event: object, event_id: object, problem: str) -> None:
+        """Keep a message event that cannot be read as a dead letter (``problem`` says why,
+        without its text); raises :class:`~core.store.base.StoreUnavailable` when even that
+        cannot be written, so the envelope stays unacknowledged like any other."""
+        raw = json.dumps({"event": event, "event_id": event_id}, default=str)
+        await self.intake.reject(unreadable_id(event), raw, problem)
+
     async def _handle(self, message: SlackMessage) -> InboundEvent:
         await self.sink(message.event)
         return message.event
@@ -84,3 +97,12 @@ def _notice_chat(event: InboundEvent) -> ChatRef | None:
     channel's every message reaches us, so a bare command there does not count)."""
     addressed = event.chat_type == "dm" or event.mentioned or event.reply_to_bot
     return event.chat if addressed and not event.sender.is_bot else None
+
+
+def unreadable_id(event: object) -> str:
+    """The id an unreadable event is kept under: a digest of it without its ``type``, so a
+    message delivered as ``message`` and ``app_mention`` (and any retry) is one letter."""
+    if isinstance(event, dict):
+        event = {key: value for key, value in event.items() if key != "type"}
+    text = json.dumps(event, sort_keys=True, default=str)
+    return f"unreadable-{hashlib.sha256(text.encode()).hexdigest()[:16]}"

@@ -20,10 +20,18 @@ as ``/agent-`` lets several bots share a workspace).
 
 Nothing for us (``None``): the bot's own messages, edits, deletions, joins and other
 subtypes, and empty text.
+
+What a session key is made of is checked before anything is built from it
+(:func:`unusable`): ``channel`` and ``user`` (or ``bot_id``) must be Slack ids, ``ts`` and
+any ``thread_ts`` Slack timestamps (``1700000000.000100``), ``text``, ``subtype`` and
+``channel_type`` strings. A message event that fails is a dead letter
+(:meth:`adapters.slack.inbox.SlackInbox.reject`) and changes nothing; a press or a slash
+command that fails is ignored with one WARNING (they were acknowledged on arrival).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, replace
@@ -32,7 +40,14 @@ from typing import Any
 from adapters.base import ChatRef, ChatType, InboundEvent, Sender, SentMessage, SessionKey
 from adapters.session_keys import KeyStrategy, SessionKeyRule, key_rule
 
+_log = logging.getLogger(__name__)
+
 PLATFORM = "slack"
+SLACK_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""A channel, user or bot id (``C0123``, ``U0123``): never a ``:`` a session key splits on."""
+SLACK_TS = re.compile(r"[0-9]{1,12}\.[0-9]{1,9}")
+"""A message timestamp, which is also its id in the channel (``1700000000.000100``)."""
+WORD = re.compile(r"[a-z_]{1,32}")
 HANDLED_SUBTYPES = frozenset({None, "", "thread_broadcast", "file_share", "me_message"})
 BARE_COMMANDS = frozenset({"stop"})
 """Words that are a command when they are the whole message."""
@@ -84,10 +99,14 @@ class Normalizer:
         return user == self.identity.user_id or (bot is not None and bot == self.identity.bot_id)
 
     def wanted(self, event: Json) -> bool:
-        """A new user message with text (not ours, not an edit, join or deletion)."""
+        """A new user message with text (not ours, not an edit, join or deletion); whether
+        its fields can be used is :func:`unusable`'s question (a malformed subtype is)."""
         if event.get("type") not in ("message", "app_mention") or self.is_ours(event):
             return False
-        return event.get("subtype") in HANDLED_SUBTYPES and bool(event.get("text"))
+        subtype = event.get("subtype")
+        if isinstance(subtype, str) and subtype not in HANDLED_SUBTYPES:
+            return False
+        return bool(event.get("text"))
 
     def place(self, event: Json) -> MessagePlace:
         """The chat and session key of a message event."""
@@ -101,8 +120,9 @@ class Normalizer:
         return MessagePlace(ChatRef(PLATFORM, channel, root), "thread", key)
 
     def message(self, event: Json, *, joined: bool = False) -> InboundEvent | None:
-        """The event of a user message; ``joined``: it is in a thread the agent is in."""
-        if not self.wanted(event):
+        """The event of a user message; ``joined``: it is in a thread the agent is in.
+        None for one not wanted or :func:`unusable` (the caller dead-letters those)."""
+        if not self.wanted(event) or unusable(event) is not None:
             return None
         place = self.place(event)
         raw_text = str(event.get("text", ""))
@@ -156,7 +176,13 @@ class Normalizer:
         name = self.command_name(str(body.get("command", "")))
         if name is None:
             return None
-        channel, user = str(body.get("channel_id", "")), str(body.get("user_id", ""))
+        channel, user = body.get("channel_id"), body.get("user_id")
+        if not (_matches(SLACK_ID, channel) and _matches(SLACK_ID, user)):
+            _log.warning("slack: slash command %s ignored: no usable channel_id/user_id", name)
+            return None
+        assert isinstance(channel, str) and isinstance(user, str)
+        if thread is not None and not _matches(SLACK_TS, thread):
+            thread = None
         dm = channel.startswith("D") or body.get("channel_name") == "directmessage"
         chat_type: ChatType = "dm" if dm else "thread" if thread else "channel"
         chat = ChatRef(PLATFORM, channel, None if dm else thread)
@@ -176,33 +202,106 @@ class Normalizer:
 
     # buttons ------------------------------------------------------------------------------
     def press(self, body: Json) -> InboundEvent | None:
-        """A ``block_actions`` click: a button event whose payload is the button's ``value``."""
-        actions = body.get("actions") or []
-        container, channel = body.get("container") or {}, body.get("channel") or {}
-        message = body.get("message") or {}
-        if not actions or not channel.get("id"):
-            return None
-        action, user = actions[0], body.get("user") or {}
-        channel_id, ts = str(channel["id"]), str(container.get("message_ts") or message.get("ts"))
+        """A ``block_actions`` click: a button event whose payload is the button's ``value``;
+        None when the body has no button or its place cannot be read (logged)."""
+        actions = body.get("actions")
+        action = _object(actions[0]) if isinstance(actions, list) and actions else {}
+        channel, user = _object(body.get("channel")), _object(body.get("user"))
+        container, message = _object(body.get("container")), _object(body.get("message"))
+        ts = container.get("message_ts") or message.get("ts")
         thread = message.get("thread_ts")
-        place = self.place(
-            {"channel": channel_id, "user": user.get("id"), "ts": ts, "thread_ts": thread,
-             "channel_type": "im" if channel_id.startswith("D") else "channel"}
-        )  # fmt: skip
-        sender = Sender(str(user.get("id", "")), str(user.get("name") or user.get("id", "")))
-        data = str(action.get("value") or action.get("action_id") or "")
+        channel_id = channel.get("id")
+        where = {"channel": channel_id, "user": user.get("id"), "ts": ts, "thread_ts": thread}
+        if not action or channel_id is None:
+            return None
+        problem = _problem(where, PRESS_FIELDS)
+        if problem is not None:
+            _log.warning("slack: button press ignored: its %s", problem)
+            return None
+        channel_id, ts = str(channel_id), str(ts)
+        im = "im" if channel_id.startswith("D") else "channel"
+        place = self.place({**where, "channel_type": im})
+        user_id = str(user["id"])
+        sender = Sender(user_id, _text_or(user.get("name"), user_id))
+        data = _text_or(action.get("value"), _text_or(action.get("action_id"), ""))
         return InboundEvent(
             kind="button",
             platform=PLATFORM,
-            update_id=f"press:{action.get('action_ts', '')}",
+            update_id=f"press:{_text_or(action.get('action_ts'), '')}",
             chat=place.chat,
             chat_type=place.chat_type,
             sender=sender,
             session_key=place.key,
             button_data=data,
             message=SentMessage(ChatRef(PLATFORM, channel_id, place.chat.thread_id), ts),
-            press_id=str(body.get("trigger_id", "")),
+            press_id=_text_or(body.get("trigger_id"), ""),
         )
+
+
+KEY_FIELDS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
+    ("channel", SLACK_ID, True),
+    ("ts", SLACK_TS, True),
+    ("thread_ts", SLACK_TS, False),
+    ("user", SLACK_ID, False),
+)
+"""``(field, pattern, required)``: what a message's session key and id are made of."""
+PRESS_FIELDS = (("user", SLACK_ID, True), *KEY_FIELDS)
+"""A press's place (read from its body) and who pressed."""
+MESSAGE_FIELDS: tuple[tuple[str, re.Pattern[str] | None, bool], ...] = (
+    ("bot_id", SLACK_ID, False),
+    ("channel_type", WORD, False),
+    ("subtype", None, False),
+    ("text", None, True),
+)
+"""The other fields a user message is read from (``None``: any string)."""
+
+
+def key_problem(event: Json) -> str | None:
+    """Why a session key cannot be made of ``event``'s fields (None: it can). The reason
+    names fields and types only, never a value (it is logged)."""
+    return _problem(event, KEY_FIELDS)
+
+
+def unusable(event: Json) -> str | None:
+    """Why a wanted message event cannot be taken in (None: it can): :func:`key_problem`,
+    a sender neither ``user`` nor ``bot_id``, or a non-string text, subtype, channel type."""
+    problem = key_problem(event) or _problem(event, MESSAGE_FIELDS)
+    if problem is None and event.get("user") is None and event.get("bot_id") is None:
+        problem = "user and bot_id are missing"
+    return None if problem is None else f"message event: {problem}"
+
+
+def _problem(
+    event: Json, fields: tuple[tuple[str, re.Pattern[str] | None, bool], ...]
+) -> str | None:
+    for name, pattern, required in fields:
+        value = event.get(name)
+        if value is None and not required:
+            continue
+        if not isinstance(value, str) or (pattern is not None and not pattern.fullmatch(value)):
+            return f"{name} is {_shape(value)}"
+    return None
+
+
+def _shape(value: object) -> str:
+    """What ``value`` is, without saying what it says: ``missing``, ``a list``…"""
+    if value is None:
+        return "missing"
+    if isinstance(value, str):
+        return "malformed"
+    return f"of type {type(value).__name__}"
+
+
+def _matches(pattern: re.Pattern[str], value: object) -> bool:
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
+
+
+def _object(value: object) -> Json:
+    return value if isinstance(value, dict) else {}
+
+
+def _text_or(value: object, default: str) -> str:
+    return value if isinstance(value, str) and value else default
 
 
 def message_id(event: Json) -> str:
