@@ -1,7 +1,20 @@
-"""The one secret redactor: everything shown to a chat or a prompt goes through :func:`redact`.
+"""The secret redactors: :func:`redact` for everything shown to a chat or a prompt, and
+:func:`redact_shapes` for the logs.
 
-:func:`redact` replaces the credential with a mask and keeps what names it, so the reader
-still sees *that* a secret was there. It catches:
+**In chat, only the configured secret values.** The redactor knows the *exact values* of the
+configured secrets (bot tokens, API keys, signing secrets — :func:`remember_secrets`, called
+when the gateway loads its config) and masks each wherever it appears: verbatim,
+base64-encoded (standard and URL-safe alphabets, at any byte alignment, so a value inside a
+larger encoded blob is caught too) and URL-encoded (``%3A`` or ``%3a``). Nothing else is
+touched: a git commit id, a run of one letter, ``PWD=/home/x`` or a UUID in a reply comes
+back as the agent wrote it — guessing at shapes in the agent's own answers damages them.
+Values shorter than :data:`MIN_SECRET_LENGTH` are too likely to occur in ordinary text and
+are ignored.
+
+**In the logs, also the shapes** (:func:`redact_shapes`, applied by
+:mod:`gateway.log_redaction` after the known values): a tripwire for credentials nobody
+configured, which a library or a traceback may print. It replaces the credential with a
+mask and keeps what names it, so the reader still sees *that* a secret was there:
 
 - passwords inside URLs: ``scheme://user:PASS@host`` (the user name stays);
 - ``Authorization:`` header values, with or without a scheme (``Bearer``, ``Basic``,
@@ -14,17 +27,11 @@ still sees *that* a secret was there. It catches:
 - well-known token shapes, whole: OpenAI-style ``sk-…``, GitHub ``ghp_…`` /
   ``github_pat_…``, Slack ``xox?-…``, AWS ``AKIA…``, Google ``AIza…``, Telegram bot
   tokens ``123456789:AA…`` (also inside ``…/bot<token>/getMe``), JWTs ``eyJ….….…``;
-- long runs: 32+ hex digits, and 32+ base64/base64url characters that mix upper case,
-  lower case and digits (path-like runs with only short pieces between ``/`` are kept).
+- runs of 32+ base64/base64url characters that mix upper case, lower case and digits
+  (path-like runs with only short pieces between ``/`` are kept).
 
-The shapes are a tripwire, not a guarantee: a secret with no recognisable name or shape
-passes through them. So the redactor also knows the *exact values* of the configured
-secrets (bot tokens, API keys, signing secrets — :func:`remember_secrets`, called when the
-gateway loads its config) and masks each wherever it appears: verbatim, base64-encoded
-(standard and URL-safe alphabets, at any byte alignment, so a value inside a larger encoded
-blob is caught too) and URL-encoded (``%3A`` or ``%3a``). Values shorter than
-:data:`MIN_SECRET_LENGTH` are too likely to occur in ordinary text and are ignored.
-Ordinary prose and shell commands come out unchanged.
+Bare hex runs are not masked, not even in the logs: the gateway's own turn and session ids
+are 32 hex digits, and a log that hides them cannot be followed.
 """
 
 from __future__ import annotations
@@ -72,7 +79,6 @@ _TOKEN_SHAPES = re.compile(
     r"|\bAIza[\w-]{30,}"
     r"|(?<![\d])\d{6,12}:[\w-]{30,}"
 )
-_LONG_HEX = re.compile(r"(?<![0-9A-Za-z])[0-9a-fA-F]{32,}(?![0-9A-Za-z])")
 _LONG_BASE64 = re.compile(r"(?<![\w+/=-])[A-Za-z0-9+/_-]{32,}={0,2}(?![\w+/=-])")
 _MIXED_PIECE_LENGTH = 20
 
@@ -129,15 +135,15 @@ def remember_secrets(values: Iterable[str]) -> None:
     KNOWN.add(values)
 
 
-def redact_known(text: str, mask: str = MASK) -> str:
-    """``text`` with only the known secret values (and their encoded forms) masked: for
-    text already rendered to a markup, where the shape patterns could cut through tags."""
+def redact(text: str, mask: str = MASK) -> str:
+    """``text`` with the known secret values (in every encoding above) replaced by ``mask``,
+    and nothing else: what every text to a chat or a prompt gets."""
     return KNOWN.mask(text, mask)
 
 
-def redact(text: str, mask: str = MASK) -> str:
-    """``text`` with every secret it recognises replaced by ``mask`` (see the module doc)."""
-    text = KNOWN.mask(text, mask)
+def redact_shapes(text: str, mask: str = MASK) -> str:
+    """``text`` with every credential *shape* in the module doc masked (for the logs; the
+    known values are the caller's to mask first)."""
     for pattern, replace in _passes(mask):
         text = pattern.sub(replace, text)
     return text
@@ -153,7 +159,6 @@ def _passes(mask: str) -> tuple[tuple[re.Pattern[str], Callable[[re.Match[str]],
         (_MYSQL_PASSWORD, keep_first),
         (_ASSIGNMENT, _keep_name(mask)),
         (_TOKEN_SHAPES, lambda m: mask),
-        (_LONG_HEX, lambda m: mask),
         (_LONG_BASE64, lambda m: mask if _looks_random(m.group(0)) else m.group(0)),
     )
 

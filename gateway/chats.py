@@ -10,8 +10,8 @@ It is also the one way out: every adapter it hands out is wrapped in
 :class:`RedactedAdapter` behind its bot's :class:`gateway.outbound.ScheduledAdapter` (one
 send budget with priorities, the one retry layer), so each text sent or edited into a
 chat — replies, progress, approval cards, notices, button answers and labels — passes
-:func:`core.redaction.redact` (secret shapes and the exact configured secret values) on its
-way to the platform.
+:func:`core.redaction.redact` (the exact configured secret values, in every encoding it
+knows, and nothing else) on its way to the platform.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from adapters.base import (
     SentMessage,
 )
 from core.bounded import BoundedMap
-from core.redaction import redact, redact_known
+from core.redaction import redact
 from gateway.outbound import ScheduledAdapter
 
 DEFAULT_CAPACITY = 10_000
@@ -41,10 +41,8 @@ class Place:
 
 
 class RedactedAdapter:
-    """An :class:`Adapter` whose outbound texts are redacted before the platform sees them.
-
-    Plain text gets the whole redactor; text already in the platform's markup gets the
-    exact-value pass only (the shape patterns could cut through its tags — the reply was
+    """An :class:`Adapter` whose outbound texts (and button labels) are redacted before the
+    platform sees them, plain or in the platform's markup alike (the reply was also
     redacted as Markdown before it was rendered, see :mod:`gateway.delivery`)."""
 
     def __init__(self, inner: Adapter) -> None:
@@ -61,13 +59,13 @@ class RedactedAdapter:
     async def send(
         self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
     ) -> SentMessage:
-        clean, rows = _clean(text, markup), _clean_buttons(buttons)
+        clean, rows = redact(text), _clean_buttons(buttons)
         return await self.inner.send(chat, clean, buttons=rows, markup=markup)
 
     async def edit(
         self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
     ) -> None:
-        clean, rows = _clean(text, markup), _clean_buttons(buttons)
+        clean, rows = redact(text), _clean_buttons(buttons)
         await self.inner.edit(message, clean, buttons=rows, markup=markup)
 
     async def delete(self, message: SentMessage) -> None:
@@ -78,10 +76,6 @@ class RedactedAdapter:
 
     async def typing(self, chat: ChatRef) -> None:
         await self.inner.typing(chat)
-
-
-def _clean(text: str, markup: bool) -> str:
-    return redact_known(text) if markup else redact(text)
 
 
 def _clean_buttons(rows: ButtonRows) -> ButtonRows:

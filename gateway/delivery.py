@@ -1,7 +1,7 @@
 """Sending text to a chat: the final reply of a turn, and short notices.
 
-A reply is first redacted (:func:`core.redaction.redact`: secret shapes and the exact
-configured secret values, so no chunk boundary can split a secret past the redactor), then
+A reply is first redacted (:func:`core.redaction.redact`: the exact configured secret
+values and nothing else, so no chunk boundary can split a secret past the redactor), then
 rendered for the adapter's markup dialect, chunked to its length limit
 (counted in its unit), and each chunk is sent with:
 

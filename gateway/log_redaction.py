@@ -4,7 +4,11 @@ Libraries log request URLs (python-telegram-bot's token is part of every Bot API
 httpx logs each request at INFO); a traceback may quote a header. :class:`RedactSecrets`
 sits on the log handlers and replaces every configured secret in the rendered message and
 traceback with a mask before anything is written — verbatim, base64- and URL-encoded
-(:func:`core.redaction.encoded_forms`, the same forms the chat redactor masks).
+(:func:`core.redaction.encoded_forms`, the same forms the chat redactor masks) — and then
+every credential *shape* (:func:`core.redaction.redact_shapes`: URL passwords,
+``Authorization`` values, ``--password`` flags, ``*_KEY=`` assignments, well-known token
+prefixes, random-looking base64 runs). The shapes are for the logs only: replies and every
+other text to a chat are masked for the configured values alone (:mod:`core.redaction`).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from core.redaction import MIN_SECRET_LENGTH, encoded_forms
+from core.redaction import MIN_SECRET_LENGTH, encoded_forms, redact_shapes
 from gateway.config import Config, mask
 
 
@@ -24,10 +28,11 @@ class RedactSecrets(logging.Filter):
         self._forms = sorted(forms.items(), key=lambda item: len(item[0]), reverse=True)
 
     def redact(self, text: str) -> str:
+        """``text`` with the configured secrets, then the credential shapes, masked."""
         for form, masked in self._forms:
             if form in text:
                 text = text.replace(form, masked)
-        return text
+        return redact_shapes(text)
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()

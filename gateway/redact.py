@@ -1,8 +1,8 @@
 """Short, secret-free previews of tool arguments for chat (progress lines, approval cards).
 
-Redaction is :func:`core.redaction.redact` (the one redactor, also used by approval
-prompts) with a short mask, ``***``, so previews stay short. A preview is one line, cut to
-``limit`` characters with an ellipsis.
+Redaction is :func:`core.redaction.redact` (the chat's redactor, also used by approval
+prompts: the configured secret values, nothing else) with a short mask, ``***``, so
+previews stay short. A preview is one line, cut to ``limit`` characters with an ellipsis.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ PRIMARY_ARGUMENTS = ("command", "query", "path", "url", "pattern", "question", "
 
 
 def redact(text: str) -> str:
-    """``text`` with secrets masked as ``***`` (:func:`core.redaction.redact` does the work)."""
+    """``text`` with the configured secrets masked as ``***`` (:func:`core.redaction.redact`)."""
     return redact_secrets(text, REDACTED)
 
 

@@ -3,8 +3,9 @@
 The dangerous-command policy is a ``pre_tool_call`` hook: a command for a shell tool
 (``terminal`` by default) that matches :data:`DANGEROUS_PATTERNS` gets
 ``AskUser(prompt)``; so does every call of a tool whose risk is ``dangerous`` when
-``ask_for_dangerous_tools`` is on. The prompt shows the command with secrets redacted
-(:func:`core.redaction.redact`), so an approval card never leaks a key into a group chat.
+``ask_for_dangerous_tools`` is on. The prompt shows the command with the configured
+secrets redacted (:func:`core.redaction.redact`), so an approval card never leaks the
+gateway's keys into a group chat.
 
 The pattern list is a tripwire for honest mistakes, not a sandbox: a model that wants to
 hide ``rm -rf`` behind quoting or ``eval`` can. Real confinement is the workspace and the

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adapters.base import ChatRef, Forbidden, MessageGone, NotModified, RateLimited
+from core.redaction import remember_secrets
 from gateway.progress import ProgressConfig, ProgressView
 from tests.gateway.fakes import FakeAdapter, FakeClock
 
@@ -168,11 +169,12 @@ async def test_cleanup_deletes_the_progress_message_when_the_reply_is_sent() -> 
 
 async def test_previews_are_short_and_redact_secrets() -> None:
     adapter, _, view = make()
-    command = "curl -H 'Authorization: Bearer abc123secret' https://example.com/" + "x" * 80
+    remember_secrets(["abc123-progress-secret"])
+    command = "curl -H 'Bearer abc123-progress-secret' https://example.com/" + "x" * 80
     view.step(2, [tool("terminal", command=command)])
     await view.finish("completed")
     line = adapter.of("send")[0].text.split("\n")[0]
-    assert "abc123secret" not in line
+    assert "abc123" not in line and "'Bearer ***'" in line
     assert len(line.removeprefix("💻 terminal: ")) <= 40
 
 

@@ -184,3 +184,27 @@ async def test_the_tool_results_the_model_saw_came_from_the_sandbox(
     seen = [m["content"] for m in model_server.requests[1].messages if m["role"] == "tool"]
     assert len(seen) == 1 and "PATH=/usr/local/sbin" in seen[0]
     assert "COMMONOS_TELEGRAM_TOKEN" not in seen[0] and telegram_sim.token not in seen[0]
+
+
+COMMIT = "9fceb02d0ae598e95dc970b74767f19372d61af8"
+LOOKALIKES = {
+    "a commit id": f"fixed in {COMMIT}",
+    "a run of letters": "ACK " + "A" * 200,
+    "a PWD assignment": "PWD=/home/x",
+    "a UUID": "id 5f0c2a9e-3b1d-4c8e-9a7f-2d6b8e1c4a03",
+}
+
+
+async def test_a_reply_keeps_what_only_looks_like_a_secret_and_masks_the_configured_ones(
+    running: Config, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    token = telegram_sim.token
+    lines = [*LOOKALIKES.values(), f"token {token}", f"key {API_KEY}", DONE]
+    model_server.script(reply_text("\n\n".join(lines)))
+
+    chat = await ask(telegram_sim, "tell me everything")
+
+    for name, text in LOOKALIKES.items():
+        assert text in chat, name
+    assert token not in chat and API_KEY not in chat
+    assert "token [REDACTED]" in chat and "key [REDACTED]" in chat

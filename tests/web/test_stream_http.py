@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from core.model.openai_client import OpenAIClient
+from core.redaction import remember_secrets
 from tests.support.model_server import ScriptedModelServer, reply_text
 from tests.web.conftest import WebGatewayFactory
 from tests.web.harness import Frame, Running, new_id
@@ -96,7 +97,8 @@ async def test_a_secret_split_across_fragments_is_never_shown_live(
     web_gateway: WebGatewayFactory, model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:
     release = asyncio.Event()
-    secret = "sk-abcdefghijklmnopqrstuvwxyz0123"
+    secret = "sk-live-configured-key-abcdefghijklmn"
+    remember_secrets([secret])
     model_server.script(
         reply_text(
             f"key {secret} done.",
