@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from adapters.health import Health
 from adapters.render import LengthUnit, Renderer
 
 ChatType = Literal["dm", "group", "channel", "thread"]
@@ -196,8 +197,16 @@ class Adapter(Protocol):
     platform: str
     capabilities: Capabilities
 
+    @property
+    def health(self) -> Health:
+        """Where the platform connection stands now (``adapters.health``; read by
+        ``/healthz``, ``/metrics`` and the dashboard, docs/architecture.md §10)."""
+        ...
+
     async def start(self, sink: EventSink) -> None:
-        """Connect and begin delivering events to ``sink``; returns once receiving."""
+        """Connect and begin delivering events to ``sink``; returns once receiving, or with
+        ``health`` down when the platform refused us for good (a rejected token, an address
+        in use): that is reported through ``health``, not raised."""
         ...
 
     async def stop(self) -> None: ...

@@ -11,6 +11,11 @@ Between the model client and ``ready`` the :class:`~gateway.service.GatewayServi
 (the runtime: engine, dispatcher, approvals, chat layer and the configured adapters) is
 built by :mod:`gateway.wiring` and started — its start marks the turns a previous run
 left running as failed; ``stop`` stops it first.
+
+An adapter that is ``down`` once started (the web chat's address in use, a token the
+platform rejects; docs/architecture.md §10) is not a way in: when every enabled platform is
+down nothing could reach the agent, so start fails with one line naming each and why;
+otherwise one WARNING names what runs and what does not.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 
+from adapters.base import Adapter
 from core.model.base import ModelClient
 from core.store.base import Store, StoreError, StoreUnavailable
 from core.store.files import DataDirInUse, DataDirLock
@@ -91,6 +97,7 @@ class Gateway:
             raise _unwritable_store(gateway.db_path, exc) from exc
         except Exception as exc:
             raise StartupError(f"cannot start the platform adapters: {_one_line(exc)}") from exc
+        _check_ways_in(self._service.directory.adapters)
 
     async def stop(self) -> None:
         """Close whatever started, in reverse order; safe to call more than once."""
@@ -180,6 +187,19 @@ def _make_workspaces(config: Config) -> None:
             raise StartupError(
                 f"profile {name}: cannot create workspace {profile.workspace}: {reason}"
             ) from exc
+
+
+def _check_ways_in(adapters: Sequence[Adapter]) -> None:
+    """Raise :class:`StartupError` when every platform is down; warn once when some are."""
+    down = [adapter for adapter in adapters if adapter.health.state == "down"]
+    if not down:
+        return
+    reasons = "; ".join(f"{adapter.platform}: {adapter.health.reason}" for adapter in down)
+    if len(down) == len(adapters):
+        others = "no other platform is" if len(down) == 1 else "no platform is"
+        raise StartupError(f"{reasons}; {others} enabled, so nothing could reach the agent")
+    running = ", ".join(a.platform for a in adapters if a.health.state != "down")
+    log.warning("not running: %s; the gateway runs on with %s", reasons, running)
 
 
 def _unwritable_store(path: Path, exc: StoreUnavailable) -> StartupError:

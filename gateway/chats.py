@@ -27,6 +27,7 @@ from adapters.base import (
     InboundEvent,
     SentMessage,
 )
+from adapters.health import Health
 from core.bounded import BoundedMap
 from core.redaction import redact
 from gateway.outbound import ScheduledAdapter
@@ -49,6 +50,10 @@ class RedactedAdapter:
         self.inner = inner
         self.platform: str = inner.platform
         self.capabilities: Capabilities = inner.capabilities
+
+    @property
+    def health(self) -> Health:
+        return self.inner.health
 
     async def start(self, sink: EventSink) -> None:
         await self.inner.start(sink)

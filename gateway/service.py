@@ -191,6 +191,7 @@ class GatewayService:
             policy_for=self._policy_for,
             queue_limit=self._queue_limit,
             on_result=self._on_result,
+            stop_clears_queue=self._stop_clears_queue,
         )
 
     def _router(self, access: Mapping[str, AccessPolicy]) -> Router:
@@ -213,7 +214,8 @@ class GatewayService:
         stale = await self._recover()
         for adapter in self.directory.adapters:
             await adapter.start(self.router)
-            logger.info("%s adapter started", adapter.platform)
+            if adapter.health.state != "down":  # down: reported by the adapter or the gateway
+                logger.info("%s adapter started", adapter.platform)
         for record in stale:
             await self.approver.retire(record)
 
@@ -288,6 +290,9 @@ class GatewayService:
 
     def _queue_limit(self, session_key: str) -> int:
         return self.profile_for(session_key).queue_limit
+
+    def _stop_clears_queue(self, session_key: str) -> bool:
+        return self.profile_for(session_key).stop_clears_queue
 
     def _approval_timeout(self, session_key: str) -> float:
         return self.profile_for(session_key).approval_timeout

@@ -8,6 +8,13 @@ a forged or stale request is 401, a malformed one 400 with ``X-Slack-No-Retry``,
 (:func:`adapters.slack.normalize.unusable`). ``stop`` stops receiving, cancels deliveries in
 flight (they replay next run) and clears any status left shown.
 
+Health (``adapter.health``, docs/architecture.md §10): ``up`` once receiving (Socket Mode:
+the socket's ``hello``; HTTP: listening); the Socket Mode receiver makes it ``retrying``
+while it reconnects. A token Slack refuses for good (``invalid_auth``,
+``not_allowed_token_type``, ``account_inactive``, ... from ``auth.test`` at start or
+``apps.connections.open`` on any connection) makes it ``down`` with the fix, logged once;
+``start`` then returns without receiving.
+
 Every envelope is acknowledged within Slack's three seconds: the listeners only store the
 message (:mod:`adapters.slack.inbox`) or hand the press or command to a background task,
 and return; bolt runs them before it acknowledges (``process_before_response``), so a
@@ -24,8 +31,10 @@ refused the call, so nothing is duplicated.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -34,6 +43,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
+    AdapterError,
     ButtonRows,
     Capabilities,
     ChatRef,
@@ -41,6 +51,7 @@ from adapters.base import (
     InboundEvent,
     SentMessage,
 )
+from adapters.health import Health, HealthCell, Sleep
 from adapters.inbox import STORAGE_NOTICE, SettleWait
 from adapters.session_keys import SessionKeyRule
 from adapters.slack.blocks import BUTTON_VALUE_LIMIT, message_blocks
@@ -53,7 +64,7 @@ from adapters.slack.normalize import (
     default_session_key,
     unusable,
 )
-from adapters.slack.receivers import HttpReceiver, Receiver, SocketReceiver
+from adapters.slack.receivers import HttpReceiver, Receiver, SocketReceiver, auth_refused
 from adapters.slack.render import neutralise_plain, slack_renderer
 from adapters.slack.status import ThreadStatus
 from core.bounded import BoundedMap
@@ -106,8 +117,13 @@ class SlackAdapter:
         settings: SlackSettings | None = None,
         key_rule: SessionKeyRule = default_session_key,
         update_settled: SettleWait | None = None,
+        *,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.settings = settings or SlackSettings()
+        self.sleep = sleep
+        """How a Socket Mode reconnection waits out its backoff (tests inject one)."""
+        self._health = HealthCell(PLATFORM, time.time)
         self.store, self.key_rule, self.update_settled = store, key_rule, update_settled
         self.capabilities = Capabilities(
             max_text_length=MAX_TEXT,
@@ -131,11 +147,23 @@ class SlackAdapter:
         self._joined: BoundedMap[str, bool] = BoundedMap(REMEMBERED)
         self._last_thread: BoundedMap[tuple[str, str], str] = BoundedMap(REMEMBERED)
 
+    @property
+    def health(self) -> Health:
+        return self._health.value
+
     # lifecycle -----------------------------------------------------------------------------
     async def start(self, sink: EventSink) -> None:
-        """Learn who we are, replay unfinished messages, begin receiving."""
-        with platform_errors():
-            auth = await self.client.auth_test()
+        """Learn who we are, replay unfinished messages, begin receiving (or return with
+        ``health`` down when Slack refuses the token)."""
+        try:
+            with platform_errors():
+                auth = await self.client.auth_test()
+        except AdapterError as exc:
+            fix = auth_refused(exc.__cause__ or exc, "auth.test")
+            if fix is None:
+                raise
+            self._health.down(fix)
+            return
         self.identity = SlackIdentity(str(auth["user_id"]), auth.get("bot_id"))
         self.normalizer = Normalizer(
             self.identity,
@@ -152,13 +180,19 @@ class SlackAdapter:
         await self._inbox.replay()
         self.receiver = self._receiver(self._bolt_app())
         await self.receiver.start()
-        _log.info("slack: receiving as %s (%s mode)", self.identity.user_id, self.settings.mode)
+        if self.settings.mode == "http":
+            self._health.up()
+        if self._health.value.state != "down":
+            _log.info("slack: receiving as %s (%s mode)", self.identity.user_id, self.settings.mode)
 
     def _receiver(self, app: AsyncApp) -> Receiver:
         s = self.settings
         if s.mode == "http":
             return HttpReceiver(app, s.http_host, s.http_port, s.http_path, s.signing_secret)
-        return SocketReceiver(app, s.app_token, s.watchdog_seconds, s.ping_interval)
+        return SocketReceiver(
+            app, s.app_token, s.watchdog_seconds, s.ping_interval,
+            health=self._health, sleep=self.sleep,
+        )  # fmt: skip
 
     def _bolt_app(self) -> AsyncApp:
         app = AsyncApp(
@@ -183,6 +217,7 @@ class SlackAdapter:
         if self._inbox is not None:
             await self._inbox.close()
         await self.status.aclose()
+        self._health.stopped()
 
     async def drain(self) -> None:
         """Wait until the messages received so far have been handled and marked."""

@@ -9,6 +9,14 @@ reports): every quarter of ``watchdog_seconds`` it checks when the connection wa
 heard from (any frame, or a pong) and, past ``watchdog_seconds`` or when it is not
 connected, replaces it with a new one (``connect_to_new_endpoint(force=True)``).
 
+Socket Mode health (``receiver.health``, docs/architecture.md §10): every new
+``apps.connections.open`` (the SDK's ``issue_new_wss_url``, replaced here) after the first
+makes it ``retrying`` until the new socket's ``hello`` makes it ``up``; after a failed open
+the next waits the backoff (exponential, full jitter, on the injected sleep). A token Slack
+refuses for good (:data:`AUTH_REFUSED`) makes it ``down`` with the fix, logged once, and
+closes the client (the SDK's own loop would otherwise retry it forever); the watchdog then
+leaves it alone.
+
 HTTP: an aiohttp server on ``host:port`` whose one route, ``POST path``, checks each request
 at our edge before bolt's ``async_dispatch`` sees it (:class:`HttpReceiver`): a body over
 :data:`MAX_BODY` is 413, a missing, non-numeric or stale (over five minutes)
@@ -42,7 +50,11 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
+from slack_sdk.errors import SlackApiError
 
+from adapters.health import Backoff, HealthCell, Sleep
+from adapters.inbox import preview
+from adapters.slack.errors import error_code
 from core.tasks import TaskSet
 
 _log = logging.getLogger(__name__)
@@ -67,58 +79,162 @@ class Receiver(Protocol):
     async def stop(self) -> None: ...
 
 
+AUTH_REFUSED = frozenset(
+    {"invalid_auth", "not_authed", "not_allowed_token_type", "account_inactive", "token_revoked"}
+)
+"""Slack's answers to a token that retrying cannot fix."""
+TOKEN_KEYS = {"auth.test": "bot_token", "apps.connections.open": "app_token"}
+
+
+def auth_refused(exc: BaseException, method: str) -> str | None:
+    """The reason and the fix when Slack refused ``method``'s token for good, else None."""
+    code = error_code(exc) if isinstance(exc, SlackApiError) else ""
+    if code not in AUTH_REFUSED:
+        return None
+    key = TOKEN_KEYS.get(method, "bot_token")
+    return (
+        f"Slack refused the {key.replace('_', ' ')} on {method} ({code}): set [slack] {key} "
+        f"(or COMMONOS_SLACK_{key.upper()}) to a valid token of this app (bot token xoxb-, "
+        "app-level token xapp- with connections:write) and restart the gateway"
+    )
+
+
+SDK_LOG = logging.getLogger("slack_sdk.socket_mode.aiohttp")
+"""The Socket Mode client's logger."""
+
+
+class QuietWhenDown(logging.Filter):
+    """Drops the Socket Mode client's records while the connection is down for good: the
+    client then only repeats, at ERROR, that it is closed; the one ERROR is the health's."""
+
+    def __init__(self, health: HealthCell) -> None:
+        super().__init__()
+        self.health = health
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.health.value.state != "down"
+
+
 class SocketReceiver:
+    """Socket Mode with its watchdog and its health (see the module docstring)."""
+
     def __init__(
-        self, app: AsyncApp, app_token: str, watchdog_seconds: float, ping_interval: float = 5.0
+        self,
+        app: AsyncApp,
+        app_token: str,
+        watchdog_seconds: float,
+        ping_interval: float = 5.0,
+        *,
+        health: HealthCell | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        backoff: Backoff | None = None,
     ) -> None:
+        """``clock``: monotonic seconds, for the watchdog's silence; ``sleep``: how a
+        reconnection waits out the backoff after a failed ``apps.connections.open``."""
         self.url: str | None = None
-        self.handler = AsyncSocketModeHandler(app, app_token=app_token, ping_interval=ping_interval)
+        self.handler = AsyncSocketModeHandler(
+            app, app_token=app_token, ping_interval=ping_interval, logger=SDK_LOG
+        )
         self.client = self.handler.client
         self.client.message_listeners.append(self._heard)
+        # every (re)connection asks for a new URL through this one method
+        self.client.issue_new_wss_url = self._open_connection  # type: ignore[method-assign]
+        self.health = health or HealthCell("slack")
+        self._quiet = QuietWhenDown(self.health)
         self.watchdog_seconds = watchdog_seconds
         self.replaced = 0
         """Connections the watchdog replaced (for logs and tests)."""
-        self._last_heard = time.monotonic()
+        self.opened = 0
+        """Connections asked for (``apps.connections.open`` answered), this run."""
+        self._clock, self._sleep = clock, sleep
+        self._backoff = backoff or Backoff()
+        self._failed = False
+        self._why = "the Socket Mode connection closed"
+        self._last_heard = clock()
         self._tasks = TaskSet(_log)
 
     async def start(self) -> None:
+        SDK_LOG.addFilter(self._quiet)
         await self.handler.connect_async()  # type: ignore[no-untyped-call]
-        self._last_heard = time.monotonic()
+        self._last_heard = self._clock()
+        if self.health.value.state == "starting" and await self.client.is_connected():
+            self.health.up()
         self._tasks.spawn(self._watch(), name="slack-socket-watchdog")
 
     async def stop(self) -> None:
         await self._tasks.aclose()
         await self.handler.close_async()  # type: ignore[no-untyped-call]
+        SDK_LOG.removeFilter(self._quiet)
+        self.health.stopped()
 
-    async def _heard(self, *_: Any) -> None:
-        self._last_heard = time.monotonic()
+    async def _open_connection(self) -> str:
+        """``apps.connections.open``: the URL of a new socket (the SDK's
+        ``issue_new_wss_url``). Marks a reconnection ``retrying``, waits the backoff after
+        a failure, and gives up for good on a refused token."""
+        if self.opened:
+            self.health.retrying(f"{self._why}; reconnecting")
+        if self._failed:
+            await self._sleep(self._backoff.next())
+        web_client = self.client.web_client
+        try:
+            response = await web_client.apps_connections_open(app_token=self.client.app_token)
+        except Exception as exc:
+            self._open_failed(exc)
+            raise
+        self._failed = False
+        self.opened += 1
+        return str(response["url"])
+
+    def _open_failed(self, exc: Exception) -> None:
+        fix = auth_refused(exc, "apps.connections.open")
+        if fix is None:
+            self._failed = True
+            self.health.retrying(f"apps.connections.open failed: {preview(exc)}")
+            return
+        self.health.down(fix)
+        # the SDK's connect() retries every error until the client is closed
+        self.client.auto_reconnect_enabled = False
+        self.client.closed = True
+
+    async def _heard(self, _client: Any, message: dict[str, Any], *_: Any) -> None:
+        self._last_heard = self._clock()
+        if message.get("type") == "hello" and self.health.value.state not in ("up", "down"):
+            self._backoff.reset()
+            self._why = "the Socket Mode connection closed"
+            self.health.up()
 
     def silent_for(self) -> float:
         """Seconds since the connection last delivered a frame or answered a ping."""
-        pong = self.client.last_ping_pong_time
+        pong = self.client.last_ping_pong_time  # wall-clock seconds, set by the SDK
         heard = self._last_heard
+        now = self._clock()
         if pong is not None:
-            heard = max(heard, time.monotonic() - (time.time() - float(pong)))
-        return time.monotonic() - heard
+            heard = max(heard, now - (time.time() - float(pong)))
+        return now - heard
 
     async def _watch(self) -> None:
         while True:
-            await asyncio.sleep(self.watchdog_seconds / 4)
+            await asyncio.sleep(self.watchdog_seconds / 4)  # a period, not a backoff
             try:
                 await self.check()
             except Exception:
                 _log.exception("slack: the Socket Mode watchdog could not reconnect")
 
     async def check(self) -> bool:
-        """Replace the connection if it is closed or silent too long; True if replaced."""
+        """Replace the connection if it is closed or silent too long; True if replaced
+        (never once the token was refused: the connection is down for good)."""
+        if self.health.value.state == "down":
+            return False
         silent = self.silent_for()
         connected = await self.client.is_connected()
         if connected and silent < self.watchdog_seconds:
             return False
         why = f"silent for {silent:.0f}s" if connected else "not connected"
         _log.warning("slack: Socket Mode connection %s; opening a new one", why)
+        self._why = f"the Socket Mode connection was {why}"
         await self.client.connect_to_new_endpoint(force=True)
-        self._last_heard = time.monotonic()
+        self._last_heard = self._clock()
         self.replaced += 1
         return True
 

@@ -5,6 +5,11 @@ Lifecycle: ``start`` initialises the bot (``getMe``), publishes the command menu
 polling (default) or webhook. ``stop`` cancels receiving and deliveries in flight and shuts
 the bot down. ``run_polling()`` and PTB's ``Updater`` are never used: see ``polling.py``.
 
+Health (``adapter.health``, docs/architecture.md §10): ``up`` once receiving; the poller
+makes it ``retrying`` while ``getUpdates`` fails and ``up`` again when it answers; a token
+Telegram rejects (401/404 from ``getMe`` at start or ``getUpdates`` later) makes it
+``down`` with the fix, logged once — ``start`` then returns without receiving.
+
 Outbound calls are made once: PTB's rate limiter is not used, so a 429 is raised at once as
 ``RateLimited(retry_after)`` (with the rest of the adapter error tree, ``errors.py``). The
 gateway's outbound scheduler paces every call to the limits declared in ``capabilities``
@@ -15,14 +20,17 @@ group) and is the one layer that waits out and retries a 429.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from telegram import BotCommand, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ChatAction, ParseMode
+from telegram.error import InvalidToken
 from telegram.ext import ExtBot
 
 from adapters.base import (
+    AdapterError,
     ButtonRows,
     Capabilities,
     ChatRef,
@@ -31,6 +39,7 @@ from adapters.base import (
     RateLimit,
     SentMessage,
 )
+from adapters.health import Clock, Health, HealthCell
 from adapters.inbox import STORAGE_NOTICE
 from adapters.session_keys import SessionKeyRule
 from adapters.telegram.errors import platform_errors
@@ -41,7 +50,13 @@ from adapters.telegram.normalize import (
     Normalizer,
     default_session_key,
 )
-from adapters.telegram.polling import LongPoller, PollSettings, RawUpdates, install_log_filter
+from adapters.telegram.polling import (
+    TOKEN_REJECTED,
+    LongPoller,
+    PollSettings,
+    RawUpdates,
+    install_log_filter,
+)
 from adapters.telegram.render import TelegramRenderer
 from adapters.telegram.transport import AiohttpRequest
 from adapters.telegram.webhook import WebhookServer, WebhookSettings
@@ -113,8 +128,11 @@ class TelegramAdapter:
         settings: TelegramSettings | None = None,
         key_rule: SessionKeyRule = default_session_key,
         update_settled: UpdateSettleWait | None = None,
+        *,
+        clock: Clock = time.time,
     ) -> None:
         self.settings = settings or TelegramSettings()
+        self._health = HealthCell(PLATFORM, clock)
         self.store = store
         self.key_rule = key_rule
         self.update_settled = update_settled
@@ -150,11 +168,22 @@ class TelegramAdapter:
             get_updates_request=self._raw_updates,
         )
 
+    @property
+    def health(self) -> Health:
+        return self._health.value
+
     # lifecycle -----------------------------------------------------------------------------
     async def start(self, sink: EventSink) -> None:
-        """Connect, replay unfinished updates, and begin receiving; returns once receiving."""
-        with platform_errors():
-            await self.bot.initialize()
+        """Connect, replay unfinished updates, and begin receiving; returns once receiving
+        (or with ``health`` down when Telegram rejects the token)."""
+        try:
+            with platform_errors():
+                await self.bot.initialize()
+        except AdapterError as exc:
+            if not isinstance(exc.__cause__, InvalidToken):
+                raise
+            self._health.down(TOKEN_REJECTED)
+            return
         self.identity = BotIdentity(self.bot.id, self.bot.username)
         normalizer = Normalizer(self.identity, self.key_rule)
         self._inbox = Inbox(
@@ -166,6 +195,7 @@ class TelegramAdapter:
             await self._start_webhook(self._inbox, self.settings.webhook)
         else:
             await self._start_polling(self._inbox)
+        self._health.up()
         _log.info("telegram: receiving as @%s", self.identity.username)
 
     async def _storage_notice(self, chat: ChatRef) -> None:
@@ -178,7 +208,10 @@ class TelegramAdapter:
     async def _start_polling(self, inbox: Inbox) -> None:
         with platform_errors():
             await self.bot.delete_webhook()
-        self._poller = LongPoller(self.bot, inbox, self.settings.poll, self._raw_updates)
+        self._poller = LongPoller(
+            self.bot, inbox, self.settings.poll, self._raw_updates,
+            health=self._health,
+        )  # fmt: skip
         self._polling.spawn(self._poller.run(), name="telegram-poll")
 
     async def _start_webhook(self, inbox: Inbox, settings: WebhookSettings) -> None:
@@ -200,6 +233,7 @@ class TelegramAdapter:
         if self._inbox is not None:
             await self._inbox.close()
         await self.bot.shutdown()
+        self._health.stopped()
 
     @property
     def webhook_url(self) -> str | None:

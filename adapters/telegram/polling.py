@@ -5,15 +5,24 @@ moves past it; the next ``getUpdates(offset=...)`` is what confirms it to Telegr
 update is either in the store or still unconfirmed on Telegram's side — never neither.
 A failed persist leaves the offset where it was and the update is fetched again.
 
-The loop survives everything but cancellation: flood control waits ``retry_after``, other
-failures back off exponentially (capped) and are logged. The backoff is reset only once a
-batch has been stored, so while the store keeps failing (disk full, read-only) the same
-batch is fetched again ever more slowly, and logged only when the outage begins and ends
-(:class:`adapters.inbox.StorageOutage`). A batch PTB cannot parse is taken apart from the
-raw JSON (:class:`RawUpdates`): readable updates go on as usual, an unreadable one is
-quarantined as a dead letter — one WARNING naming it, nothing lost, and it never blocks the
-updates behind it. PTB's own CRITICAL record of that batch (the whole JSON, user text
-included, with a traceback) is dropped by :class:`UnparsedBatchFilter`.
+The loop survives everything but cancellation and a rejected token. Its connection health
+(``adapters.health``, docs/architecture.md §10) is the adapter's: a failed ``getUpdates`` —
+a network error, a 5xx, a 409 Conflict, flood control — makes it ``retrying`` (since the
+first failure) and the next ``getUpdates`` waits: ``retry_after`` for flood control, else
+the exponential backoff with full jitter (:class:`adapters.health.Backoff`, capped); the
+next answered ``getUpdates`` makes it ``up``. A rejected token (401/404, PTB's
+``InvalidToken``) makes it ``down`` with the fix, logged once at ERROR, and ends the loop.
+The backoff is reset only once a batch has been stored (or an empty one answered), so while
+the store keeps failing (disk full, read-only) the same batch is fetched again ever more
+slowly, and logged only when the outage begins and ends
+(:class:`adapters.inbox.StorageOutage`); the connection stays ``up`` meanwhile. The sleep
+is injected (``PollSettings.sleep``): tests run the backoff without waiting.
+
+A batch PTB cannot parse is taken apart from the raw JSON (:class:`RawUpdates`): readable
+updates go on as usual, an unreadable one is quarantined as a dead letter — one WARNING
+naming it, nothing lost, and it never blocks the updates behind it. PTB's own CRITICAL
+record of that batch (the whole JSON, user text included, with a traceback) is dropped by
+:class:`UnparsedBatchFilter`.
 """
 
 from __future__ import annotations
@@ -21,13 +30,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from telegram import Bot, Update
-from telegram.error import RetryAfter, TelegramError
+from telegram.error import InvalidToken, RetryAfter, TelegramError
 
+from adapters.health import Backoff, HealthCell, Sleep
 from adapters.inbox import preview
 from adapters.telegram.errors import retry_after_seconds
 from adapters.telegram.inbox import Inbox, usable_update_id
@@ -41,6 +52,13 @@ Fetched = Update | dict[str, Any]
 """A parsed update, or the raw JSON of one PTB could not parse."""
 PTB_LOGGERS = ("telegram.Bot", "telegram.ext.ExtBot")
 """Where python-telegram-bot logs the batches ``getUpdates`` could not parse."""
+TOKEN_REJECTED = (
+    "Telegram rejected the bot token (401/404): set [telegram] token (or "
+    "COMMONOS_TELEGRAM_TOKEN) to the token @BotFather gives for this bot (/revoke ends the "
+    "old one) and restart the gateway"
+)
+"""The reason and the fix when ``getMe`` or ``getUpdates`` answers 401/404 (PTB's
+``InvalidToken``, whose message may hold the token itself: it is never shown)."""
 
 
 class UnparsedBatchFilter(logging.Filter):
@@ -89,24 +107,44 @@ class PollSettings:
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
     allowed_updates: Sequence[str] = ALLOWED_UPDATES
+    sleep: Sleep = asyncio.sleep
+    """How the poller waits out a failure (tests inject one that does not wait)."""
+    rng: random.Random | None = None
+    """The backoff's jitter (``None``: the module's)."""
+
+
+class _TokenRejected(Exception):
+    """``getUpdates`` refused the token: the loop ends (the health says why)."""
 
 
 class LongPoller:
-    """Fetch → persist → advance offset, forever, until cancelled."""
+    """Fetch → persist → advance offset, until cancelled or the token is rejected."""
 
     def __init__(
-        self, bot: Bot, inbox: Inbox, settings: PollSettings, raw: RawUpdates | None = None
+        self,
+        bot: Bot,
+        inbox: Inbox,
+        settings: PollSettings,
+        raw: RawUpdates | None = None,
+        *,
+        health: HealthCell | None = None,
     ) -> None:
         self.bot = bot
         self.inbox = inbox
         self.settings = settings
         self.raw = raw
         self.offset: int | None = None
-        self._failures = 0
+        self.health = health or HealthCell("telegram")
+        self._sleep = settings.sleep
+        self._backoff = Backoff(settings.backoff_initial, settings.backoff_max, rng=settings.rng)
 
     async def run(self) -> None:
+        """Poll until cancelled; returns once the token was rejected (health ``down``)."""
         while True:
-            batch = await self._fetch()
+            try:
+                batch = await self._fetch()
+            except _TokenRejected:
+                return
             if batch:
                 await self._take(batch)
 
@@ -130,35 +168,48 @@ class LongPoller:
         if not confirmable:  # nothing to confirm it by: it would come back at once
             await self._back_off("got updates without a usable update_id", None)
             return
-        self._failures = 0
+        self._backoff.reset()
 
     async def _fetch(self) -> Sequence[Fetched]:
+        """One ``getUpdates``: its updates, or none after waiting out a failure."""
         try:
             updates = await self.bot.get_updates(
                 offset=self.offset,
                 timeout=self.settings.timeout,
                 allowed_updates=list(self.settings.allowed_updates),
             )
+        except InvalidToken as exc:
+            self.health.down(TOKEN_REJECTED)
+            raise _TokenRejected from exc
         except RetryAfter as exc:
             delay = retry_after_seconds(exc)
+            self.health.retrying(f"getUpdates rate limited (429, retry after {delay:g}s)")
             _log.warning("telegram getUpdates rate limited; retrying in %.1fs", delay)
-            await asyncio.sleep(delay)
+            await self._sleep(delay)
             return ()
-        except TelegramError as exc:
+        except TelegramError as exc:  # NetworkError (5xx, resets), TimedOut, Conflict (409)
+            self.health.retrying(f"getUpdates failed: {preview(exc)}")
             await self._back_off("getUpdates failed", exc)
             return ()
         except Exception as exc:
             return await self._unparsed(exc)
+        self._answered()
         if not updates:
-            self._failures = 0
+            self._backoff.reset()
         return updates
 
     async def _unparsed(self, exc: Exception) -> Sequence[Fetched]:
         if self.raw is None or not self.raw.latest:
+            self.health.retrying(f"getUpdates failed: {preview(exc)}")
             await self._back_off("getUpdates failed", exc)
             return ()
+        self._answered()  # Telegram answered; PTB could not read what it said
         _log.debug("telegram: PTB could not read a batch of updates (%s); taking it apart", exc)
         return list(self.raw.latest)
+
+    def _answered(self) -> None:
+        if self.health.value.state != "up":
+            self.health.up()
 
     async def _persist(self, fetched: Fetched) -> int | None:
         """Store one update; its id (None: it has none to confirm it by). Raises when
@@ -169,12 +220,10 @@ class LongPoller:
         return await self.inbox.accept_raw(fetched)
 
     async def _back_off(self, what: str | None, exc: Exception | None) -> None:
-        """Wait ever longer (capped); ``what`` None: already logged elsewhere (debug only)."""
-        self._failures += 1
-        delay = min(
-            self.settings.backoff_initial * 2 ** (self._failures - 1), self.settings.backoff_max
-        )
+        """Wait ever longer (capped, jittered); ``what`` None: already logged elsewhere
+        (debug only)."""
+        delay = self._backoff.next()
         why = f" ({preview(exc)})" if exc is not None else ""
         level = logging.DEBUG if what is None else logging.WARNING
         _log.log(level, "telegram %s%s; retrying in %.1fs", what or "store out", why, delay)
-        await asyncio.sleep(delay)
+        await self._sleep(delay)

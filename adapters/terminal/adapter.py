@@ -20,6 +20,9 @@ renderer). A terminal cannot change what it printed, so an edit prints what is n
 added tail when the new text extends the old (a progress line, a card's outcome), else
 the whole new text; a delete prints nothing. Input is read from ``settings.input_fd``
 with the event loop's reader, so the descriptor's flags are never changed.
+
+Health (``adapter.health``, docs/architecture.md §10): ``up`` from ``start`` to ``stop``
+(``stopped`` after); a terminal has no connection to lose.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from adapters.base import (
     SentMessage,
     SessionKey,
 )
+from adapters.health import Health
 from adapters.terminal.answers import Answer, answers_for, pressed, prompt_line
 from core.bounded import BoundedMap
 from core.tasks import TaskSet
@@ -133,11 +137,13 @@ class TerminalAdapter:
         self._shown: BoundedMap[str, str] = BoundedMap(REMEMBERED_MESSAGES)
         self._prompts: BoundedMap[str, tuple[Answer, ...]] = BoundedMap(REMEMBERED_MESSAGES)
         self._last_interrupt: float | None = None
+        self.health = Health("starting", time.time())
 
     # lifecycle -----------------------------------------------------------------------
     async def start(self, sink: EventSink) -> None:
         """Greet, then read lines and deliver them to ``sink``, one at a time, in order."""
         self._sink = sink
+        self.health = Health("up", time.time())
         asyncio.get_running_loop().add_reader(self.settings.input_fd, self._readable)
         self._tasks.spawn(self._deliver_lines(), name="terminal:lines")
         self._print(BANNER.format(key=self.session_key))
@@ -147,6 +153,7 @@ class TerminalAdapter:
         asyncio.get_running_loop().remove_reader(self.settings.input_fd)
         await self._tasks.aclose()
         self.closed.set()
+        self.health = Health("stopped", time.time())
 
     def close(self) -> None:
         """End the chat (the caller waits for :attr:`closed`, then stops the gateway)."""

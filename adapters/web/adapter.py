@@ -22,15 +22,21 @@ reply takes its place (:mod:`adapters.web.feed`). A conversation's session key i
 Other parts of the gateway may add routes to the same server (:meth:`WebAdapter.add_routes`,
 before ``start``): they share its access rules (:mod:`adapters.web.access`).
 
-If the listen address is taken, ``start`` logs one line naming ``[web] listen`` and returns
-without serving (:attr:`WebAdapter.connected` stays False); the rest of the gateway runs on.
+Health (``adapter.health``, docs/architecture.md §10): ``up`` once listening, ``stopped``
+after ``stop``. If the listen address cannot be bound, ``start`` returns without serving and
+without logging, its health ``down`` with the reason ("127.0.0.1:8765 is in use — set [web]
+listen ..."): the gateway reports it — it stops with that one line when no other platform
+is enabled (nothing else could reach the agent), else it warns once and runs on
+(:mod:`gateway.app`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -49,6 +55,7 @@ from adapters.base import (
     SentMessage,
     SessionKey,
 )
+from adapters.health import Health
 from adapters.render.markdown import CommonMarkRenderer
 from adapters.web.access import AccessGate
 from adapters.web.feed import Feed, Feeds, Json
@@ -127,14 +134,11 @@ class WebAdapter:
         self.app = self._build_app()
         self.url: str | None = None
         """Where the chat is served, once listening."""
+        self.health = Health("starting", time.time())
         self._runner: web.AppRunner | None = None
         self._inbox: WebInbox | None = None
         self._ids = itertools.count(1)
         self._presses = itertools.count(1)
-
-    @property
-    def connected(self) -> bool:
-        return self.url is not None
 
     @property
     def sender(self) -> Sender:
@@ -152,7 +156,8 @@ class WebAdapter:
 
     # lifecycle -----------------------------------------------------------------------
     async def start(self, sink: EventSink) -> None:
-        """Replay unfinished messages and serve; a taken address is logged, not raised."""
+        """Replay unfinished messages and serve; an address that cannot be bound leaves
+        ``health`` down with the reason (reported by the gateway, never raised)."""
         self.closing.clear()
         self._inbox = WebInbox(
             self.store, sink, self._event_of, settled=self.update_settled, activity=self._busy
@@ -163,18 +168,21 @@ class WebAdapter:
             await web.TCPSite(runner, self.settings.host, self.settings.port).start()
         except OSError as exc:
             await runner.cleanup()
-            where = f"{self.settings.host}:{self.settings.port}"
-            _log.error(
-                "[web] listen %s: %s — the web chat is not started (set [web] listen to a "
-                "free address)",
-                where,
-                exc.strerror or exc,
-            )
+            self.health = Health("down", time.time(), self._unbound(exc))
             return
         self._runner = runner
         self.url = _url_of(runner, self.settings.host)
         await self._inbox.replay()
+        self.health = Health("up", time.time())
         _log.info("web chat: %s", self.url)
+
+    def _unbound(self, exc: OSError) -> str:
+        where = f"{self.settings.host}:{self.settings.port}"
+        if exc.errno == errno.EADDRINUSE:
+            what = f"{where} is in use"
+        else:
+            what = f"cannot listen on {where}: {exc.strerror or exc}"
+        return f"{what} — set [web] listen (or COMMONOS_WEB_LISTEN) to a free address"
 
     async def stop(self) -> None:
         """Close event streams, stop serving, cancel deliveries (they replay next run)."""
@@ -185,6 +193,7 @@ class WebAdapter:
         self.url = None
         if self._inbox is not None:
             await self._inbox.close()
+        self.health = Health("stopped", time.time())
 
     async def drain(self) -> None:
         if self._inbox is not None:

@@ -1,5 +1,6 @@
 """``/dashboard``: every platform's running turns, pending approvals, recent turns and
-adapters, live over Server-Sent Events, with Stop, steer and Approve / Deny.
+each platform's health line (state, since, reason: docs/architecture.md §10), live over
+Server-Sent Events, with Stop, steer and Approve / Deny.
 
 The page holds one ``EventSource`` on ``/api/dashboard/events``; the server sends the
 whole state when it changes (it looks every ``TICK`` seconds — the page never polls).
@@ -26,6 +27,7 @@ from adapters.web.sse import HEARTBEAT, HEARTBEAT_FRAME, frame, open_stream
 from gateway.access import qualified
 from gateway.redact import preview, redact, shorten
 from gateway.service import GatewayService
+from gateway.web.health import health_json
 from gateway.web.metrics import GatewayMetrics
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -75,8 +77,8 @@ def dashboard_state(service: GatewayService, metrics: GatewayMetrics) -> dict[st
         }
         for t in metrics.recent[:20]
     ]
-    adapters = {a.platform: ("connected" if a.connected else a.state) for a in metrics.adapters}
-    return {"running": running, "approvals": approvals, "recent": recent, "adapters": adapters}
+    platforms = {platform: health_json(h) for platform, h in metrics.health().items()}
+    return {"running": running, "approvals": approvals, "recent": recent, "platforms": platforms}
 
 
 def platform_of(session_key: str) -> str:

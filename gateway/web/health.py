@@ -1,19 +1,29 @@
 """``/healthz`` and ``/metrics`` on the web server.
 
-``/healthz`` answers 200 only when the store answers a query and every adapter has started
-and is connected; the JSON body names what is not (503 otherwise). ``/metrics`` is the
-Prometheus text exposition of :class:`~gateway.web.metrics.GatewayMetrics`.
+``/healthz`` answers 200 only when the store answers a query and every enabled platform's
+connection is ok (``up``; docs/architecture.md §10, "Connections and health"); else 503,
+and ``not_ok`` names what is not (``"store"``, ``"telegram"``, ...). The body lists each
+platform's state, since when (ISO 8601, UTC) and why::
+
+    {"ok": false, "store": "ok", "not_ok": ["telegram"],
+     "platforms": {"telegram": {"state": "down", "since": "2025-01-01T12:00:00+00:00",
+                                "reason": "Telegram rejected the bot token ..."},
+                   "web": {"state": "up", "since": "...", "reason": ""}}}
+
+``/metrics`` is the Prometheus text exposition of :class:`~gateway.web.metrics.GatewayMetrics`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from adapters.health import Health
 from gateway.service import GatewayService
 from gateway.web.metrics import GatewayMetrics
 
@@ -32,15 +42,21 @@ async def store_answers(service: GatewayService) -> bool:
     return True
 
 
+def health_json(health: Health) -> dict[str, str]:
+    """One platform's health as ``/healthz`` and the dashboard show it."""
+    since = datetime.fromtimestamp(health.since, UTC).isoformat(timespec="seconds")
+    return {"state": health.state, "since": since, "reason": health.reason}
+
+
 async def health(service: GatewayService, metrics: GatewayMetrics) -> dict[str, Any]:
-    adapters = {a.platform: a.state for a in metrics.adapters}
-    down = [a.platform for a in metrics.adapters if not a.connected]
+    platforms = metrics.health()
+    failing = [platform for platform, state in platforms.items() if not state.ok]
     store_ok = await store_answers(service)
     return {
-        "ok": store_ok and not down,
+        "ok": store_ok and not failing,
         "store": "ok" if store_ok else "not answering",
-        "adapters": {p: ("connected" if p not in down else state) for p, state in adapters.items()},
-        "not_ok": ([] if store_ok else ["store"]) + [f"adapter {p}" for p in down],
+        "platforms": {platform: health_json(state) for platform, state in platforms.items()},
+        "not_ok": ([] if store_ok else ["store"]) + failing,
     }
 
 

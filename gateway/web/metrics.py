@@ -5,8 +5,10 @@ registry (``pre_llm_call`` starts a turn's clock, ``on_session_end`` stops it wi
 and exit reason; ``pre_api_request``/``post_api_request``/``api_request_error`` time model
 calls; ``pre_tool_call``/``post_tool_call`` name the tool running now), and messages through
 :class:`CountedAdapter`, a wrapper around each adapter (inbound events, outbound sends and
-edits, platform 429s, and whether the adapter started). Queue depth is read from the
-Dispatcher when scraped. Each gateway has its own registry (tests run several).
+edits, platform 429s). Queue depth and each platform's connection health
+(``commonos_adapter_up{platform}`` 1/0, ``commonos_adapter_state{platform,state}`` 1 for
+the state it is in, docs/architecture.md §10) are read when scraped. Each gateway has its
+own registry (tests run several).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from adapters.base import (
     RateLimited,
     SentMessage,
 )
+from adapters.health import Health, HealthState
 from core.hooks.registry import HookRegistry
 
 if TYPE_CHECKING:
@@ -37,6 +40,7 @@ _log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
 RECENT_TURNS = 50
+HEALTH_STATES: tuple[HealthState, ...] = ("starting", "up", "retrying", "down", "stopped")
 
 
 @dataclass(slots=True)
@@ -86,6 +90,14 @@ class GatewayMetrics:
         self.queue_depth = Gauge(
             "commonos_queue_depth", "Messages waiting behind running turns", registry=r
         )
+        self.adapter_up = Gauge(
+            "commonos_adapter_up", "1 when the platform's connection is ok (up or stopped)",
+            ["platform"], registry=r,
+        )  # fmt: skip
+        self.adapter_state = Gauge(
+            "commonos_adapter_state", "1 for the state the platform's connection is in",
+            ["platform", "state"], registry=r,
+        )  # fmt: skip
         self.live: dict[str, LiveTurn] = {}
         self.recent: list[FinishedTurn] = []
         self.adapters: list[CountedAdapter] = []
@@ -108,7 +120,7 @@ class GatewayMetrics:
         return [self.count_one(adapter) for adapter in adapters]
 
     def count_one(self, adapter: Adapter) -> Adapter:
-        """``adapter`` wrapped so that its traffic and connection state are counted."""
+        """``adapter`` wrapped so that its traffic is counted (and its health exported)."""
         counted = CountedAdapter(adapter, self)
         self.adapters.append(counted)
         return counted
@@ -121,7 +133,15 @@ class GatewayMetrics:
 
         self.queue_depth.set_function(depth)
 
+    def health(self) -> dict[str, Health]:
+        """Each platform's connection health now."""
+        return {adapter.platform: adapter.health for adapter in self.adapters}
+
     def exposition(self) -> bytes:
+        for platform, health in self.health().items():
+            self.adapter_up.labels(platform).set(1 if health.ok else 0)
+            for state in HEALTH_STATES:
+                self.adapter_state.labels(platform, state).set(1 if health.state == state else 0)
         return generate_latest(self.registry)
 
     # hooks ------------------------------------------------------------------------------
@@ -177,12 +197,10 @@ class CountedAdapter:
         self.platform: str = inner.platform
         self.capabilities = inner.capabilities
         self._metrics = metrics
-        self.state = "not started"
 
     @property
-    def connected(self) -> bool:
-        own = getattr(self.inner, "connected", None)
-        return self.state == "started" and (own is None or bool(own))
+    def health(self) -> Health:
+        return self.inner.health
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -194,15 +212,9 @@ class CountedAdapter:
             inbound.inc()
             await sink(event)
 
-        try:
-            await self.inner.start(counted)
-        except BaseException:
-            self.state = "failed"
-            raise
-        self.state = "started"
+        await self.inner.start(counted)
 
     async def stop(self) -> None:
-        self.state = "stopped"
         await self.inner.stop()
 
     async def _out(self, call: Any) -> Any:

@@ -26,6 +26,7 @@ from adapters.base import (
     Sender,
     SentMessage,
 )
+from adapters.health import Health
 from adapters.session_keys import session_key
 from adapters.telegram.render import TelegramRenderer
 from core.model.base import ModelRequest
@@ -79,6 +80,7 @@ class FakeAdapter:
     """A call of a method named here is recorded, then waits until its event is set."""
     sink: EventSink | None = None
     stopped: bool = False
+    health: Health = field(default_factory=lambda: Health("up", 0.0))
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 

@@ -3,10 +3,11 @@ answers, typing, the command menu, and how Bot API errors arrive as our error tr
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from adapters.base import (
-    AdapterError,
     BadMarkup,
     Button,
     ChatRef,
@@ -189,11 +190,16 @@ async def test_capabilities_describe_telegram(start_adapter: AdapterFactory) -> 
     assert caps.supports_edit
 
 
-async def test_wrong_token_fails_start_with_one_clear_error(
-    telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
-) -> None:
+async def test_wrong_token_leaves_telegram_down_with_one_error_naming_the_fix(
+    telegram_sim: TelegramSim, store: SqliteStore, events: EventLog,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
     adapter = TelegramAdapter("999:WRONG", store, sim_settings(telegram_sim))
-    with pytest.raises(AdapterError, match="InvalidToken"):
+    with caplog.at_level(logging.WARNING):
         await adapter.start(events)
+    assert adapter.health.state == "down" and "@BotFather" in adapter.health.reason
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "[telegram] token" in errors[0] and "WRONG" not in errors[0]
+    assert telegram_sim.calls_to("getUpdates") == []
     await adapter.stop()
     assert await store.unfinished_inbound("telegram") == []

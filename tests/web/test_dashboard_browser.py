@@ -42,8 +42,8 @@ async def test_dashboard_stops_a_telegram_turn_and_approves_its_card(
     gateway = await web_gateway(model=scripted(model_server), extra=extra)
     page = await browser.new_page()
     await page.goto(gateway.url + "/dashboard")
-    await expect(page.get_by_test_id("adapters")).to_contain_text(
-        "telegram: connected", timeout=SEEN
+    await expect(page.get_by_test_id("platforms")).to_contain_text(
+        "telegram: up since", timeout=SEEN
     )
 
     await telegram_sim.user_says(ALICE.id, "think hard", user=ALICE)

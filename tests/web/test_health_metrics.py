@@ -26,7 +26,8 @@ async def test_healthz_is_200_when_store_and_adapters_are_up_and_503_without_the
     async with gateway.http.get(gateway.url + "/healthz") as response:
         assert response.status == 200
         body = await response.json()
-    assert body["ok"] is True and body["adapters"] == {"web": "connected"}
+    assert body["ok"] is True and body["not_ok"] == []
+    assert body["platforms"]["web"]["state"] == "up" and body["platforms"]["web"]["reason"] == ""
     await gateway.service.store.close()
     async with gateway.http.get(gateway.url + "/healthz") as response:
         assert response.status == 503

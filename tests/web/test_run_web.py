@@ -14,6 +14,7 @@ import aiohttp
 from tests.test_cli import READY, clean_env, finish, read_until, run_home
 
 __all__ = ["run_home"]  # the fixture, shared with test_cli
+from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.web.harness import new_id
 
 URL_LINE = re.compile(r"web chat: (http://127\.0\.0\.1:\d+/)")
@@ -61,19 +62,54 @@ async def test_run_with_no_config_serves_the_chat_and_answers(run_home: Path) ->
     assert "[demo model]" in reply
 
 
-async def test_a_taken_port_is_one_line_naming_web_listen_and_the_rest_starts(
-    run_home: Path,
+def hold_a_port() -> tuple[socket.socket, str]:
+    """A listening socket on a free loopback port, and its ``host:port``."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    return taken, f"127.0.0.1:{taken.getsockname()[1]}"
+
+
+async def test_a_taken_port_with_no_other_platform_exits_1_with_one_line(run_home: Path) -> None:
+    taken, where = hold_a_port()
+    with taken:
+        code, err = await finish(await start(run_home, where))
+    assert code == 1
+    assert err.splitlines()[-1] == (
+        f"commonos: web: {where} is in use — set [web] listen (or COMMONOS_WEB_LISTEN) to a "
+        "free address; no other platform is enabled, so nothing could reach the agent"
+    )
+    assert [line for line in err.splitlines() if where in line] == [err.splitlines()[-1]]
+    assert "web adapter started" not in err and "ready" not in err and "Traceback" not in err
+
+
+async def test_a_taken_port_with_telegram_warns_once_and_telegram_answers(
+    run_home: Path, telegram_sim: TelegramSim
 ) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        where = f"127.0.0.1:{taken.getsockname()[1]}"
+    (run_home / "config.toml").write_text(
+        f"""
+[telegram]
+token = "{telegram_sim.token}"
+base_url = "{telegram_sim.url}/bot"
+base_file_url = "{telegram_sim.url}/file/bot"
+allowed_users = [{ALICE.id}]
+"""
+    )
+    taken, where = hold_a_port()
+    with taken:
         process = await start(run_home, where)
         try:
             log = await read_until(process, READY)
+            await telegram_sim.user_says(ALICE.id, "hello")
+            reply = await telegram_sim.wait_for_bot_message(ALICE.id, timeout=20)
         finally:
             process.send_signal(signal.SIGTERM)
         code, rest = await finish(process)
     assert code == 0, rest
-    named = [line for line in log if "[web] listen" in line]
-    assert len(named) == 1 and where in named[0] and "Traceback" not in "".join(log)
+    assert "demo" in reply.text.lower()
+    named = [line for line in log if where in line]
+    assert len(named) == 1 and "WARNING" in named[0] and "is in use" in named[0], named
+    assert "runs on with telegram" in named[0]
+    assert any("telegram adapter started" in line for line in log)
+    assert not any("web adapter started" in line for line in log)
+    assert "Traceback" not in "".join(log) + rest

@@ -38,9 +38,21 @@ function steerForm(key) {
   return form;
 }
 
+// "telegram: up since 12:00:01", "slack: retrying since 12:00:05 — <why>", "web: down — <why>"
+function healthLine(name, health) {
+  const li = document.createElement("li");
+  const since = new Date(health.since).toLocaleTimeString();
+  const when = health.state === "down" ? "" : ` since ${since}`;
+  li.textContent = `${name}: ${health.state}${when}${health.reason ? ` — ${health.reason}` : ""}`;
+  li.className = `health-${health.state}`;
+  li.dataset.testid = "platform-health";
+  li.dataset.platform = name;
+  return li;
+}
+
 function render(state) {
-  $("adapters").replaceChildren(...Object.entries(state.adapters).map(([name, st]) =>
-    Object.assign(document.createElement("li"), { textContent: `${name}: ${st}` })));
+  $("platforms").replaceChildren(...Object.entries(state.platforms).map(([name, health]) =>
+    healthLine(name, health)));
   $("running").replaceChildren(...state.running.map((turn) => {
     const tr = document.createElement("tr");
     tr.dataset.testid = "running-turn";
