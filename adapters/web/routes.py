@@ -1,18 +1,23 @@
 """The web chat's HTTP routes: the page, its event stream, sends, presses and the login.
 
-Bad input gets one readable JSON error (400) and changes nothing. See
-:mod:`adapters.web.adapter` for what each route means.
+Bad input gets one readable JSON error and changes nothing: 400 for a body that is not
+UTF-8 JSON, is nested too deeply to read, or is not an object; 413 for one over the
+server's ``client_max_size`` (256 KiB). A login is checked by the gate's throttle
+(:class:`adapters.web.access.LoginThrottle`): 429 with ``Retry-After`` while the address
+is locked out. See :mod:`adapters.web.adapter` for what each route means.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
-from adapters.web.access import LOGIN_PATH, login_page
+from adapters.web.access import LOGIN_PATH, locked_out, login_page
 from adapters.web.feed import FeedEvent
 from adapters.web.inbox import WebMessage
 from adapters.web.sse import HEARTBEAT_FRAME, frame, open_stream, with_heartbeats
@@ -28,6 +33,14 @@ STATIC_DIR = Path(__file__).parent / "static"
 
 class BadRequest(ValueError):
     """The request is malformed; the message says how, in one line."""
+
+    status = 400
+
+
+class TooLarge(BadRequest):
+    """The body is over the server's size limit."""
+
+    status = 413
 
 
 def _id(value: object, what: str) -> str:
@@ -45,17 +58,37 @@ def _text(value: object, what: str, limit: int) -> str:
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
+    """The body as a JSON object (UTF-8, whatever charset the request names)."""
     try:
-        body = await request.json()
-    except (ValueError, UnicodeDecodeError):
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise TooLarge("body: too large") from None
+    try:
+        body = json.loads(raw.decode("utf-8"))
+    except ValueError:  # not UTF-8, not JSON, or a number too long to convert
         raise BadRequest("body: expected a JSON object") from None
+    except RecursionError:
+        raise BadRequest("body: JSON nested too deeply") from None
     if not isinstance(body, dict):
         raise BadRequest("body: expected a JSON object")
     return body
 
 
+async def _form_token(request: web.Request) -> str:
+    """The login form's ``token`` field ("" when there is none)."""
+    try:
+        form = await request.post()
+    except web.HTTPRequestEntityTooLarge:
+        raise TooLarge("body: too large") from None
+    except (ValueError, LookupError, RuntimeError, HttpProcessingError):
+        # a malformed multipart or urlencoded body, an unknown charset or encoding
+        raise BadRequest("body: expected a form") from None
+    offered = form.get("token")
+    return offered if isinstance(offered, str) else ""
+
+
 def _bad(exc: BadRequest) -> web.Response:
-    return web.json_response({"error": str(exc)}, status=400)
+    return web.json_response({"error": str(exc)}, status=exc.status)
 
 
 class ChatRoutes:
@@ -129,11 +162,16 @@ class ChatRoutes:
 
     async def log_in(self, request: web.Request) -> web.StreamResponse:
         gate = self.adapter.gate
-        form = await request.post()
-        offered = form.get("token")
         if gate.token is None:
             raise web.HTTPSeeOther("/")
-        if not isinstance(offered, str) or not gate.token_matches(offered):
+        try:
+            offered = await _form_token(request)
+        except BadRequest as exc:
+            return _bad(exc)
+        attempt = gate.attempt(request, offered)
+        if attempt.retry_after:
+            return locked_out(request, attempt.retry_after)
+        if not attempt.accepted:
             return login_page(status=401, failed=True)
         response = web.Response(status=303, headers={"Location": "/"})
         gate.log_in(response, request)

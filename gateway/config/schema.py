@@ -33,6 +33,7 @@ from adapters.config import (
     show,
 )
 from core.agent.profile import DEFAULT_MAX_ITERATIONS, AgentProfile, BusyPolicy
+from core.tools import limits
 from core.tools.sandbox import SandboxKind, WorkspaceScope
 
 Provider = Literal["openai", "demo"]
@@ -43,6 +44,14 @@ DB_FILENAME = "commonos.db"
 DEFAULT_SOUL = AgentProfile().soul
 OPENAI_MODEL = "gpt-4o-mini"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+SANDBOX_SIZES = (
+    "sandbox_memory_mb",
+    "sandbox_cpu_seconds",
+    "sandbox_file_size_mb",
+    "sandbox_disk_quota_mb",
+)
+SANDBOX_MAX = 1 << 30
+"""The largest ``sandbox_*`` size (MB) or CPU time (s): beyond it a limit means nothing."""
 
 
 def _log_level(value: object) -> str:
@@ -152,10 +161,46 @@ class ProfileSection(Section):
     """Where the terminal runs: ``bwrap`` (bubblewrap) or ``none`` (the host shell)."""
     sandbox_network: Flag = False
     """Whether sandboxed commands may use the network."""
+    sandbox_processes: PositiveInt = limits.DEFAULT_PROCESSES
+    """Processes and threads one conversation's commands may have at once."""
+    sandbox_memory_mb: PositiveInt = limits.DEFAULT_MEMORY // limits.MiB
+    """Address space of each sandboxed process, in MB (MiB)."""
+    sandbox_cpu_seconds: PositiveInt = limits.DEFAULT_CPU_SECONDS
+    """CPU seconds of each sandboxed process."""
+    sandbox_file_size_mb: PositiveInt | None = None
+    """Largest file a command may write, in MB. Default: the disk quota."""
+    sandbox_disk_quota_mb: PositiveInt = limits.DEFAULT_DISK_QUOTA // limits.MiB
+    """What one conversation's workspace may hold on disk, in MB."""
 
     def problems(self) -> Iterator[tuple[str, str]]:
         if self.external_runtime == ():
             yield "external_runtime", "expected a command line (array of strings), got []"
+        yield from self._sandbox_problems()
+
+    def _sandbox_problems(self) -> Iterator[tuple[str, str]]:
+        if (processes := self.sandbox_processes) < (least := limits.MIN_PROCESSES):
+            why = "bubblewrap and the shell are processes too"
+            yield "sandbox_processes", f"expected at least {least} ({why}), got {processes}"
+        if (memory := self.sandbox_memory_mb) < (least := limits.MIN_MEMORY // limits.MiB):
+            yield (
+                "sandbox_memory_mb",
+                f"expected at least {least} (no shell starts in less), got {memory}",
+            )
+        for key in SANDBOX_SIZES:
+            value = getattr(self, key)
+            if value is not None and value > SANDBOX_MAX:
+                yield key, f"expected at most {SANDBOX_MAX} (1 PiB, or 34 years), got {value}"
+
+    def sandbox_limits(self) -> limits.Limits:
+        """The sandbox's view of the ``sandbox_*`` keys (:mod:`core.tools.limits`)."""
+        file_size = self.sandbox_file_size_mb
+        return limits.Limits(
+            processes=self.sandbox_processes,
+            memory=self.sandbox_memory_mb * limits.MiB,
+            cpu_seconds=self.sandbox_cpu_seconds,
+            file_size=None if file_size is None else file_size * limits.MiB,
+            disk_quota=self.sandbox_disk_quota_mb * limits.MiB,
+        )
 
     def workspace_problem(self, data_dir: Path) -> str | None:
         """The workspace may sit inside the data directory, never be it or contain it: the
