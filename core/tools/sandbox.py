@@ -18,7 +18,12 @@ configured ``hidden`` paths (the data directory, the config file), plus:
   ``TMPDIR``, ``TERM``, ``LANG``/``LC_*``, ``TZ``) — the gateway's own never reaches it;
 * no network unless the profile allows it (``--unshare-net``; loopback only, and its own);
 * new user, IPC, UTS and cgroup namespaces; every capability dropped; its own session
-  (``--new-session``: no terminal injection); killed with the gateway (``--die-with-parent``).
+  (``--new-session``: no terminal injection); killed with the gateway (``--die-with-parent``);
+* the profile's :class:`~core.tools.limits.Limits` (processes, memory, CPU time, file size,
+  the workspace's disk quota; :mod:`core.tools.limits`), and a ``/tmp`` no larger than the
+  disk quota (``--size``; where bubblewrap is older than 0.7, ``/tmp`` is uncapped and the
+  probe says so). Processes are capped by :class:`~core.tools.limits.PidsCgroups` when
+  the probe found a writable pids cgroup, else by ``RLIMIT_NPROC``.
 
 :class:`NoSandbox` is the explicit opt-out (profile ``sandbox = "none"``): the host shell,
 with secret-looking variables dropped from the environment. :class:`Unavailable` stands
@@ -29,15 +34,18 @@ and says why. :func:`probe` finds out which of the two applies.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from core.tools.limits import DEFAULT_LIMITS, Limits, PidsCgroups
 
 WorkspaceScope = Literal["session", "profile"]
 SandboxKind = Literal["bwrap", "none"]
@@ -64,6 +72,7 @@ PASSED_VARIABLES = ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ
 SECRET_NAME_PARTS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 PROBE_SECONDS = 10.0
 NO_BWRAP = "bubblewrap (bwrap) is not installed"
+NO_TMP_CAP = "/tmp cannot be capped (bubblewrap older than 0.7 has no --size)"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _MAX_NAME = 80
@@ -98,20 +107,27 @@ class Workspaces:
 
 @dataclass(frozen=True, slots=True)
 class Launch:
-    """How to start one command: the argv and the whole environment of the process."""
+    """How to start one command: the argv and the whole environment of the process;
+    ``preexec`` runs in the child before it execs (:func:`core.tools.limits.preexec`)."""
 
     argv: list[str]
     env: dict[str, str]
     cwd: str
+    preexec: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Bubblewrap:
-    """The bubblewrap sandbox; ``executable`` is the absolute path of ``bwrap``."""
+    """The bubblewrap sandbox; ``executable`` is the absolute path of ``bwrap``.
+    ``cgroups``: where processes are capped (``None``: by ``RLIMIT_NPROC``);
+    ``cap_tmp``: ``/tmp`` is a tmpfs no larger than the disk quota."""
 
     executable: str
     network: bool = False
     hidden: tuple[Path, ...] = ()
+    limits: Limits = DEFAULT_LIMITS
+    cgroups: PidsCgroups | None = None
+    cap_tmp: bool = True
 
     def launch(self, command: str, workspace: Path) -> Launch:
         argv = [self.executable, *self.arguments(workspace), "/bin/sh", "-c", command]
@@ -119,7 +135,10 @@ class Bubblewrap:
 
     def arguments(self, workspace: Path) -> list[str]:
         """The ``bwrap`` options (before the command) for a command in ``workspace``."""
-        args = [*_system_mounts(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        args = [*_system_mounts(), "--dev", "/dev", "--proc", "/proc"]
+        if self.cap_tmp:
+            args += ["--size", str(self.limits.disk_quota)]
+        args += ["--tmpfs", "/tmp"]
         hidden = (*_existing(SYSTEM_SECRETS), *self.hidden)
         inside = [p for p in hidden if p.is_relative_to(workspace)]
         for path in (p for p in hidden if p not in inside):  # may hold the workspace: first
@@ -198,14 +217,23 @@ def _mask(path: Path, visible: Sequence[str]) -> list[str]:
 
 
 async def probe(
-    executable: str = "bwrap", *, network: bool = False, hidden: Sequence[Path] = ()
+    executable: str = "bwrap",
+    *,
+    network: bool = False,
+    hidden: Sequence[Path] = (),
+    limits: Limits = DEFAULT_LIMITS,
+    cgroups: PidsCgroups | None = None,
 ) -> Bubblewrap | Unavailable:
-    """A :class:`Bubblewrap` that was seen to run ``true``, or why it cannot run here."""
+    """A :class:`Bubblewrap` that was seen to run ``true``, or why it cannot run here.
+    One whose ``bwrap`` is too old to cap ``/tmp`` comes back with ``cap_tmp`` False."""
     found = await asyncio.to_thread(_locate, executable)
     if found is None:
         return Unavailable(NO_BWRAP)
-    sandbox = Bubblewrap(found, network=network, hidden=tuple(hidden))
+    sandbox = Bubblewrap(found, network, tuple(hidden), limits, cgroups)
     problem = await _try(sandbox)
+    if problem is not None and "--size" in problem:
+        sandbox = dataclasses.replace(sandbox, cap_tmp=False)
+        problem = await _try(sandbox)
     return sandbox if problem is None else Unavailable(f"bubblewrap (bwrap) cannot run: {problem}")
 
 
