@@ -21,10 +21,13 @@ queue — only when the turn was ended by ``stop`` with ``stop_clears_queue``, o
 ``aclose``.
 
 ``stop``/``steer``/``redirect``/``status`` act on the running turn immediately, from any
-task. ``stop(key)`` cancels the running turn with reason ``cancelled`` and, unless the
-Dispatcher was built with ``stop_clears_queue=False``, also drops that key's queued
-messages: a user who types ``/stop`` wants the agent to be quiet, not to start on the next
-backlog item.
+task. ``stop(key)`` cancels the running turn with reason ``cancelled`` and, when the key's
+``stop_clears_queue`` is on (the default; the profile's ``stop_clears_queue``), also drops
+that key's queued messages: a user who types ``/stop`` wants the agent to be quiet, not to
+start on the next backlog item. With it off the queue stays and its next message runs.
+Either way ``stop`` returns a :class:`StopOutcome` — whether a turn was stopped, how many
+queued messages were dropped and how many will still run — which ``/stop`` words to the
+chat (``docs/turn-loop.md`` §13).
 
 Per key, the state machine is::
 
@@ -87,6 +90,21 @@ class SubmitOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class StopOutcome:
+    """What :meth:`Dispatcher.stop` did; false when there was nothing to stop."""
+
+    stopped: bool = False
+    """A running turn was cancelled."""
+    dropped: int = 0
+    """Queued messages dropped (``stop_clears_queue`` on): they will not run."""
+    kept: int = 0
+    """Queued messages left in the queue (``stop_clears_queue`` off): they run next."""
+
+    def __bool__(self) -> bool:
+        return self.stopped or self.dropped > 0
+
+
+@dataclass(frozen=True, slots=True)
 class SessionStatus:
     running: bool
     since: float | None = None
@@ -136,14 +154,14 @@ class Dispatcher:
         policy_for: PerKey[BusyPolicy] = "queue",
         queue_limit: PerKey[int] = 20,
         on_result: ResultObserver | None = None,
-        stop_clears_queue: bool = True,
+        stop_clears_queue: PerKey[bool] = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._run_turn = run_turn
         self._policy: Callable[[str], BusyPolicy] = per_key(policy_for)
         self._limit: Callable[[str], int] = per_key(queue_limit)
         self._on_result = on_result
-        self._stop_clears_queue = stop_clears_queue
+        self._stop_clears_queue: Callable[[str], bool] = per_key(stop_clears_queue)
         self._clock = clock
         self._lanes: dict[str, _Lane] = {}
         self._workers = TaskSet(logger)
@@ -227,7 +245,7 @@ class Dispatcher:
         text = control.drain_leftovers()
         if text is None:
             return
-        stopped = control.token.reason == "cancelled" and self._stop_clears_queue
+        stopped = control.token.reason == "cancelled" and self._stop_clears_queue(session_key)
         if self._closing or stopped:
             logger.info("%s: dropped an undelivered steer/redirect (turn stopped)", session_key)
             return
@@ -242,21 +260,22 @@ class Dispatcher:
             logger.exception("on_result for %s failed; reply not delivered", session_key)
 
     # control plane (never queued) ------------------------------------------------
-    def stop(self, session_key: str) -> bool:
+    def stop(self, session_key: str) -> StopOutcome:
         """Cancel the running turn (reason ``cancelled``); drop the queue if configured.
 
-        True when a running turn was cancelled or queued messages were dropped.
+        The outcome is true when a running turn was cancelled or queued messages dropped.
         """
         lane = self._lanes.get(session_key)
         if lane is None:
-            return False
-        dropped = bool(lane.queue) and self._stop_clears_queue
-        if self._stop_clears_queue:
+            return StopOutcome()
+        queued = len(lane.queue)
+        clears = self._stop_clears_queue(session_key)
+        if clears:
             lane.clear()
+        stopped = lane.control is not None
         if lane.control is not None:
             lane.control.stop("cancelled")
-            return True
-        return dropped
+        return StopOutcome(stopped, queued if clears else 0, 0 if clears else queued)
 
     def steer(self, session_key: str, text: str) -> bool:
         """Fold ``text`` into the running turn; False when no turn is running."""

@@ -19,7 +19,7 @@ from core.agent.profile import BusyPolicy
 from core.approvals import Approvals, ResolveOutcome
 from core.approver import ApprovalRequest
 from core.bounded import BoundedMap
-from core.dispatcher import Dispatcher
+from core.dispatcher import Dispatcher, StopOutcome
 from core.store.base import Store
 from gateway.access import user_of
 from gateway.chats import ChatDirectory
@@ -35,8 +35,8 @@ from gateway.messages import (
     REDIRECTED,
     RESOLVE_ANSWERS,
     STEERED,
-    STOPPED,
     UNKNOWN_APPROVAL,
+    stopped,
     unknown_command,
     usage,
 )
@@ -97,21 +97,22 @@ class ChatCommands:
         return help_text()
 
     async def _cmd_stop(self, event: InboundEvent, key: str, args: str) -> Reply:
-        return STOPPED if self.stop(key) else NOTHING_TO_STOP
+        outcome = self.stop(key)
+        return stopped(outcome) if outcome else NOTHING_TO_STOP
 
-    def stop(self, key: str) -> bool:
+    def stop(self, key: str) -> StopOutcome:
         """What ``/stop`` does, wherever it comes from (the chat, the dashboard): stop the
-        running turn and drop the queue; False when there was nothing to stop.
+        running turn and drop the queue (or keep it: the profile's ``stop_clears_queue``);
+        the outcome is false when there was nothing to stop.
 
-        True is a promise that the chat is told "Stopped" (by the caller): the stopped
-        turn's reply is suppressed even if the turn still completes (the stop raced its
-        final answer)."""
+        A true outcome is a promise that the chat is told "Stopped" (by the caller,
+        :func:`gateway.messages.stopped`): the stopped turn's reply is suppressed even if
+        the turn still completes (the stop raced its final answer)."""
         turn_id = self._dispatcher.status(key).turn_id
-        if not self._dispatcher.stop(key):
-            return False
-        if turn_id:
+        outcome = self._dispatcher.stop(key)
+        if outcome and turn_id:
             self._ledger.stop_acknowledged(turn_id)
-        return True
+        return outcome
 
     async def _cmd_new(self, event: InboundEvent, key: str, args: str) -> Reply:
         self._dispatcher.stop(key)
@@ -271,8 +272,11 @@ class StopButtons:
             return NOT_YOURS
         turn_id = target.control.turn_id
         running = self._dispatcher.status(target.session_key).turn_id
-        if turn_id is None or running != turn_id or not self._dispatcher.stop(target.session_key):
+        if turn_id is None or running != turn_id:
+            return NO_LONGER_VALID
+        outcome = self._dispatcher.stop(target.session_key)
+        if not outcome:
             return NO_LONGER_VALID
         self._ledger.stop_acknowledged(turn_id)
         self.forget(stop_id)
-        return STOPPED
+        return stopped(outcome)

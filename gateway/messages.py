@@ -6,7 +6,10 @@ the same outcome the same way: both read :data:`RESOLVE_ANSWERS` and :data:`ACKS
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from core.dispatcher import StopOutcome
 
 STOPPED: Final = "⏹ Stopped."
 NOTHING_TO_STOP: Final = "Nothing to stop."
@@ -47,3 +50,21 @@ def usage(command: str) -> str:
 
 def unknown_command(name: str) -> str:
     return f"Unknown command /{name} — /help lists what I understand."
+
+
+def stopped(outcome: StopOutcome) -> str:
+    """What ``/stop`` says it ended and what became of the queue (``docs/turn-loop.md`` §13):
+    "⏹ Stopped. 2 queued messages were not run." (dropped) or "… will run next." (kept)."""
+    if outcome.dropped:
+        return f"{STOPPED} {_queued(outcome.dropped)} {_were(outcome.dropped)} not run."
+    if outcome.kept:
+        return f"{STOPPED} {_queued(outcome.kept)} will run next."
+    return STOPPED
+
+
+def _queued(count: int) -> str:
+    return f"{count} queued message{'' if count == 1 else 's'}"
+
+
+def _were(count: int) -> str:
+    return "was" if count == 1 else "were"

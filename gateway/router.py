@@ -45,8 +45,8 @@ from gateway.messages import (
     NO_LONGER_VALID,
     RESOLVE_ANSWERS,
     SOMETHING_WENT_WRONG,
-    STOPPED,
     STRANGER,
+    stopped,
 )
 
 logger = logging.getLogger(__name__)
@@ -115,13 +115,15 @@ class Router:
 
     async def stop(self, session_key: str) -> bool:
         """``/stop`` for ``session_key`` from outside its chat (the dashboard's Stop): the
-        same stop as the command, and the chat gets the same one "Stopped" notice. False
-        (and no notice) when nothing was running or queued."""
-        if not self._commands.stop(session_key):
+        same stop as the command, and the chat gets the same one notice of what it ended
+        and dropped (:func:`gateway.messages.stopped`). False (and no notice) when nothing
+        was running or queued."""
+        outcome = self._commands.stop(session_key)
+        if not outcome:
             return False
         place = self._directory.place(session_key)
         if place is not None:
-            await self._delivery.notice(place.adapter, place.chat, STOPPED)
+            await self._delivery.notice(place.adapter, place.chat, stopped(outcome))
         return True
 
     async def submit_text(

@@ -37,6 +37,8 @@ class AgentProfile:
     approval_timeout: float = 300.0
     busy_policy: BusyPolicy = "queue"
     queue_limit: int = 20
+    stop_clears_queue: bool = True
+    """``/stop`` drops the session's queued messages too (False: they run next)."""
     stream: bool = False
     external_runtime: tuple[str, ...] | None = None
     """Command line of an external runtime that takes over whole turns (JSON lines)."""

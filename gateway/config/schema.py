@@ -151,6 +151,8 @@ class ProfileSection(Section):
         "queue"
     )
     queue_limit: PositiveInt = 20
+    stop_clears_queue: Flag = True
+    """Whether ``/stop`` also drops the messages queued behind the stopped turn."""
     stream: Flag = False
     external_runtime: Texts | None = None
     workspace_scope: Annotated[WorkspaceScope, BeforeValidator(choice("session", "profile"))] = (
@@ -233,6 +235,7 @@ class ProfileSection(Section):
             approval_timeout=self.approval_timeout,
             busy_policy=self.busy_policy,
             queue_limit=self.queue_limit,
+            stop_clears_queue=self.stop_clears_queue,
             stream=self.stream,
             external_runtime=self.external_runtime,
         )

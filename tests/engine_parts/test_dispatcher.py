@@ -16,7 +16,7 @@ from core.agent.control import TurnControl
 from core.agent.profile import BusyPolicy
 from core.agent.turn import TurnResult, UserMessage
 from core.cancellation import Cancelled
-from core.dispatcher import Dispatcher, SessionStatus, SubmitOutcome
+from core.dispatcher import Dispatcher, SessionStatus, StopOutcome, SubmitOutcome
 
 WAIT = 2.0
 
@@ -204,7 +204,8 @@ async def test_stop_cancels_the_running_turn_and_drops_the_queue(
     await dispatcher.submit("k", msg("one"))
     running = await turns.next()
     await dispatcher.submit("k", msg("two"))
-    assert dispatcher.stop("k") is True
+    await dispatcher.submit("k", msg("three"))
+    assert dispatcher.stop("k") == StopOutcome(stopped=True, dropped=2)
     assert running.control.token.reason == "cancelled"
     assert dispatcher.status("k").queue_length == 0
     _, text, result = await replies.next()
@@ -218,13 +219,31 @@ async def test_stop_keeps_the_queue_when_configured_to(turns: ScriptedTurns, rep
     await dispatcher.submit("k", msg("one"))
     await turns.next()
     await dispatcher.submit("k", msg("two"))
-    assert dispatcher.stop("k") is True
+    assert dispatcher.stop("k") == StopOutcome(stopped=True, kept=1)
     assert (await turns.next()).message.text == "two"
+
+
+async def test_stop_clears_the_queue_per_key_as_configured(turns: ScriptedTurns, replies: Replies):
+    dispatcher = _dispatcher(turns, replies, stop_clears_queue=lambda key: key == "clears")
+    for key in ("clears", "keeps"):
+        await dispatcher.submit(key, msg(f"{key} one"))
+        await turns.next()
+        await dispatcher.submit(key, msg(f"{key} two"))
+    assert dispatcher.stop("clears") == StopOutcome(stopped=True, dropped=1)
+    assert dispatcher.stop("keeps") == StopOutcome(stopped=True, kept=1)
+    assert (await turns.next()).message.text == "keeps two"
+    await dispatcher.wait_idle("clears")
+    assert turns.started.empty()
+
+
+def test_a_stop_outcome_is_true_when_a_turn_stopped_or_messages_were_dropped() -> None:
+    assert not StopOutcome() and not StopOutcome(kept=2)
+    assert StopOutcome(stopped=True) and StopOutcome(dropped=1)
 
 
 async def test_stop_on_an_idle_key_reports_nothing_stopped(turns: ScriptedTurns, replies: Replies):
     dispatcher = _dispatcher(turns, replies)
-    assert dispatcher.stop("k") is False
+    assert dispatcher.stop("k") == StopOutcome()
     assert dispatcher.steer("k", "x") is False
     assert dispatcher.redirect("k", "x") is False
 

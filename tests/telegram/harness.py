@@ -90,6 +90,7 @@ class GatewaySetup:
     """What a test may vary about the gateway it runs."""
 
     busy_policy: BusyPolicy = "queue"
+    stop_clears_queue: bool = True
     approval_timeout: float = 30.0
     edit_interval: float = 0.25
     progress: ProgressConfig = field(
@@ -129,6 +130,7 @@ class Gateway:
             workspace=self.workspace,
             approval_timeout=self.setup.approval_timeout,
             busy_policy=self.setup.busy_policy,
+            stop_clears_queue=self.setup.stop_clears_queue,
         )
         engine = Engine(
             store=self.store,

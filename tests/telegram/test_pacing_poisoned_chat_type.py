@@ -8,9 +8,7 @@ its second call waiting in the scheduler."""
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable
 from typing import Any
 
 from adapters.base import RateLimit
@@ -18,12 +16,12 @@ from core.store.sqlite import SqliteStore
 from gateway.outbound import OutboundScheduler, ScheduledAdapter
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_text
+from tests.support.polling import until
 from tests.telegram.harness import Gateway, GatewayFactory
 
 ONE_PER_HOUR = {"group_limit": RateLimit(1, 3600.0), "chat_limit": None, "bot_limit": None}
 GROUP = -100600
 REPLIES = 4
-POLL = 0.01
 POISONED_TYPES: list[Any] = [
     ["supergroup"],
     {"type": "group"},
@@ -51,15 +49,6 @@ def scheduler_of(run: Gateway) -> OutboundScheduler:
     adapter = run.service.directory.adapter("telegram")
     assert isinstance(adapter, ScheduledAdapter)
     return adapter.scheduler
-
-
-async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll ``condition`` (scheduler state the simulator does not signal) until it holds."""
-    for _ in range(int(timeout / POLL)):
-        if condition():
-            return
-        await asyncio.sleep(POLL)
-    raise TimeoutError(f"not true within {timeout}s")
 
 
 async def ask(sim: TelegramSim, chat: int, text: str, answer: str) -> None:
