@@ -147,7 +147,9 @@ class SocketReceiver:
         """Connections the watchdog replaced (for logs and tests)."""
         self.opened = 0
         """Connections asked for (``apps.connections.open`` answered), this run."""
-        self._clock, self._sleep = clock, sleep
+        self._clock = clock
+        self.sleep = sleep
+        """How a reconnection waits out the backoff (tests inject one)."""
         self._backoff = backoff or Backoff()
         self._failed = False
         self._why = "the Socket Mode connection closed"
@@ -175,7 +177,7 @@ class SocketReceiver:
         if self.opened:
             self.health.retrying(f"{self._why}; reconnecting")
         if self._failed:
-            await self._sleep(self._backoff.next())
+            await self.sleep(self._backoff.next())
         web_client = self.client.web_client
         try:
             response = await web_client.apps_connections_open(app_token=self.client.app_token)

@@ -9,9 +9,10 @@ The loop survives everything but cancellation and a rejected token. Its connecti
 (``adapters.health``, docs/architecture.md §10) is the adapter's: a failed ``getUpdates`` —
 a network error, a 5xx, a 409 Conflict, flood control — makes it ``retrying`` (since the
 first failure) and the next ``getUpdates`` waits: ``retry_after`` for flood control, else
-the exponential backoff with full jitter (:class:`adapters.health.Backoff`, capped); the
-next answered ``getUpdates`` makes it ``up``. A rejected token (401/404, PTB's
-``InvalidToken``) makes it ``down`` with the fix, logged once at ERROR, and ends the loop.
+the exponential backoff with full jitter (:class:`adapters.health.Backoff`, capped); that
+next one is a short poll (``timeout=0``, answered at once) and its answer makes it ``up``.
+A rejected token (401/404, PTB's ``InvalidToken``) makes it ``down`` with the fix, logged
+once at ERROR, and ends the loop.
 The backoff is reset only once a batch has been stored (or an empty one answered), so while
 the store keeps failing (disk full, read-only) the same batch is fetched again ever more
 slowly, and logged only when the outage begins and ends
@@ -172,10 +173,12 @@ class LongPoller:
 
     async def _fetch(self) -> Sequence[Fetched]:
         """One ``getUpdates``: its updates, or none after waiting out a failure."""
+        # after a failure a short poll answers at once: up is known, not guessed
+        timeout = 0 if self.health.value.state == "retrying" else self.settings.timeout
         try:
             updates = await self.bot.get_updates(
                 offset=self.offset,
-                timeout=self.settings.timeout,
+                timeout=timeout,
                 allowed_updates=list(self.settings.allowed_updates),
             )
         except InvalidToken as exc:

@@ -34,7 +34,10 @@ limits answer HTTP 429 ``ratelimited`` with ``Retry-After`` (whole seconds). Eve
 within ``ack_timeout`` s are redelivered with ``retry_attempt``/``retry_reason`` (Socket Mode)
 or ``X-Slack-Retry-Num`` (HTTP), up to 3 retries. The bot's own posts are echoed as events.
 Faults: ``fail_next("chat.postMessage", SimError.rate_limit(1))``; ``drop_connection()``
-sends Socket Mode ``disconnect`` (refresh_requested) to every connection.
+sends Socket Mode ``disconnect`` (refresh_requested) to every connection;
+``close_sockets(code)`` closes every Socket Mode websocket from the server's side, with no
+``disconnect`` first (a load balancer, a deploy); ``revoke_tokens()`` ends the bot and app
+tokens (every later call, ``apps.connections.open`` included, is ``invalid_auth``).
 """
 
 from __future__ import annotations
@@ -362,6 +365,19 @@ class SlackSim(SimServer):
         for ws in live:
             await ws.send_str(json.dumps(frame))
         return len(live)
+
+    async def close_sockets(self, code: int = 1011) -> int:
+        """Close every live Socket Mode websocket (server side, ``code``); how many."""
+        live = [s for s in self.sockets if not s.closed]
+        for ws in live:
+            await ws.close(code=code, message=b"server going away")
+        return len(live)
+
+    async def revoke_tokens(self) -> None:
+        """The app was uninstalled / its tokens revoked: both answer ``invalid_auth`` now."""
+        self.bot_token = f"xoxb-revoked-{self.next_id()}"
+        self.app_token = f"xapp-revoked-{self.next_id()}"
+        await self.changed()
 
     def check_rate(self, channel: str) -> None:
         now, limit = time.monotonic(), self.rate_limit

@@ -46,6 +46,8 @@ updates to ``url`` with ``X-Telegram-Bot-Api-Secret-Token``; only a 2xx confirms
 Faults: ``sim.fail_next("sendMessage", SimError.rate_limit(0.2))`` (also ``forbidden()``,
 ``not_found()``, ``server_error()``, ``platform("Bad Request: chat not found")``);
 ``sim.block_bot(chat)`` makes every later send to the chat 403 (blocked / kicked);
+``sim.revoke_token()`` ends the bot's token as /revoke does (every later call, getUpdates
+included, is 401 Unauthorized; a poll in flight is answered 401 too);
 ``await sim.drop_connection()`` resets every in-flight getUpdates (or, with none in flight,
 the next one; PTB then retries after ~1 s); flood control:
 ``sim.flood = FloodLimits(per_chat=3, window=1.0, retry_after=0.2)`` (default 20 per chat and
@@ -131,6 +133,7 @@ class _Poll:
     request: web.Request
     superseded: bool = False
     dropped: bool = False
+    revoked: bool = False
 
 
 class TelegramSim(SimServer):
@@ -371,6 +374,15 @@ class TelegramSim(SimServer):
         return update
 
     # faults ---------------------------------------------------------------------------------
+    async def revoke_token(self) -> str:
+        """The owner revoked the token (@BotFather /revoke): the old one is 401 from now on,
+        a getUpdates in flight included. Returns the new token."""
+        self.token = f"{self.bot.id}:REVOKED-{self.next_id()}"
+        for poll in self._polls:
+            poll.revoked = True
+        await self.changed()
+        return self.token
+
     async def drop_connection(self) -> int:
         """Reset every in-flight getUpdates connection; returns how many were dropped.
 
@@ -495,6 +507,8 @@ class TelegramSim(SimServer):
             await self.wait_for(lambda: self._poll_done(poll), timeout=max(timeout, 0.001))
         if poll.dropped:
             raise _Dropped
+        if poll.revoked:
+            raise TgApiError(401, "Unauthorized")
         if poll.superseded:
             raise TgApiError(409, POLL_CONFLICT)
         batch = self.deliverable()[: max(1, min(limit, 100))]
@@ -504,7 +518,8 @@ class TelegramSim(SimServer):
         return [u.to_json() for u in batch]
 
     def _poll_done(self, poll: _Poll) -> bool:
-        return poll.dropped or poll.superseded or self.closing or bool(self.deliverable())
+        done = poll.dropped or poll.superseded or poll.revoked or self.closing
+        return done or bool(self.deliverable())
 
     def deliverable(self) -> list[TgUpdate]:
         """Unconfirmed updates of an allowed type, oldest first (others are discarded)."""
