@@ -258,6 +258,8 @@ class HttpReceiver:
         self.url: str | None = None
         self.signing_secret, self.clock = signing_secret.encode(), clock
         self._runner: web.AppRunner | None = None
+        app.error(_remember_failure)
+        app.logger.addFilter(_unhandled_without_body)
 
     async def start(self) -> None:
         server = web.Application(client_max_size=MAX_BODY)
@@ -308,12 +310,19 @@ class HttpReceiver:
             raise Refused(400, f"not a Slack payload ({type(exc).__name__})") from None
 
     async def _dispatch(self, request: AsyncBoltRequest) -> BoltResponse:
-        """Bolt's answer; what escapes bolt (not our listeners: bolt answers their errors
-        itself) is bolt failing to take the payload apart — the request's fault."""
+        """Bolt's answer. An error raised inside bolt alone (its middleware or listener
+        matchers, on a payload of a shape they do not expect) is the request's fault: 400.
+        One raised in our listeners (the store is out) stays bolt's 500, so Slack retries."""
         try:
-            return await self.app.async_dispatch(request)
+            response = await self.app.async_dispatch(request)
         except Exception as exc:
             raise Refused(400, f"not a Slack payload ({type(exc).__name__})") from None
+        failure = request.context.get(FAILURE)
+        if response.status >= 500 and isinstance(failure, Exception):
+            if raised_in_bolt(failure):
+                raise Refused(400, f"not a Slack payload ({type(failure).__name__})")
+            _log.error("slack: handling a request failed", exc_info=failure)
+        return response
 
 
 class Refused(Exception):
@@ -376,6 +385,37 @@ def _json_object(text: str, what: str) -> None:
     event = data.get("event", {"type": ""})
     if not isinstance(event, dict) or not isinstance(event.get("type"), str):
         raise Refused(400, f"{what}: event is not an object with a type")
+
+
+FAILURE = "commonos_failure"
+"""Where :func:`_remember_failure` keeps the error on the request's context."""
+OUR_PACKAGES = frozenset({"adapters", "core", "gateway"})
+
+
+async def _remember_failure(error: Exception, request: AsyncBoltRequest) -> None:
+    """Bolt's error handler (middleware and listeners): keep the error for
+    :meth:`HttpReceiver._dispatch`, which logs it or answers 400."""
+    request.context[FAILURE] = error
+
+
+def _unhandled_without_body(record: logging.LogRecord) -> bool:
+    """Bolt's "Unhandled request" warning (its 404) quotes the whole payload, user text
+    and all: it is kept, shortened to a line that quotes nothing."""
+    if str(record.msg).startswith("Unhandled request"):
+        record.msg, record.args = "slack: no listener for this request; answered 404", None
+    return True
+
+
+def raised_in_bolt(error: BaseException) -> bool:
+    """True when no frame between where bolt caught ``error`` and where it was raised is
+    our code: bolt could not take the payload apart; our listeners never ran into it."""
+    trace = error.__traceback__
+    while trace is not None:
+        module = str(trace.tb_frame.f_globals.get("__name__", ""))
+        if module.partition(".")[0] in OUR_PACKAGES:
+            return False
+        trace = trace.tb_next
+    return True
 
 
 def is_ssl_check(body: str) -> bool:

@@ -11,11 +11,15 @@ import io
 import json
 import logging
 import time
+from collections.abc import AsyncIterator
+from pathlib import Path
 from urllib.parse import urlencode
 
 import aiohttp
+import aiosqlite
 import pytest
 
+from core.store.sqlite import SqliteStore, open_store
 from tests.platform_sim.slack_sim import ALICE, SlackSim
 from tests.slack.conftest import GatewayFactory
 from tests.slack.harness import SlackGateway
@@ -171,3 +175,72 @@ def _signature(sim: SlackSim, body: bytes, ts: str) -> dict[str, str]:
     base = b"v0:" + ts.encode() + b":" + body
     digest = hmac.new(sim.signing_secret.encode(), base, hashlib.sha256).hexdigest()
     return {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}"}
+
+
+BOLT_CANNOT_READ = {
+    "actions that are a string": _form(json.dumps({"type": "block_actions", "actions": USER_TEXT})),
+    "actions of strings": _form(json.dumps({"type": "block_actions", "actions": [USER_TEXT]})),
+    "no actions": _form(json.dumps({"type": "block_actions", "actions": []})),
+    "a view that is a number": _form(json.dumps({"type": "view_submission", "view": 5})),
+}
+
+
+@pytest.mark.parametrize("case", BOLT_CANNOT_READ, ids=list(BOLT_CANNOT_READ))
+async def test_a_signed_payload_that_bolt_cannot_take_apart_gets_400_not_500(
+    slack_gateway: GatewayFactory, slack_sim: SlackSim, model_server: ScriptedModelServer,
+    caplog: pytest.LogCaptureFixture, case: str,
+) -> None:  # fmt: skip
+    model_server.script(reply_text("still here"))
+    run = await slack_gateway("http")
+    status, text = await _signed(run, slack_sim, BOLT_CANNOT_READ[case], FORM)
+    assert status == 400 and json.loads(text)["error"].startswith("not a Slack payload (")
+    _one_clean_warning(caplog)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    await _still_answers(slack_sim, run)
+
+
+async def test_a_payload_no_listener_takes_gets_404_and_is_logged_without_its_text(
+    slack_gateway: GatewayFactory, slack_sim: SlackSim, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = await slack_gateway("http")
+    body = _form(json.dumps({"type": "shortcut", "callback_id": USER_TEXT}))
+    status, _ = await _signed(run, slack_sim, body, FORM)
+    assert status == 404
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == ["slack: no listener for this request; answered 404"]
+
+
+@pytest.fixture
+async def connection(tmp_path: Path) -> AsyncIterator[aiosqlite.Connection]:
+    """The store's own connection, held by the test to make the database read-only."""
+    path = tmp_path / "store.db"
+    await (await open_store(path)).close()
+    conn = await aiosqlite.connect(path, isolation_level=None)
+    await conn.execute("PRAGMA busy_timeout = 5000")
+    yield conn
+
+
+@pytest.fixture
+async def store(connection: aiosqlite.Connection, tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    opened = SqliteStore(connection, tmp_path / "store.db")
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def test_a_message_the_store_cannot_take_stays_a_500_and_slacks_retry_is_answered(
+    slack_gateway: GatewayFactory, slack_sim: SlackSim, model_server: ScriptedModelServer,
+    connection: aiosqlite.Connection,
+) -> None:  # fmt: skip
+    model_server.script(reply_text("still here"))
+    await slack_gateway("http")
+    slack_sim.ack_timeout = 1.0  # the wait before Slack's retry (and the sim's POST timeout)
+    await connection.execute("PRAGMA query_only = ON")
+    dm = slack_sim.dm_channel(ALICE)
+    asked = await slack_sim.user_says(dm, "are you still there?")
+    await slack_sim.wait_for(lambda: any(s == 500 for _, s in slack_sim.http_deliveries))
+    await connection.execute("PRAGMA query_only = OFF")
+    reply = await slack_sim.wait_for_bot_message(dm, lambda m: m.text == "still here")
+    assert reply.thread is None and asked.event_id is not None
+    assert [s for _, s in slack_sim.http_deliveries][-1] == 200
