@@ -49,6 +49,7 @@ DEFAULT_MEMORY = 2 * GiB
 DEFAULT_CPU_SECONDS = 600
 DEFAULT_DISK_QUOTA = 1 * GiB
 DEFAULT_SCAN_INTERVAL = 0.1
+MIN_SCAN_PAUSE = 0.005
 SCAN_SHARE = 4.0
 MIN_PROCESSES = 4
 """bubblewrap, its init and the shell: fewer and no command can start."""
@@ -57,8 +58,9 @@ MIN_MEMORY = 64 * MiB
 
 CGROUP_FS = Path("/sys/fs/cgroup")
 CGROUP_PREFIX = "commonos-"
-RELEASE_TRIES = 500
-RELEASE_PAUSE = 0.002
+RELEASE_SECONDS = 5.0
+RELEASE_FIRST_PAUSE = 0.001
+RELEASE_LONGEST_PAUSE = 0.05
 CPU_GRACE_SECONDS = 5
 """Between ``SIGXCPU`` (the soft CPU limit) and ``SIGKILL`` (the hard one)."""
 
@@ -176,27 +178,41 @@ Sleep = Callable[[float], Awaitable[None]]
 
 @dataclass(slots=True)
 class QuotaWatch:
-    """Measures a running command's workspace every ``limits.scan_interval`` seconds
-    (``sleep`` is injected in tests); awaited, it returns the note of the stop once the
-    usage passes ``ceiling`` — the quota, or the usage at start when that was higher."""
+    """Measures a running command's workspace (which held ``used`` bytes at its start);
+    awaited, it returns the note of the stop once the usage passes the quota — or ``used``,
+    when that was higher. ``sleep`` and ``clock`` are injected in tests.
+
+    Between scans it waits at most ``limits.scan_interval``; a workspace that grows is
+    scanned sooner — when, at the rate seen, half of the room left would be gone (at least
+    :data:`MIN_SCAN_PAUSE`) — so a fast writer is caught near the quota; and a big tree no
+    more often than lets scanning take a fifth of the time (:data:`SCAN_SHARE`)."""
 
     limits: Limits
     workspace: Path
-    ceiling: int
+    used: int
     sleep: Sleep = asyncio.sleep
+    clock: Callable[[], float] = time.monotonic
     passed: int | None = None
 
     async def __call__(self) -> str:
-        pause = self.limits.scan_interval
+        ceiling = max(self.limits.disk_quota, self.used)
+        before, then, pause = self.used, self.clock(), MIN_SCAN_PAUSE
         while True:
             await self.sleep(pause)
-            begun = time.monotonic()
+            begun = self.clock()
             used = await asyncio.to_thread(disk_usage, self.workspace)
-            if used > self.ceiling:
+            now = self.clock()
+            if used > ceiling:
                 self.passed = used
                 return stopped_note(self.limits, used)
-            # A big tree is scanned less often: scanning takes at most a fifth of the time.
-            pause = max(self.limits.scan_interval, SCAN_SHARE * (time.monotonic() - begun))
+            rate = (used - before) / max(now - then, 1e-6)
+            pause = self._pause(ceiling - used, rate, now - begun)
+            before, then = used, now
+
+    def _pause(self, room: int, rate: float, scan_seconds: float) -> float:
+        longest = self.limits.scan_interval
+        soon = longest if rate <= 0 else min(longest, room / rate / 2)
+        return max(soon, MIN_SCAN_PAUSE, SCAN_SHARE * scan_seconds)
 
 
 # processes ----------------------------------------------------------------------------
@@ -267,16 +283,20 @@ def _group_name(workspace: Path) -> str:
 
 
 async def remove_cgroup(group: Path) -> bool:
-    """Kill what is left in ``group`` and remove it; False if it stays busy (the next
-    command of its workspace reuses it). cgroupfs calls are in-kernel bookkeeping, not
-    disk I/O: they run on the event loop."""
-    for _ in range(RELEASE_TRIES):
+    """Kill what is left in ``group`` and remove it, trying for :data:`RELEASE_SECONDS`;
+    False if it stays busy (the next command of its workspace reuses it). cgroupfs calls
+    are in-kernel bookkeeping, not disk I/O: they run on the event loop."""
+    loop = asyncio.get_running_loop()
+    deadline, pause = loop.time() + RELEASE_SECONDS, RELEASE_FIRST_PAUSE
+    while True:
         _kill_members(group)
         removed = _remove(group)
         if removed is not None:
             return removed
-        await asyncio.sleep(RELEASE_PAUSE)  # killed members are still being reaped
-    return False
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(pause)  # killed members are still being reaped
+        pause = min(pause * 2, RELEASE_LONGEST_PAUSE)
 
 
 def _remove(group: Path) -> bool | None:
@@ -291,10 +311,16 @@ def _remove(group: Path) -> bool | None:
 
 
 def _kill_members(group: Path) -> None:
-    with contextlib.suppress(OSError):
-        for pid in (group / "cgroup.procs").read_text().split():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(pid), signal.SIGKILL)
+    for pid in _members(group):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _members(group: Path) -> list[int]:
+    try:
+        return [int(pid) for pid in (group / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def find_pids_cgroups(

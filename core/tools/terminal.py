@@ -169,7 +169,7 @@ async def run_limited(
     after (see the module docstring)."""
     limits = sandbox.limits
     used = await asyncio.to_thread(disk_usage, workspace)
-    watch = QuotaWatch(limits, workspace, max(limits.disk_quota, used), sleep)
+    watch = QuotaWatch(limits, workspace, used, sleep)
     async with _cgroup(sandbox, workspace) as procs:
         confine = preexec(limits.rlimits(used, nproc=procs is None), procs)
         limited = dataclasses.replace(launch, preexec=confine)

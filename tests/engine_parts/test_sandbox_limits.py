@@ -12,14 +12,21 @@ import asyncio
 import hashlib
 import logging
 import sqlite3
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
 from core.cancellation import CancellationToken, Cancelled
 from core.tools.base import ToolContext, ToolResult
-from core.tools.limits import Limits, MiB, PidsCgroups, disk_usage, find_pids_cgroups
+from core.tools.limits import (
+    Limits,
+    MiB,
+    PidsCgroups,
+    QuotaWatch,
+    disk_usage,
+    find_pids_cgroups,
+)
 from core.tools.sandbox import Bubblewrap, Workspaces, probe
 from core.tools.terminal import terminal_tool
 from gateway.config import ConfigError, load_config, render_config
@@ -330,3 +337,50 @@ async def test_with_a_writable_pids_cgroup_the_start_warns_of_nothing(
         await prepare_sandboxes(config)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert any("256 processes (pids cgroup)" in r.getMessage() for r in caplog.records)
+
+
+# the quota's scans, on an injected clock ----------------------------------------------
+@dataclass
+class WriterBetweenScans:
+    """An injected sleep: each pause advances the test clock and writes ``per_second``
+    bytes' worth of pause into the workspace, as a writer running meanwhile would."""
+
+    workspace: Path
+    per_second: int
+    now: float = 0.0
+    pauses: list[float] = field(default_factory=list)
+
+    async def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds
+        written = int(self.per_second * seconds)
+        if written:
+            path = self.workspace / f"chunk{len(self.pauses)}"
+            await asyncio.to_thread(path.write_bytes, b"\1" * written)
+
+    def clock(self) -> float:
+        return self.now
+
+
+async def test_a_growing_workspace_is_scanned_sooner_as_it_nears_the_quota(
+    tmp_path: Path,
+) -> None:
+    writer = WriterBetweenScans(tmp_path, per_second=40 * MiB)
+    limits = Limits(disk_quota=QUOTA, scan_interval=0.1)
+    watch = QuotaWatch(limits, tmp_path, 0, writer.sleep, writer.clock)
+    note = await asyncio.wait_for(watch(), WAIT)
+    assert note.startswith("[stopped: the workspace passed its disk quota of 16 MB (used ")
+    assert watch.passed is not None and QUOTA < watch.passed < QUOTA + 2 * MiB
+    assert max(writer.pauses) == 0.1 and writer.pauses[-1] < 0.05  # sooner as the room runs out
+
+
+async def test_a_quiet_workspace_is_scanned_every_interval(tmp_path: Path) -> None:
+    writer = WriterBetweenScans(tmp_path, per_second=0)
+    watch = QuotaWatch(Limits(disk_quota=QUOTA, scan_interval=0.1), tmp_path, 0, writer.sleep)
+    scanning = asyncio.create_task(watch())
+    for _ in range(POLLS):
+        if len(writer.pauses) >= 5:
+            break
+        await asyncio.sleep(0.01)
+    scanning.cancel()
+    assert writer.pauses[1:5] == [0.1] * 4
