@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -40,7 +40,7 @@ _log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
 RECENT_TURNS = 50
-HEALTH_STATES: tuple[HealthState, ...] = ("starting", "up", "retrying", "down", "stopped")
+HEALTH_STATES: tuple[HealthState, ...] = get_args(HealthState)
 
 
 @dataclass(slots=True)
