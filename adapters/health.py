@@ -68,6 +68,8 @@ class HealthCell:
         self._log = logging.getLogger(f"adapters.{platform}")
 
     def up(self) -> None:
+        if self.value.state == "up":
+            return  # keep `since`: a RESUME after a resumable close is not a new "up"
         if self.value.state == "retrying":
             self._log.warning("%s: connected again", self.platform)
         self._set("up")

@@ -6,6 +6,13 @@ previous run left unfinished (:mod:`.inbox`), then connects to the gateway and r
 once READY came and every guild it listed arrived. ``stop`` cancels deliveries in flight
 (they replay next run) and closes the client.
 
+Connection: the gateway runs under :class:`adapters.health.Supervisor`
+(:mod:`.connection` says which end is retried how); ``health`` is up once READY, retrying
+while it reconnects, down after a close no reconnect can fix (a rejected token, refused
+intents: one ERROR with the fix), stopped after ``stop``. A payload discord.py cannot
+parse, or one our handlers cannot read, is a dead letter (one WARNING); the connection
+goes on.
+
 Inbound: every message (DMs, guild channels, threads) and every interaction is stored
 before it is handled. A mention in a guild channel opens a thread from that message
 (``thread_per_conversation``; Discord allows one thread per message, so a replay finds
@@ -47,6 +54,16 @@ from adapters.base import (
     SentMessage,
 )
 from adapters.discord.commands import build_tree, sync_commands
+from adapters.discord.connection import (
+    IDENTIFY_SPACING,
+    GatewayLink,
+    Timing,
+    dead_letter_id,
+    fatal_cause,
+    guard_parsers,
+    parse_error,
+    raw_json,
+)
 from adapters.discord.errors import (
     THREAD_EXISTS,
     TOKEN_GONE,
@@ -71,9 +88,10 @@ from adapters.discord.normalize import (
     thread_name,
 )
 from adapters.discord.render import MAX_CONTENT, discord_renderer, escape
+from adapters.health import Health, HealthCell, Supervisor
 from adapters.inbox import STORAGE_NOTICE, DurableInbox, SettleWait, notice_chat
 from adapters.session_keys import SessionKeyRule, session_key
-from core.store.base import Store
+from core.store.base import Store, StoreUnavailable
 from core.tasks import TaskSet
 
 _log = logging.getLogger(__name__)
@@ -180,6 +198,11 @@ class _Client(discord.Client):
     async def on_message(self, message: discord.Message) -> None:
         await self._adapter.on_message(message)
 
+    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+        """Discord's one IDENTIFY per 5 s, waited on the adapter's (injected) sleep."""
+        if not initial:
+            await self._adapter.timing.sleep(IDENTIFY_SPACING)
+
 
 class DiscordAdapter:
     """The :class:`adapters.base.Adapter` for Discord."""
@@ -193,6 +216,7 @@ class DiscordAdapter:
         settings: DiscordSettings | None = None,
         key_rule: SessionKeyRule = session_key,
         update_settled: SettleWait | None = None,
+        timing: Timing | None = None,
     ) -> None:
         self.token = token
         self.store = store
@@ -221,6 +245,16 @@ class DiscordAdapter:
         self._deferred = DeferredResponses()
         self._presses: dict[str, discord.Interaction] = {}
         self._connection = TaskSet(_log)
+        self._quarantine = TaskSet(_log)
+        self._health = HealthCell(PLATFORM)
+        self.timing = timing or Timing()
+        """The reconnect backoff's clock and sleep (read by ``start``)."""
+        self.link: GatewayLink | None = None
+
+    @property
+    def health(self) -> Health:
+        """The gateway connection's health (:mod:`adapters.health`)."""
+        return self._health.value
 
     @property
     def rate_limits(self) -> int:
@@ -234,7 +268,8 @@ class DiscordAdapter:
 
     # lifecycle ---------------------------------------------------------------------------
     async def start(self, sink: EventSink) -> None:
-        """Log in, sync commands if changed, replay, connect; returns once READY."""
+        """Log in, sync commands if changed, replay, connect; returns once READY, or with
+        ``health`` down when Discord refused the token or the intents."""
         self._sink = sink
         self._point_at_platform()
         client = _Client(
@@ -242,16 +277,37 @@ class DiscordAdapter:
             guild_ready_timeout=self.settings.guild_ready_timeout,
         )  # fmt: skip
         client.add_dynamic_items(ButtonPress)
-        tree = build_tree(client, self.settings.commands, self.on_command)
+        tree = build_tree(client, self.settings.commands, self.on_command, self.on_command_error)
         self.client = client
+        self.link = link = GatewayLink(client, self._health)
+        guard_parsers(client, self._poison, link.dispatched)
         logging.getLogger("discord.http").addHandler(self._rate_limits)
+        if not await self._login(client):
+            return
         with platform_errors():
-            await client.login(self.token)
             self.syncs = await sync_commands(tree, self.store, self.settings.guild_ids)
         await self._inbox.replay()
-        connecting = self._connection.spawn(client.connect(reconnect=True), name="discord-gateway")
-        await self._wait_ready(client, connecting)
-        _log.info("discord: receiving as %s", client.user)
+        connecting = self._connection.spawn(self._supervisor(link).run(), name="discord-gateway")
+        if await self._wait_ready(client, connecting):
+            _log.info("discord: receiving as %s", client.user)
+
+    async def _login(self, client: _Client) -> bool:
+        """False (health down, the fix logged) when Discord rejects the token."""
+        try:
+            await client.login(self.token)
+        except discord.LoginFailure as exc:
+            self._health.down(fatal_cause(exc) or str(exc))
+            return False
+        except discord.DiscordException as exc:
+            raise translate(exc) from exc
+        return True
+
+    def _supervisor(self, link: GatewayLink) -> Supervisor:
+        timing = self.timing
+        return Supervisor(
+            self._health, link.connect, fatal=fatal_cause, backoff=timing.backoff(),
+            clock=timing.clock, sleep=timing.sleep,
+        )  # fmt: skip
 
     def _point_at_platform(self) -> None:
         """discord.py reads its REST base and gateway URL from two class attributes."""
@@ -261,30 +317,36 @@ class DiscordAdapter:
             gateway = yarl.URL(self.settings.gateway_url)
             discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = gateway
 
-    async def _wait_ready(self, client: _Client, connecting: asyncio.Task[Any]) -> None:
+    async def _wait_ready(self, client: _Client, connecting: asyncio.Task[Any]) -> bool:
         """Until READY and every guild it listed arrived: events are handled from then on
-        (discord.py's own ``ready`` waits ``guild_ready_timeout`` more, for nothing)."""
+        (discord.py's own ``ready`` waits ``guild_ready_timeout`` more, for nothing).
+        False when the connection went down first (its supervisor returned)."""
         ready = asyncio.ensure_future(client.receiving.wait())
         done, _ = await asyncio.wait(
             {ready, connecting}, timeout=self.settings.ready_timeout,
             return_when=asyncio.FIRST_COMPLETED,
         )  # fmt: skip
         if ready in done:
-            return
+            return True
         ready.cancel()
-        if connecting in done and connecting.exception() is not None:
-            raise _connect_error(connecting.exception())
-        raise AdapterError(f"discord: not ready after {self.settings.ready_timeout:g}s")
+        if connecting in done:  # the supervisor returns only when the connection is down
+            return False
+        why = self.health.reason or "no READY"
+        raise AdapterError(f"discord: not ready after {self.settings.ready_timeout:g}s ({why})")
 
     async def stop(self) -> None:
-        """Cancel deliveries in flight (they replay next run) and close the client."""
+        """Cancel deliveries in flight (they replay next run), end the connection (its
+        supervisor first, so the close is not taken for a failure) and close the client."""
         await self._inbox.close()
+        await self._connection.aclose()
         if self.client is not None:
             await self.client.close()
-        await self._connection.aclose()
+        await self._quarantine.aclose(grace=1.0)
+        self._health.stopped()
         logging.getLogger("discord.http").removeHandler(self._rate_limits)
 
     async def drain(self) -> None:
+        await self._quarantine.drain()
         await self._inbox.drain()
 
     async def _storage_notice(self, chat: ChatRef) -> None:
@@ -294,10 +356,28 @@ class DiscordAdapter:
             _log.warning("discord: could not tell chat %s the store is out: %s", chat.chat_id, exc)
 
     # inbound -----------------------------------------------------------------------------
+    def _poison(self, event: str, data: Any, exc: Exception) -> None:
+        """A gateway payload discord.py could not parse: kept as a dead letter."""
+        item_id = dead_letter_id(event, data)
+        letter = self._reject(item_id, raw_json(data), parse_error(event, exc))
+        self._quarantine.spawn(letter, name=f"discord-dead-letter-{item_id}")
+
+    async def _reject(self, item_id: str, raw: str, error: object) -> None:
+        try:
+            await self._inbox.intake.reject(item_id, raw, error)
+        except StoreUnavailable as exc:
+            _log.warning("discord item %s is unreadable and was not kept: %s", item_id, exc)
+
     async def on_message(self, message: discord.Message) -> None:
-        if str(message.author.id) == self.bot_id or message.type not in USER_MESSAGES:
+        try:
+            if str(message.author.id) == self.bot_id or message.type not in USER_MESSAGES:
+                return
+            envelope = self._message_envelope(message)
+        except Exception as exc:
+            raw = raw_json(_known_fields(message))
+            await self._reject(f"MESSAGE_CREATE:{message.id}", raw, _unreadable(exc))
             return
-        await self._accept(self._message_envelope(message))
+        await self._accept(envelope)
 
     def _message_envelope(self, message: discord.Message) -> Envelope:
         bot = self.bot_id
@@ -326,6 +406,12 @@ class DiscordAdapter:
         self, interaction: discord.Interaction, kind: EnvelopeKind, **fields: Any
     ) -> Envelope:
         user = interaction.user
+        if not isinstance(user, (discord.User, discord.Member)):
+            raise ValueError("the interaction names no user")
+        if not isinstance(interaction.channel_id, int):
+            raise ValueError("the interaction names no channel")
+        if not isinstance(interaction.token, str):
+            raise ValueError("the interaction's token is not a string")
         return Envelope(
             kind=kind,
             id=str(interaction.id),
@@ -340,26 +426,45 @@ class DiscordAdapter:
 
     async def on_command(self, interaction: discord.Interaction, name: str, args: str) -> None:
         """A slash command (already deferred)."""
+        text = f"/{name} {args}".strip()
+        try:
+            envelope = self._interaction_envelope(
+                interaction, "command", command=name, args=args, text=text
+            )
+        except Exception as exc:
+            await self._reject_interaction(interaction, exc)
+            return
         self._responders[str(interaction.id)] = Responder(
             interaction, time.monotonic(), self.settings.interaction_lifetime
         )
-        text = f"/{name} {args}".strip()
-        envelope = self._interaction_envelope(
-            interaction, "command", command=name, args=args, text=text
-        )
         await self._accept(envelope)
 
+    async def on_command_error(
+        self, interaction: discord.Interaction, error: discord.app_commands.AppCommandError
+    ) -> None:
+        """A slash command discord.py could not map to ours (options of an odd shape)."""
+        await self._reject_interaction(interaction, error)
+
+    async def _reject_interaction(self, interaction: discord.Interaction, exc: Exception) -> None:
+        raw = raw_json({"id": str(interaction.id), "type": interaction.type.value,
+                        "data": interaction.data})  # fmt: skip
+        await self._reject(f"INTERACTION_CREATE:{interaction.id}", raw, _unreadable(exc))
+
     async def on_press(self, interaction: discord.Interaction, custom_id: str) -> None:
-        """A button press: deferred at once, then stored and handed over."""
+        """A button press: read, deferred at once, then stored and handed over."""
+        message_id = str(interaction.message.id) if interaction.message else ""
+        try:
+            envelope = self._interaction_envelope(
+                interaction, "press", custom_id=custom_id, message_id=message_id
+            )
+        except Exception as exc:
+            await self._reject_interaction(interaction, exc)
+            return
         try:
             await interaction.response.defer()
         except discord.DiscordException as exc:
             _log.info("discord: press %s not deferred: %s", interaction.id, exc)
         self._presses[str(interaction.id)] = interaction
-        message_id = str(interaction.message.id) if interaction.message else ""
-        envelope = self._interaction_envelope(
-            interaction, "press", custom_id=custom_id, message_id=message_id
-        )
         await self._accept(envelope)
 
     async def _accept(self, envelope: Envelope) -> None:
@@ -482,12 +587,14 @@ async def _replace_deferred(
     return str(original.id)
 
 
-def _connect_error(exc: BaseException | None) -> AdapterError:
-    if isinstance(exc, discord.PrivilegedIntentsRequired):
-        return AdapterError(
-            "discord refused the Message Content intent: enable it in the Developer Portal "
-            "(Bot → Privileged Gateway Intents) or set message_content = false in [discord]"
-        )
-    if isinstance(exc, discord.LoginFailure):
-        return AdapterError("discord: the token was refused")
-    return AdapterError(f"discord: gateway connection failed: {exc!r}")
+def _known_fields(message: discord.Message) -> dict[str, Any]:
+    """What can be read of a message discord.py built only in part (for its dead letter)."""
+    channel = getattr(message, "channel", None)
+    author = getattr(message, "author", None)
+    return {"id": message.id, "channel_id": getattr(channel, "id", None),
+            "author_id": getattr(author, "id", None),
+            "content": getattr(message, "content", None)}  # fmt: skip
+
+
+def _unreadable(exc: Exception) -> str:
+    return f"unreadable: {type(exc).__name__}: {exc}"

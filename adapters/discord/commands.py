@@ -32,6 +32,8 @@ _log = logging.getLogger(__name__)
 SYNC_MARK = "discord-commands"
 OnCommand = Callable[[discord.Interaction, str, str], Awaitable[None]]
 """``(interaction, command name, args)``: the interaction is already deferred."""
+OnError = Callable[[discord.Interaction, app_commands.AppCommandError], Coroutine[Any, Any, None]]
+"""A command interaction discord.py could not map to a command (its shape was odd)."""
 WITH_TEXT = frozenset({"steer", "redirect", "queue"})
 
 
@@ -67,10 +69,54 @@ async def _deferred(
     await on_command(interaction, name, args)
 
 
+class CommandTree(app_commands.CommandTree[Any]):
+    """discord.py's tree, refusing (to ``on_error``) a command whose data it could not
+    read: its invoker task only catches ``AppCommandError``, anything else it raises on an
+    odd shape would be a task exception nobody retrieves and the command unanswered."""
+
+    async def interaction_check(self, interaction: discord.Interaction) -> bool:
+        problem = unreadable_command(interaction.data)
+        if not isinstance(interaction.guild_id, int | None):
+            problem = "the interaction's guild_id is not a snowflake"
+        if problem is None:
+            return True
+        await self.on_error(interaction, app_commands.AppCommandError(problem))
+        return False
+
+
+def unreadable_command(data: object) -> str | None:
+    """Why the tree could not read this interaction's ``data`` as one of our commands (all
+    slash commands with string options); None when it can."""
+    if not isinstance(data, dict):
+        return "the command's data is not an object"
+    if data.get("type", 1) != 1 or not isinstance(data.get("name"), str):
+        return "not a slash command with a name"
+    guild = data.get("guild_id")
+    if guild is not None and not str(guild).isdigit():
+        return "the command's guild_id is not a snowflake"
+    options = data.get("options", [])
+    if not isinstance(options, list) or not all(map(_string_option, options)):
+        return "the command's options are not string options"
+    if not isinstance(data.get("resolved", {}), dict):
+        return "the command's resolved data is not an object"
+    return None
+
+
+def _string_option(option: object) -> bool:
+    return (
+        isinstance(option, dict)
+        and isinstance(option.get("name"), str)
+        and option.get("type", 3) == 3
+        and isinstance(option.get("value", ""), str)
+    )
+
+
 def build_tree(
-    client: discord.Client, menu: Sequence[tuple[str, str]], on_command: OnCommand
-) -> app_commands.CommandTree[Any]:
-    tree: app_commands.CommandTree[Any] = app_commands.CommandTree(client)
+    client: discord.Client, menu: Sequence[tuple[str, str]], on_command: OnCommand,
+    on_error: OnError,
+) -> app_commands.CommandTree[Any]:  # fmt: skip
+    tree = CommandTree(client)
+    tree.error(on_error)
     for name, description in menu:
         tree.add_command(_command(name, description, on_command))
     return tree

@@ -11,11 +11,13 @@ directory and simulator, as a process restart would.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from adapters.base import Adapter
 from adapters.discord.adapter import DiscordAdapter
+from adapters.discord.connection import Timing
 from core.model.openai_client import OpenAIClient
 from core.store.sqlite import SqliteStore
 from core.tools.sandbox import Workspaces
@@ -35,14 +37,16 @@ def discord_config_data(
     *,
     profile: dict[str, Any] | None = None,
     progress: dict[str, Any] | None = None,
+    web: dict[str, Any] | None = None,
     **discord: Any,
 ) -> dict[str, Any]:
-    """The config file's tables; ``discord`` keys override the ``[discord]`` defaults."""
+    """The config file's tables; ``discord`` keys override the ``[discord]`` defaults
+    (``web={...}`` enables the web server, for ``/healthz``)."""
     return {
         "model": {"base_url": models.url, "model": "scripted", "api_key": "sk-test"},
         "profiles": {"default": {"sandbox": "none", "approval_timeout": 30, **(profile or {})}},
         "progress": {"mode": "all", "cleanup": False, **(progress or {})},
-        "web": {"enabled": False},
+        "web": web or {"enabled": False},
         "discord": {
             "token": sim.token,
             "api_base": sim.api_base,
@@ -71,6 +75,7 @@ class Gateway:
         models: ScriptedModelServer,
         store: SqliteStore,
         home: Path,
+        timing: Timing | None = None,
         **changes: Any,
     ) -> None:
         self.sim, self.store = sim, store
@@ -81,6 +86,8 @@ class Gateway:
         found = self.service.directory.adapter("discord")
         assert found is not None, "the wiring built no Discord adapter"
         self.adapter = unwrap(found)
+        if timing is not None:
+            self.adapter.timing = timing
         self.stopped = False
 
     def workspace(self, session_key: str) -> Path:
@@ -104,8 +111,40 @@ class Gateway:
         await asyncio.wait_for(self.service.dispatcher.wait_idle(key), 10)
 
 
+class TestClock:
+    """The reconnects' clock and sleep: a sleep is recorded and passes at once."""
+
+    __test__ = False
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+        self.on_sleep: Callable[[], object] = lambda: None
+        """Called at each sleep (the tests record the health there)."""
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.on_sleep()
+        self.now += seconds
+        await asyncio.sleep(0)
+
+    def timing(self) -> Timing:
+        return Timing(clock=self, sleep=self.sleep)
+
+
+async def until(condition: Callable[[], object], timeout: float = 5.0) -> None:
+    """Poll ``condition`` (bounded) for state the simulator cannot signal."""
+    async with asyncio.timeout(timeout):
+        while not condition():  # noqa: ASYNC110 - a health change is no event to wait on
+            await asyncio.sleep(0.005)
+
+
 def dm_key(channel: str) -> str:
     return f"discord:dm:{channel}"
 
 
-__all__ = ["ALICE", "BOB", "EDIT_INTERVAL", "STOPPED", "Gateway", "dm_key", "unwrap"]
+__all__ = ["ALICE", "BOB", "EDIT_INTERVAL", "STOPPED", "Gateway", "TestClock", "dm_key",
+           "until", "unwrap"]  # fmt: skip

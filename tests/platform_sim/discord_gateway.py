@@ -7,6 +7,14 @@ Protocol (what discord.py does against it)::
     client RESUME(op 6, session_id, seq) -> missed events replayed + RESUMED, or
                                             INVALID_SESSION(op 9, false) when unknown
     server RECONNECT(op 7) / INVALID_SESSION(op 9) on ``drop_connection``
+    server HEARTBEAT(op 1) -> client HEARTBEAT(op 1): :meth:`Gateway.barrier`, proof that the
+                              client has read every frame sent before it
+
+Faults: ``close(code)`` closes every live socket with ``code``; ``refuse_connects`` answers
+that many upgrade requests with HTTP 503; ``close_after_hello`` holds close codes, one per
+next connection, sent right after HELLO; ``unreadable_ready`` READYs go without their
+``user``; ``send_raw(event, data)`` dispatches any JSON as ``data`` (malformed payloads
+included).
 
 Payloads are zlib-stream compressed in binary frames when the client asks for
 ``compress=zlib-stream`` (one compressor per connection, flushed with Z_SYNC_FLUSH), else sent
@@ -29,6 +37,8 @@ Json = dict[str, Any]
 GUILDS, GUILD_MEMBERS, GUILD_MESSAGES, DIRECT_MESSAGES = 1 << 0, 1 << 1, 1 << 9, 1 << 12
 MESSAGE_CONTENT, GUILD_PRESENCES = 1 << 15, 1 << 8
 PRIVILEGED = GUILD_MEMBERS | GUILD_PRESENCES | MESSAGE_CONTENT
+CLOSE_REASONS = {4000: b"Unknown error.", 4004: b"Authentication failed.",
+                 4013: b"Invalid intent(s).", 4014: b"Disallowed intent(s)."}  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -65,17 +75,31 @@ class Gateway:
         self.sessions: dict[str, GatewaySession] = {}
         self.connections: list[Connection] = []
         self.identify: Json | None = None
+        self.identifies: list[Json] = []
+        self.accepted = 0
+        """Websockets accepted (each reconnect is one more)."""
+        self.refuse_connects = 0
+        self.close_after_hello: list[int] = []
+        self.unreadable_ready = 0
+        """READYs still to send without their ``user`` (a payload discord.py cannot parse)."""
         self.resumes: list[Json] = []
         self.heartbeats = 0
 
-    async def handle(self, request: web.Request) -> web.WebSocketResponse:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if self.refuse_connects > 0:
+            self.refuse_connects -= 1
+            await self.sim.changed()
+            return web.Response(status=503, text="upstream connect error")
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
+        self.accepted += 1
         zlib_stream = request.query.get("compress") == "zlib-stream" and self.sim.zlib_stream
         conn = Connection(ws, zlib.compressobj() if zlib_stream else None)
         self.connections.append(conn)
         try:
             await conn.send({"op": 10, "d": {"heartbeat_interval": self.heartbeat_interval_ms}})
+            if self.close_after_hello:
+                await ws.close(code=self.close_after_hello.pop(0), message=b"Closed early.")
             async for msg in ws:
                 if msg.type == WSMsgType.TEXT:
                     await self._receive(conn, json.loads(msg.data))
@@ -99,17 +123,22 @@ class Gateway:
 
     async def _identify(self, conn: Connection, data: Json) -> None:
         self.identify = data
+        self.identifies.append(data)
         if data.get("token") != self.sim.token:
-            await conn.ws.close(code=4004, message=b"Authentication failed.")
+            await conn.ws.close(code=4004, message=CLOSE_REASONS[4004])
             return
         intents = int(data.get("intents", 0))
         if intents & PRIVILEGED & ~self.sim.privileged_intents:
-            await conn.ws.close(code=4014, message=b"Disallowed intent(s).")
+            await conn.ws.close(code=4014, message=CLOSE_REASONS[4014])
             return
         session = GatewaySession(f"session-{self.sim.next_id()}", intents)
         self.sessions[session.id] = session
         conn.session = session
-        await self._dispatch_to(conn, "READY", self._ready(session))
+        ready = self._ready(session)
+        if self.unreadable_ready > 0:
+            self.unreadable_ready -= 1
+            del ready["user"]
+        await self._dispatch_to(conn, "READY", ready)
         for guild in self.sim.guilds.values():
             if intents & GUILDS:
                 await self._dispatch_to(conn, "GUILD_CREATE", guild.to_json())
@@ -172,9 +201,12 @@ class Gateway:
             if conn.session is session and not conn.ws.closed:
                 await conn.send(payload)
 
-    async def drop(self, how: str) -> int:
-        """``reconnect`` (op 7), ``invalid_session`` (op 9), or ``close`` (code 4000)."""
-        live = [c for c in self.connections if not c.ws.closed]
+    def live(self) -> list[Connection]:
+        return [c for c in self.connections if not c.ws.closed]
+
+    async def drop(self, how: str, code: int = 4000) -> int:
+        """``reconnect`` (op 7), ``invalid_session`` (op 9), or ``close`` (with ``code``)."""
+        live = self.live()
         for conn in live:
             if how == "reconnect":
                 await conn.send({"op": 7, "d": None})
@@ -183,8 +215,22 @@ class Gateway:
                     self.sessions.pop(conn.session.id, None)
                 await conn.send({"op": 9, "d": False})
             else:
-                await conn.ws.close(code=4000, message=b"Unknown error.")
+                await conn.ws.close(code=code, message=CLOSE_REASONS.get(code, b"Closed."))
         return len(live)
+
+    async def send_raw(self, event: str, data: Any) -> None:
+        """Dispatch ``event`` with any JSON value as its ``d`` to every identified session."""
+        for session in list(self.sessions.values()):
+            await self._send_session(session, event, data)
+
+    async def barrier(self) -> None:
+        """Ask every live socket for a heartbeat and wait for the answers: the client has
+        then read (and parsed) every frame sent before."""
+        live = [c for c in self.live() if c.session is not None]
+        target = self.heartbeats + len(live)
+        for conn in live:
+            await conn.send({"op": 1, "d": None})
+        await self.sim.wait_for(lambda: self.heartbeats >= target)
 
     async def close_all(self) -> None:
         for conn in list(self.connections):

@@ -31,7 +31,13 @@ GUILD_MESSAGES / DIRECT_MESSAGES intents, privileged intents (close 4014), bad t
 close 4004), per-route buckets with ``X-RateLimit-*`` headers and 429 + ``Via`` +
 ``retry_after``. The bot's own messages and edits are echoed back over the gateway.
 Faults: ``fail_next("create_message", SimError.rate_limit(0.2))``; ``drop_connection(how)``
-with ``reconnect`` (op 7, client resumes), ``invalid_session`` (op 9) or ``close``.
+with ``reconnect`` (op 7, client resumes), ``invalid_session`` (op 9) or ``close``
+(``code=4000`` unless given: ``drop_connection("close", code=4004)``);
+``reset_token(new)`` (a token reset in the Developer Portal: the old token's IDENTIFY is
+closed with 4004, its RESUME invalidated, its REST calls 401); the gateway's
+``refuse_connects``, ``close_after_hello`` and ``send_raw`` (:mod:`.discord_gateway`).
+Valid payloads to break: ``message_payload(channel, text, user)`` and
+``interaction_payload(channel, user, type=...)`` (registered, so its callbacks answer).
 """
 
 from __future__ import annotations
@@ -299,11 +305,30 @@ class DiscordSim(SimServer):
         return [ALICE, BOB, self.bot]
 
     # faults ---------------------------------------------------------------------------------
-    async def drop_connection(self, how: str = "reconnect") -> int:
-        """Gateway RECONNECT (``reconnect``), INVALID_SESSION or a 4000 ``close``."""
-        dropped = await self.gateway.drop(how)
+    async def drop_connection(self, how: str = "reconnect", *, code: int = 4000) -> int:
+        """Gateway RECONNECT (``reconnect``), INVALID_SESSION or a ``close`` with ``code``."""
+        dropped = await self.gateway.drop(how, code)
         await self.changed()
         return dropped
+
+    def reset_token(self, token: str) -> None:
+        """The bot token was reset: the old one no longer identifies, resumes or calls REST."""
+        self.token = token
+
+    def message_payload(self, channel: DcChannel, text: str, user: DcUser = ALICE) -> Json:
+        """A valid MESSAGE_CREATE ``d`` (new id), neither stored nor sent."""
+        return dp.message_json(self.snowflake(), channel, user, text)
+
+    def interaction_payload(
+        self, channel: DcChannel, user: DcUser = ALICE, message: SimMessage | None = None,
+        **fields: Any,
+    ) -> Json:  # fmt: skip
+        """A valid INTERACTION_CREATE ``d`` (a press: ``type=3``, ``data`` and the pressed
+        ``message``), registered so that its callbacks are answered; not sent."""
+        inter = self._interaction(channel.id, message, "fuzz", user)
+        if message is not None:
+            fields["message"] = message.raw
+        return dp.interaction_json(inter.id, inter.token, self.app_id, channel, user, **fields)
 
     def error_for(self, error: SimError) -> DcApiError:
         if error.kind == "rate_limit":
