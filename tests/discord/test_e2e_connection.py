@@ -43,6 +43,21 @@ async def test_a_resumable_close_is_resumed_at_once_and_the_next_dm_answered(
     assert run.adapter.health.state == "up"
 
 
+async def test_an_invalidated_session_is_identified_afresh_after_the_spacing(
+    gateway: GatewayFactory, discord_sim: DiscordSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_text("in the new session"))
+    clock = TestClock()
+    run = await gateway(timing=clock.timing())
+    await discord_sim.drop_connection("invalid_session")
+    await discord_sim.wait_for(lambda: len(discord_sim.gateway.identifies) == 2)
+    dm = discord_sim.dm_channel(ALICE)
+    await discord_sim.user_says(dm, "hello again")
+    await discord_sim.wait_for_bot_message(dm, lambda m: m.text == "in the new session")
+    assert clock.sleeps == [5.0] and discord_sim.gateway.resumes == []
+    assert run.adapter.health.state == "up"
+
+
 async def test_refused_connects_are_retried_on_the_backoff_and_the_session_resumed(
     gateway: GatewayFactory, discord_sim: DiscordSim, model_server: ScriptedModelServer,
     caplog: pytest.LogCaptureFixture,
