@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from bench import dispatch, model_client, render, sandbox, stop, store, transport, turn
+from bench import dispatch, files, model_client, render, sandbox, stop, store, transport, turn
 from bench.sizes import FULL, QUICK, Sizes
 
 Benchmark = Callable[[Sizes], Awaitable[None]]
@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "store": store.run,
     "render": render.run,
     "sandbox": sandbox.run,
+    "files": files.run,
     "transport": transport.run,
 }
 

@@ -18,6 +18,7 @@ class Sizes:
     loads: int = 20
     renders: int = 1000
     sandbox_runs: int = 100
+    file_calls: int = 1000
 
     @property
     def traced(self) -> int:
@@ -36,4 +37,5 @@ QUICK = Sizes(
     loads=5,
     renders=100,
     sandbox_runs=20,
+    file_calls=200,
 )

@@ -1,59 +1,165 @@
-"""``read_file`` and ``write_file``: file access confined to the workspace.
+"""``read_file`` and ``write_file``: regular files beneath the workspace, nothing else.
 
 The workspace is the session's (from :class:`~core.tools.sandbox.Workspaces`, the same
 one the terminal uses) when the tool is given ``workspaces``; else the fixed ``workspace``;
-else ``ToolContext.workspace``. A path is taken relative to the workspace and resolved
-(``..`` collapsed, symlinks followed); if the result is not inside the resolved workspace
-the call is an error result (``path escapes the workspace``) and nothing is read or
-written. Absolute paths are allowed only when they point inside the workspace. Reads
-return at most ``max_read`` bytes (with a ``[truncated N bytes]`` note); writes larger than
-``max_write`` bytes are refused whole.
+else ``ToolContext.workspace``. The sandboxed terminal of the same conversation may change
+that directory while a file tool runs, so a path is never resolved first and opened later
+(README "Tools and the sandbox"; :mod:`core.tools.beneath` says how it is opened):
+
+* it is taken relative to the workspace; ``..`` is collapsed by name and may not climb
+  above the workspace, and an absolute path must point inside it, else the call is an error
+  result (``path '../x' escapes the workspace``) and nothing is read or written;
+* every component is opened relative to the one before without following symlinks: a
+  symlink anywhere on the path is refused, wherever it points ("path 'd/x' cannot be
+  resolved: 'd' is a symlink, and the file tools do not follow symlinks"; one pointing out
+  of the workspace is reported as escaping it);
+* only regular files are read or written: a directory, FIFO, socket or device is refused at
+  once (``'p' is a FIFO, not a regular file``) — it is opened non-blocking, so a FIFO
+  nobody reads cannot hold the call;
+* ``write_file`` creates missing directories one at a time, the same way.
+
+Reads return at most ``max_read`` bytes (with a ``[truncated N bytes]`` note); writes
+larger than ``max_write`` bytes are refused whole.
+
+The file work runs on :class:`FileWorkers` — threads of its own, never the event loop's
+default executor that everything else shares: at most :data:`FILE_THREADS` calls at a
+time overall and one at a time per conversation (a conversation's calls queue behind each
+other, so a conversation holds at most one thread). A call is time-boxed to
+:data:`FILE_TOOL_SECONDS` (queueing included) and then an error result, and ``/stop``
+(the call's token) ends it at once; the thread finishes the system call it is in on its
+own. :func:`workspace_of` (the terminal's too) creates the session's workspace there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from core.tools.base import Tool, ToolContext, ToolResult
+from core.tools.beneath import BadPath, Missing, open_regular
 from core.tools.sandbox import Workspaces
 from core.types import ToolSpec
 
+T = TypeVar("T")
+
 DEFAULT_MAX_READ = 64_000
 DEFAULT_MAX_WRITE = 1_000_000
+FILE_TOOL_SECONDS = 10.0
+"""How long one file-tool call may take, waiting for its turn included; then an error."""
+FILE_THREADS = 4
+"""Threads of the shared :class:`FileWorkers`: file calls in flight at once, overall."""
 
 _PATH = {"type": "string", "description": "Path relative to the workspace."}
 
 
-class BadPath(ValueError):
-    """The path cannot be used (NUL byte, symlink loop, ...)."""
+@dataclass(frozen=True, slots=True)
+class _Job:
+    conversation: str
+    work: Callable[[], Any]
+    future: concurrent.futures.Future[Any]
 
 
-class PathEscape(BadPath):
-    """The path resolves outside the workspace."""
+class FileWorkers:
+    """Daemon threads for file work, one job at a time per conversation.
+
+    A conversation's jobs run in the order they came, each after the one before it has
+    ended (not merely been given up on), so however many calls a conversation makes, and
+    however long the file system takes to answer one, it occupies one thread. A job given up
+    on before it started is dropped. The threads are daemons: one stuck in the kernel does
+    not hold the process at exit.
+    """
+
+    def __init__(self, threads: int = FILE_THREADS, seconds: float = FILE_TOOL_SECONDS) -> None:
+        self.seconds = seconds
+        self._threads = threads
+        self._started = False
+        self._lock = threading.Lock()
+        self._ready: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._behind: dict[str, deque[_Job]] = {}
+        """Conversations with a job queued or running -> their jobs waiting behind it."""
+
+    async def run(self, ctx: ToolContext, work: Callable[[], T]) -> T:
+        """``work()`` on a file thread, under ``ctx.token``; ``TimeoutError`` after
+        :attr:`seconds`, :class:`~core.cancellation.Cancelled` on ``/stop``."""
+        conversation = ctx.session_key.partition("/child:")[0]
+        future = asyncio.wrap_future(self.submit(conversation, work))
+        return await asyncio.wait_for(ctx.token.guard(future), self.seconds)
+
+    def submit(self, conversation: str, work: Callable[[], T]) -> concurrent.futures.Future[T]:
+        """Queue ``work`` behind ``conversation``'s earlier jobs; its future."""
+        job = _Job(conversation, work, concurrent.futures.Future())
+        with self._lock:
+            self._start()
+            behind = self._behind.get(conversation)
+            if behind is None:
+                self._behind[conversation] = deque()
+                self._ready.put(job)
+            else:
+                behind.append(job)
+        return job.future
+
+    def _start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        for number in range(self._threads):
+            name = f"file-tools-{number}"
+            threading.Thread(target=self._serve, name=name, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            job = self._ready.get()
+            try:
+                if job.future.set_running_or_notify_cancel():
+                    _settle(job)
+            finally:
+                self._next_of(job.conversation)
+
+    def _next_of(self, conversation: str) -> None:
+        with self._lock:
+            behind = self._behind[conversation]
+            if behind:
+                self._ready.put(behind.popleft())
+            else:
+                del self._behind[conversation]
 
 
-def confine(workspace: Path, path: str) -> Path:
-    """Resolve ``path`` inside ``workspace``; raise :class:`PathEscape` when it leaves it."""
+def _settle(job: _Job) -> None:
     try:
-        root = workspace.resolve()
-        target = (root / path).resolve()
-    except (OSError, RuntimeError, ValueError) as exc:  # RuntimeError: a symlink loop
-        raise BadPath(f"path {path!r} cannot be resolved: {exc}") from exc
-    if target != root and not target.is_relative_to(root):
-        raise PathEscape(f"path {path!r} escapes the workspace")
-    return target
+        result = job.work()
+    except Exception as exc:
+        job.future.set_exception(exc)
+    else:
+        job.future.set_result(result)
+
+
+SHARED_WORKERS = FileWorkers()
+"""The file threads of the process (the tools' default); they start with the first call."""
 
 
 async def workspace_of(
     ctx: ToolContext, workspace: Path | None, workspaces: Workspaces | None
 ) -> Path:
     """The directory a call of ``ctx`` works in (see the module docstring)."""
-    if workspaces is not None:
-        return await asyncio.to_thread(workspaces.ensure, ctx.session_key)
-    return workspace or ctx.workspace
+    if workspaces is None:
+        return workspace or ctx.workspace
+    return await SHARED_WORKERS.run(ctx, partial(workspaces.ensure, ctx.session_key))
+
+
+def _place(ctx: ToolContext, workspace: Path | None, workspaces: Workspaces | None) -> Path:
+    """:func:`workspace_of`, on the file thread that then opens the file."""
+    if workspaces is None:
+        return workspace or ctx.workspace
+    return workspaces.ensure(ctx.session_key)
 
 
 def read_file_tool(
@@ -61,16 +167,14 @@ def read_file_tool(
     workspace: Path | None = None,
     workspaces: Workspaces | None = None,
     max_read: int = DEFAULT_MAX_READ,
+    workers: FileWorkers = SHARED_WORKERS,
 ) -> Tool:
     async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = args.get("path")
         if not isinstance(path, str) or not path:
             return ToolResult("read_file needs a 'path' string", is_error=True)
-        try:
-            target = confine(await workspace_of(ctx, workspace, workspaces), path)
-            return await asyncio.to_thread(_read, target, path, max_read)
-        except (BadPath, OSError) as exc:
-            return ToolResult(_describe(exc), is_error=True)
+        where = partial(_place, ctx, workspace, workspaces)
+        return await _time_boxed("read_file", workers, ctx, partial(_read, where, path, max_read))
 
     spec = ToolSpec(
         name="read_file",
@@ -81,12 +185,16 @@ def read_file_tool(
     return Tool(spec=spec, handler=handler)
 
 
-def _read(target: Path, shown: str, max_read: int) -> ToolResult:
-    if not target.is_file():
+def _read(where: Callable[[], Path], shown: str, max_read: int) -> ToolResult:
+    try:
+        fd = open_regular(where(), shown, os.O_RDONLY)
+        with open(fd, "rb") as handle:
+            size = os.fstat(fd).st_size
+            data = handle.read(max_read)
+    except Missing:
         return ToolResult(f"{shown} is not a file", is_error=True)
-    size = target.stat().st_size
-    with target.open("rb") as handle:
-        data = handle.read(max_read)
+    except (BadPath, OSError) as exc:
+        return ToolResult(_describe(exc), is_error=True)
     text = data.decode("utf-8", errors="replace")
     if size > len(data):
         text += f"\n[truncated {size - len(data)} bytes]"
@@ -98,6 +206,7 @@ def write_file_tool(
     workspace: Path | None = None,
     workspaces: Workspaces | None = None,
     max_write: int = DEFAULT_MAX_WRITE,
+    workers: FileWorkers = SHARED_WORKERS,
 ) -> Tool:
     async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path, content = args.get("path"), args.get("content")
@@ -107,12 +216,9 @@ def write_file_tool(
         if len(data) > max_write:
             limit = f"content is {len(data)} bytes; the limit is {max_write}"
             return ToolResult(limit, is_error=True)
-        try:
-            target = confine(await workspace_of(ctx, workspace, workspaces), path)
-            await asyncio.to_thread(_write, target, data, bool(args.get("append")))
-        except (BadPath, OSError) as exc:
-            return ToolResult(_describe(exc), is_error=True)
-        return ToolResult(f"wrote {len(data)} bytes to {path}")
+        where = partial(_place, ctx, workspace, workspaces)
+        work = partial(_write, where, path, data, bool(args.get("append")))
+        return await _time_boxed("write_file", workers, ctx, work)
 
     spec = ToolSpec(
         name="write_file",
@@ -131,13 +237,31 @@ def write_file_tool(
     return Tool(spec=spec, handler=handler)
 
 
-def _write(target: Path, data: bytes, append: bool) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # O_NOFOLLOW: a symlink swapped in after the check is refused, not followed.
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
-    fd = os.open(target, flags, 0o644)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
+def _write(where: Callable[[], Path], shown: str, data: bytes, append: bool) -> ToolResult:
+    # No O_TRUNC: nothing is changed before fstat has shown a regular file.
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)
+    try:
+        fd = open_regular(where(), shown, flags, make_dirs=True)
+        with open(fd, "wb") as handle:
+            if not append:
+                handle.truncate(0)
+            handle.write(data)
+    except (BadPath, OSError) as exc:
+        return ToolResult(_describe(exc), is_error=True)
+    return ToolResult(f"wrote {len(data)} bytes to {shown}")
+
+
+async def _time_boxed(
+    name: str, workers: FileWorkers, ctx: ToolContext, work: Callable[[], ToolResult]
+) -> ToolResult:
+    try:
+        return await workers.run(ctx, work)
+    except TimeoutError:
+        late = f"{name} did not finish within {workers.seconds:g} s and was given up"
+        return ToolResult(late + _UNFINISHED.get(name, ""), is_error=True)
+
+
+_UNFINISHED = {"write_file": "; the write may still complete"}
 
 
 def _describe(exc: Exception) -> str:
