@@ -130,11 +130,13 @@ class GatewayLink:
             except ReconnectWebSocket as exc:
                 client.dispatch("disconnect")
                 self._remember(ws or client.ws, exc.resume)
+                await _discard(ws)
                 if not self._established:
                     raise ClosedEarly("the gateway ended the connection before READY") from None
             except Exception as exc:
                 client.dispatch("disconnect")
                 self._remember(ws or client.ws, resume=not isinstance(exc, UnreadableReady))
+                await _discard(ws)
                 raise
 
     async def _open(self) -> DiscordWebSocket:
@@ -154,6 +156,22 @@ class GatewayLink:
         assert ws is not None
         self._params.update(resume=True, session=session, sequence=ws.sequence,
                             gateway=ws.gateway)  # fmt: skip
+
+
+DISCARD_SECONDS = 2.0
+
+
+async def _discard(ws: DiscordWebSocket | None) -> None:
+    """Close a socket this link is done with, and stop its heartbeat thread: discord.py
+    stops it only on a close it saw, so a socket left by an error (an unreadable READY)
+    would keep a ``KeepAliveHandler`` thread beating into a socket, and a loop, that are
+    gone. Code 4000 keeps the session resumable."""
+    if ws is None:
+        return
+    try:
+        await asyncio.wait_for(ws.close(code=4000), DISCARD_SECONDS)
+    except Exception as exc:  # the socket is already gone: nothing left to close
+        _log.debug("discord: closing an ended socket: %s", exc)
 
 
 def guard_parsers(

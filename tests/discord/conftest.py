@@ -5,11 +5,13 @@ test."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from discord.gateway import KeepAliveHandler
 
 from core.store.sqlite import SqliteStore
 from tests.discord.harness import Gateway
@@ -36,3 +38,13 @@ async def gateway(
     finally:
         for run in reversed(runs):
             await run.stop()
+        # a heartbeat thread left beating outlives the test's loop and fails a later test
+        assert beating() == [], "a discord.py heartbeat thread was left running"
+
+
+def beating() -> list[threading.Thread]:
+    """discord.py heartbeat threads not yet told to stop."""
+    return [
+        t for t in threading.enumerate()
+        if isinstance(t, KeepAliveHandler) and not t._stop_ev.is_set()
+    ]  # fmt: skip

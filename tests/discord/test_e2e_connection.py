@@ -13,7 +13,7 @@ import pytest
 
 from adapters.discord.connection import FATAL_CLOSES
 from gateway.web.compose import web_adapter_of
-from tests.discord.conftest import GatewayFactory
+from tests.discord.conftest import GatewayFactory, beating
 from tests.discord.harness import TestClock, until
 from tests.platform_sim.discord_sim import ALICE, DiscordSim
 from tests.support.model_server import ScriptedModelServer, reply_text
@@ -112,6 +112,9 @@ async def test_an_unreadable_ready_ends_that_socket_and_a_fresh_identify_follows
     await discord_sim.user_says(dm, "hi")
     await discord_sim.wait_for_bot_message(dm, lambda m: m.text == "after a second READY")
     assert errors(caplog) == []
+    # the abandoned socket's heartbeat thread is stopped: only the live socket's beats
+    assert run.adapter.client is not None and run.adapter.client.ws is not None
+    assert beating() == [run.adapter.client.ws._keep_alive]
 
 
 @pytest.mark.parametrize("how", ["closed 4004", "resume refused, identify closed 4004"])
