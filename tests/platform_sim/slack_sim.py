@@ -366,6 +366,13 @@ class SlackSim(SimServer):
             await ws.send_str(json.dumps(frame))
         return len(live)
 
+    async def send_raw_frame(self, text: str) -> int:
+        """Send ``text`` as is over every live Socket Mode websocket; how many."""
+        live = [s for s in self.sockets if not s.closed]
+        for ws in live:
+            await ws.send_str(text)
+        return len(live)
+
     async def close_sockets(self, code: int = 1011) -> int:
         """Close every live Socket Mode websocket (server side, ``code``); how many."""
         live = [s for s in self.sockets if not s.closed]

@@ -119,3 +119,35 @@ async def test_a_press_whose_place_cannot_be_read_is_acknowledged_and_ignored(
     assert len(ignored) == len(shapes)
     await _answered_next(slack_sim, run)
     assert len(model_server.requests) == 1
+
+
+GARBAGE_FRAMES: dict[str, str] = {
+    "not JSON": "{not json",
+    "a JSON list": "[1, 2, 3]",
+    "a JSON string": '"events_api"',
+    "no envelope id": '{"type": "events_api", "payload": {"event": {"type": "message"}}}',
+    "payload a string": '{"envelope_id": "e-1", "type": "events_api", "payload": "x"}',
+    "event a list": '{"envelope_id": "e-2", "type": "events_api", "payload": {"event": []}}',
+    "unknown type": '{"envelope_id": "e-3", "type": "telepathy", "payload": {}}',
+    "type a number": '{"envelope_id": "e-4", "type": 7, "payload": {}}',
+    "actions a string": '{"envelope_id": "e-5", "type": "interactive", '
+    '"payload": {"type": "block_actions", "actions": "x"}}',
+    "a huge integer": '{"envelope_id": "e-6", "type": "events_api", "payload": '
+    '{"event": {"type": "message", "ts": ' + "9" * 5000 + "}}}",
+}
+
+
+async def test_garbage_socket_frames_never_end_the_connection(
+    slack_gateway: GatewayFactory, slack_sim: SlackSim, model_server: ScriptedModelServer,
+    store: SqliteStore,
+) -> None:  # fmt: skip
+    model_server.script(reply_text("answered"))
+    run = await slack_gateway("socket")
+    [socket] = [s for s in slack_sim.sockets if not s.closed]
+    for frame in GARBAGE_FRAMES.values():
+        assert await slack_sim.send_raw_frame(frame) == 1
+    await _answered_next(slack_sim, run)
+    assert [s for s in slack_sim.sockets if not s.closed] == [socket]  # the same socket
+    assert run.adapter.health.state == "up"
+    assert len(model_server.requests) == 1
+    assert await store.unfinished_inbound("slack") == []
