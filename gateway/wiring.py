@@ -119,6 +119,7 @@ def _tools(config: Config, sandboxes: Mapping[str, Sandbox]) -> dict[str, ToolRe
             builtin_tools(
                 workspaces=profile_workspaces(profile),
                 sandbox=sandboxes.get(name, Unavailable("no sandbox was prepared")),
+                disk_quota=profile.sandbox_limits().disk_quota,
             )
         )
         for name, profile in config.profiles.items()

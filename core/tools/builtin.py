@@ -19,16 +19,18 @@ def builtin_tools(
     workspaces: Workspaces | None = None,
     sandbox: Sandbox | None = None,
     terminal_timeout: float = DEFAULT_TIMEOUT,
+    disk_quota: int | None = None,
 ) -> list[Tool]:
     """All built-in tools. They work in the session's workspace from ``workspaces`` when
     given, else in ``workspace``, else in ``ToolContext.workspace``; the terminal runs in
-    ``sandbox`` (default: the host shell — the gateway always passes one)."""
+    ``sandbox`` (default: the host shell — the gateway always passes one), whose limits
+    bound it; ``write_file`` refuses a write that would pass ``disk_quota`` bytes."""
     return [
         terminal_tool(
             workspace=workspace, workspaces=workspaces, sandbox=sandbox, timeout=terminal_timeout
         ),
         read_file_tool(workspace=workspace, workspaces=workspaces),
-        write_file_tool(workspace=workspace, workspaces=workspaces),
+        write_file_tool(workspace=workspace, workspaces=workspaces, disk_quota=disk_quota),
         clarify_tool(),
         delegate_tool(),
     ]

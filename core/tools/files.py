@@ -19,7 +19,11 @@ that directory while a file tool runs, so a path is never resolved first and ope
 * ``write_file`` creates missing directories one at a time, the same way.
 
 Reads return at most ``max_read`` bytes (with a ``[truncated N bytes]`` note); writes
-larger than ``max_write`` bytes are refused whole.
+larger than ``max_write`` bytes are refused whole. With a ``disk_quota`` (the profile's
+``sandbox_disk_quota_mb``, the terminal's quota too) a write that would leave the workspace
+holding more than the quota is refused whole and nothing is written ("write_file refused:
+… disk quota of 50 MB …; delete files to continue"): the workspace is measured before each
+write (:func:`core.tools.limits.disk_usage`), the replaced file's own size counted out.
 
 The file work runs on :class:`FileWorkers` — threads of its own, never the event loop's
 default executor that everything else shares: at most :data:`FILE_THREADS` calls at a
@@ -46,6 +50,7 @@ from typing import Any, TypeVar
 
 from core.tools.base import Tool, ToolContext, ToolResult
 from core.tools.beneath import BadPath, Missing, open_regular
+from core.tools.limits import disk_usage, megabytes
 from core.tools.sandbox import Workspaces
 from core.types import ToolSpec
 
@@ -206,6 +211,7 @@ def write_file_tool(
     workspace: Path | None = None,
     workspaces: Workspaces | None = None,
     max_write: int = DEFAULT_MAX_WRITE,
+    disk_quota: int | None = None,
     workers: FileWorkers = SHARED_WORKERS,
 ) -> Tool:
     async def handler(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -217,7 +223,7 @@ def write_file_tool(
             limit = f"content is {len(data)} bytes; the limit is {max_write}"
             return ToolResult(limit, is_error=True)
         where = partial(_place, ctx, workspace, workspaces)
-        work = partial(_write, where, path, data, bool(args.get("append")))
+        work = partial(_write, where, path, data, bool(args.get("append")), disk_quota)
         return await _time_boxed("write_file", workers, ctx, work)
 
     spec = ToolSpec(
@@ -237,11 +243,17 @@ def write_file_tool(
     return Tool(spec=spec, handler=handler)
 
 
-def _write(where: Callable[[], Path], shown: str, data: bytes, append: bool) -> ToolResult:
+def _write(
+    where: Callable[[], Path], shown: str, data: bytes, append: bool, quota: int | None
+) -> ToolResult:
     # No O_TRUNC: nothing is changed before fstat has shown a regular file.
     flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else 0)
     try:
-        fd = open_regular(where(), shown, flags, make_dirs=True)
+        workspace = where()
+        refusal = _past_quota(workspace, shown, len(data), append, quota)
+        if refusal is not None:
+            return ToolResult(refusal, is_error=True)
+        fd = open_regular(workspace, shown, flags, make_dirs=True)
         with open(fd, "wb") as handle:
             if not append:
                 handle.truncate(0)
@@ -249,6 +261,36 @@ def _write(where: Callable[[], Path], shown: str, data: bytes, append: bool) -> 
     except (BadPath, OSError) as exc:
         return ToolResult(_describe(exc), is_error=True)
     return ToolResult(f"wrote {len(data)} bytes to {shown}")
+
+
+def _past_quota(
+    workspace: Path, shown: str, size: int, append: bool, quota: int | None
+) -> str | None:
+    """Why writing ``size`` bytes to ``shown`` would pass ``quota``, or None. Measured
+    before anything is created, so a refused write leaves no empty file behind."""
+    if quota is None:
+        return None
+    used = disk_usage(workspace)
+    replaced = 0 if append else _allocated(workspace, shown)
+    if used - replaced + size <= quota:
+        return None
+    return (
+        f"write_file refused: the workspace would pass its disk quota of {megabytes(quota)} "
+        f"(used {megabytes(used)}, this write {megabytes(size)}); nothing was written; "
+        "delete files to continue"
+    )
+
+
+def _allocated(workspace: Path, shown: str) -> int:
+    """Bytes on disk of the regular file ``shown`` now (0 when there is none yet)."""
+    try:
+        fd = open_regular(workspace, shown, os.O_RDONLY)
+    except (BadPath, OSError):
+        return 0  # missing, or refused: the real open reports it
+    try:
+        return os.fstat(fd).st_blocks * 512
+    finally:
+        os.close(fd)
 
 
 async def _time_boxed(

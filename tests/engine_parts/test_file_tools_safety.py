@@ -309,3 +309,24 @@ async def test_the_file_tools_never_use_the_loops_shared_executor(workspace: Pat
     assert (await asyncio.wait_for(read.handler({"path": "n.txt"}, context()), WAIT)).text == "hi"
     where = await asyncio.wait_for(workspace_of(context(OTHER), None, spaces), WAIT)
     assert where.is_dir()
+
+
+# the disk quota -------------------------------------------------------------------------
+QUOTA = 1024 * 1024
+
+
+async def test_write_file_keeps_to_the_workspace_disk_quota(workspace: Path):
+    """Repeated writes can never fill the disk: the one that would pass the quota is
+    refused whole (nothing written), and replacing a file counts out its old size."""
+    write = write_file_tool(workspace=workspace, disk_quota=QUOTA, max_write=QUOTA).handler
+    chunk = "x" * 300_000
+    results = [await write({"path": f"f{n}", "content": chunk}, context()) for n in range(5)]
+    assert [r.is_error for r in results] == [False, False, False, True, True]
+    assert "disk quota of 1 MB" in results[3].text and "nothing was written" in results[3].text
+    assert sorted(os.listdir(workspace)) == ["f0", "f1", "f2"]
+    appended = await write({"path": "f0", "content": chunk, "append": True}, context())
+    assert appended.is_error and (workspace / "f0").stat().st_size == len(chunk)
+    replaced = await write({"path": "f0", "content": chunk}, context())
+    assert not replaced.is_error  # the old 300 kB are counted out
+    (workspace / "f1").unlink()
+    assert not (await write({"path": "f3", "content": chunk}, context())).is_error

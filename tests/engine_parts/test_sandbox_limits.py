@@ -384,3 +384,17 @@ async def test_a_quiet_workspace_is_scanned_every_interval(tmp_path: Path) -> No
         await asyncio.sleep(0.01)
     scanning.cancel()
     assert writer.pauses[1:5] == [0.1] * 4
+
+
+async def test_the_profile_disk_quota_reaches_write_file(tmp_path: Path) -> None:
+    from gateway.wiring import _tools
+
+    source = config_with(tmp_path, 'sandbox = "none"\nsandbox_disk_quota_mb = 1')
+    registry = _tools(load_config(source, env={}), {})["default"]
+    write_file = registry.get("write_file")
+    assert write_file is not None
+    ctx = ToolContext("test:dm:quota", "s", "t", "c", CancellationToken(), tmp_path)
+    small = await write_file.handler({"path": "a", "content": "x" * 600_000}, ctx)
+    big = await write_file.handler({"path": "b", "content": "x" * 600_000}, ctx)
+    assert not small.is_error
+    assert big.is_error and "disk quota of 1 MB" in big.text
