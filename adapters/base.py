@@ -71,11 +71,18 @@ class Sender:
     is_bot: bool = False
 
 
+ButtonRole = Literal["approve", "deny", "always", "stop", "choice"]
+"""What a button means, so an adapter styles it without reading its payload: ``approve``
+(green/primary), ``deny`` (red/danger), ``always`` (approve for good), ``stop`` (ends the
+running turn), ``choice`` (a neutral option)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Button:
     label: str
     data: str
     """Opaque payload returned on press; must fit ``Capabilities.button_payload_limit``."""
+    role: ButtonRole = "choice"
 
 
 @dataclass(frozen=True, slots=True)

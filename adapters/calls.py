@@ -1,0 +1,119 @@
+"""Outbound calls as values: what the gateway asks a platform to do.
+
+Every intent is one frozen value (docs/architecture.md, "The outbound pipeline"). The
+gateway runs each through one fold of middlewares built once per bot (redact → count →
+schedule) that ends in the adapter's single ``perform(call)``, the way an httpx request
+ends in a transport's ``handle_async_request``::
+
+    Send(chat, text, buttons, markup, key)   → SentMessage   a new message
+    Edit(message, text, buttons, markup)     → None          replace a message's text
+    Delete(message)                          → None
+    AnswerPress(event, text)                 → None          acknowledge a button press
+    Typing(chat)                             → None          a typing indicator, once
+    LiveText(chat, text, mode)               → None          a streaming reply's text
+
+``text`` is in the platform's ``Capabilities.markup`` unless ``markup`` is False (plain
+text, the fallback when markup is refused). ``key`` on a :class:`Send` is the outbox
+chunk's id: a platform with an idempotency mechanism uses it so that the same chunk sent
+twice (a crash while the first send was in flight) shows once.
+
+Each value says how it is scheduled: its ``priority`` (:class:`Priority`) and, where a
+newer call makes an older waiting one pointless, its ``coalesce`` key (the older is
+dropped). A middleware returns ``replace(call, ...)`` to change a call; nothing wraps the
+adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Literal
+
+from adapters.base import ButtonRows, ChatRef, InboundEvent, SentMessage
+
+LiveMode = Literal["append", "replace", "seal"]
+"""``append`` adds to the chat's live reply, ``replace`` makes it the text ("" removes it),
+``seal``: the turn ended, the next reply sent takes the live reply's place."""
+
+
+class Priority(IntEnum):
+    """Order among waiting calls of one bot (lower first)."""
+
+    URGENT = 0
+    """Stop notices, approval cards, button answers."""
+    REPLY = 1
+    """Final replies (and a progress message edited into one)."""
+    PROGRESS = 2
+    """Progress states."""
+    CLEANUP = 3
+    """Deletes and typing: never awaited by a turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    chat: ChatRef
+    text: str
+    buttons: ButtonRows = ()
+    markup: bool = True
+    key: str | None = None
+    """The outbox chunk id (an idempotency key), when the text is a stored reply chunk."""
+    priority: Priority = Priority.REPLY
+    coalesce: Hashable | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    message: SentMessage
+    text: str
+    buttons: ButtonRows = ()
+    markup: bool = True
+    priority: Priority = Priority.REPLY
+    coalesce: Hashable | None = None
+
+    @property
+    def chat(self) -> ChatRef:
+        return self.message.chat
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    message: SentMessage
+    priority: Priority = Priority.CLEANUP
+    coalesce: Hashable | None = None
+
+    @property
+    def chat(self) -> ChatRef:
+        return self.message.chat
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerPress:
+    event: InboundEvent
+    text: str | None = None
+    priority: Priority = Priority.URGENT
+    coalesce: Hashable | None = None
+
+    @property
+    def chat(self) -> ChatRef:
+        return self.event.chat
+
+
+@dataclass(frozen=True, slots=True)
+class Typing:
+    chat: ChatRef
+    priority: Priority = Priority.CLEANUP
+    coalesce: Hashable | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveText:
+    chat: ChatRef
+    text: str
+    mode: LiveMode
+    priority: Priority = Priority.PROGRESS
+    coalesce: Hashable | None = None
+
+
+Call = Send | Edit | Delete | AnswerPress | Typing | LiveText
+"""Every outbound call; ``call.chat`` is where it goes."""
