@@ -9,7 +9,18 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from bench import dispatch, files, model_client, render, sandbox, stop, store, transport, turn
+from bench import (
+    dispatch,
+    files,
+    message_path,
+    model_client,
+    render,
+    sandbox,
+    stop,
+    store,
+    transport,
+    turn,
+)
 from bench.sizes import FULL, QUICK, Sizes
 
 Benchmark = Callable[[Sizes], Awaitable[None]]
@@ -24,6 +35,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "sandbox": sandbox.run,
     "files": files.run,
     "transport": transport.run,
+    "path": message_path.run,
 }
 
 
