@@ -29,3 +29,19 @@ async def test_a_second_delivery_gets_the_first_texts_and_marks(store: SqliteSto
         ("first answer", "m-100"),
         ("second part", None),
     ]
+
+
+async def test_a_chunk_started_and_never_marked_sent_reads_back_as_in_flight(
+    store: SqliteStore,
+) -> None:
+    await store.put_outbox(chunks("sent", "in flight", "not begun"))
+    await store.mark_outbox_started(TURN, 0)
+    await store.mark_outbox_sent(TURN, 0, "m-1")
+    await store.mark_outbox_started(TURN, 1)  # the process stops during this send
+    replayed = await store.put_outbox(chunks("sent", "in flight", "not begun"))
+    assert [(c.started, c.in_flight) for c in replayed] == [
+        (True, False),
+        (True, True),
+        (False, False),
+    ]
+    assert [c.key for c in replayed] == [f"{TURN}.0", f"{TURN}.1", f"{TURN}.2"]

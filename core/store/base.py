@@ -153,7 +153,10 @@ class OutboxChunk:
     """One outgoing chunk of a turn's reply, stored before it is sent.
 
     ``message_id`` is the platform's id of the message once it arrived (``None``: not yet
-    known to be sent). Keyed by ``(turn_id, index)``: a turn's chunks are stored once."""
+    known to be sent). ``started``: a send of it began (marked just before the call); a
+    chunk started but not sent was in flight when the process stopped — the platform may
+    have it (docs/architecture.md, "Exactly once"). Keyed by ``(turn_id, index)``: a
+    turn's chunks are stored once."""
 
     turn_id: str
     index: int
@@ -163,6 +166,17 @@ class OutboxChunk:
     text: str
     markup: bool
     message_id: str | None = None
+    started: bool = False
+
+    @property
+    def key(self) -> str:
+        """The chunk's id, stable across restarts: the idempotency key its sends carry."""
+        return f"{self.turn_id}.{self.index}"
+
+    @property
+    def in_flight(self) -> bool:
+        """A send began and was never marked arrived (a crash in the call's window)."""
+        return self.started and self.message_id is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,6 +337,10 @@ class Store(Protocol):
     async def put_outbox(self, chunks: Sequence[OutboxChunk]) -> list[OutboxChunk]:
         """Store the chunks of one turn not stored yet; returns every stored chunk of that
         turn, in order (an earlier run's texts and sent marks win)."""
+        ...
+
+    async def mark_outbox_started(self, turn_id: str, index: int) -> None:
+        """A send of chunk ``index`` of ``turn_id`` is about to begin."""
         ...
 
     async def mark_outbox_sent(self, turn_id: str, index: int, message_id: str) -> None:

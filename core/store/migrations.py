@@ -215,9 +215,26 @@ OUTBOX = Migration(
     ),
 )
 
+OUTBOX_STARTED = Migration(
+    version=6,
+    name="outbox send started",
+    statements=(
+        # When a send of the chunk began (written just before the platform call): a chunk
+        # started but without a message id was in flight when the process stopped.
+        "ALTER TABLE outbox ADD COLUMN started_at REAL",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = tuple(
     sorted(
-        (INITIAL_SCHEMA, MESSAGE_ORIGIN_AND_CARDS, DEAD_LETTERS, TOOL_CALL_STATUS, OUTBOX),
+        (
+            INITIAL_SCHEMA,
+            MESSAGE_ORIGIN_AND_CARDS,
+            DEAD_LETTERS,
+            TOOL_CALL_STATUS,
+            OUTBOX,
+            OUTBOX_STARTED,
+        ),
         key=lambda m: m.version,
     )
 )

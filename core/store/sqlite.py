@@ -387,6 +387,11 @@ class SqliteStore:
         )
         return [rows.outbox_from_row(row) for row in found]
 
+    async def mark_outbox_started(self, turn_id: str, index: int) -> None:
+        sql = "UPDATE outbox SET started_at = ? WHERE turn_id = ? AND chunk = ?"
+        params = (time.time(), turn_id, index)
+        await self._update_one(sql, params, f"outbox chunk {index} of turn {turn_id}")
+
     async def mark_outbox_sent(self, turn_id: str, index: int, message_id: str) -> None:
         sql = "UPDATE outbox SET message_id = ?, sent_at = ? WHERE turn_id = ? AND chunk = ?"
         params = (message_id, time.time(), turn_id, index)
