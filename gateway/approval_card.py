@@ -209,16 +209,22 @@ def card_buttons(request: ApprovalRequest, capabilities: Capabilities) -> Button
     """The card's buttons, or none when a payload would not fit the platform's limit."""
     if request.kind == "choice":
         rows = [
-            [Button(shorten(redact(choice), CHOICE_LABEL), choice_payload(request.id, index))]
+            [
+                Button(
+                    shorten(redact(choice), CHOICE_LABEL),
+                    choice_payload(request.id, index),
+                    role="choice",
+                )
+            ]
             for index, choice in enumerate(request.choices)
         ]
     else:
         rows = [
             [
-                Button("✅ Approve", approval_payload(request.id, "a")),
-                Button("❌ Deny", approval_payload(request.id, "d")),
+                Button("✅ Approve", approval_payload(request.id, "a"), role="approve"),
+                Button("❌ Deny", approval_payload(request.id, "d"), role="deny"),
             ],
-            [Button("✅ Always (this session)", approval_payload(request.id, "s"))],
+            [Button("✅ Always (this session)", approval_payload(request.id, "s"), role="always")],
         ]
     limit = capabilities.button_payload_limit
     if any(len(b.data.encode()) > limit for row in rows for b in row):

@@ -260,7 +260,7 @@ class StopButtons:
         payload = stop_payload(stop_id)
         if len(payload.encode()) > capabilities.button_payload_limit:
             return ()
-        return ((Button(STOP_LABEL, payload),),)
+        return ((Button(STOP_LABEL, payload, role="stop"),),)
 
     def press(self, stop_id: str, by: str) -> str:
         """What the presser is told; stops the turn when ``by`` may and it still runs."""

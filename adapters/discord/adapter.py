@@ -45,6 +45,7 @@ import yarl
 
 from adapters.base import (
     AdapterError,
+    ButtonRole,
     ButtonRows,
     Capabilities,
     ChatRef,
@@ -141,13 +142,14 @@ def chat_type_of(channel: Any) -> ChatType:
     return "channel"
 
 
-def button_style(data: str) -> discord.ButtonStyle:
-    """Deny and the progress message's Stop (``st:<id>``) are red, approve green."""
-    if (data.startswith("ap:") and data.endswith(":d")) or data.startswith("st:"):
-        return discord.ButtonStyle.danger
-    if data.startswith("ap:"):
-        return discord.ButtonStyle.success
-    return discord.ButtonStyle.secondary
+BUTTON_STYLES: dict[ButtonRole, discord.ButtonStyle] = {
+    "approve": discord.ButtonStyle.success,
+    "always": discord.ButtonStyle.success,
+    "deny": discord.ButtonStyle.danger,
+    "stop": discord.ButtonStyle.danger,
+    "choice": discord.ButtonStyle.secondary,
+}
+"""A button's colour by its role: approve green, deny and Stop red, a choice grey."""
 
 
 def view_of(buttons: ButtonRows) -> discord.ui.View | None:
@@ -162,7 +164,7 @@ def view_of(buttons: ButtonRows) -> discord.ui.View | None:
                     f"button {button.label!r}: payload is {len(button.data)} characters, "
                     f"Discord allows {BUTTON_PAYLOAD_LIMIT}"
                 )
-            style = button_style(button.data)
+            style = BUTTON_STYLES[button.role]
             view.add_item(ButtonPress(button.data, button.label[:80], style, row=row_index))
     return view
 

@@ -3,16 +3,15 @@
 
 The button's payload travels as its ``value`` (up to 2,000 characters), so an approval
 card's buttons carry the approval id; ``action_id`` only has to be unique within the
-message. Styles follow the approval payload (``ap:<id>:a`` approve → ``primary``,
-``ap:<id>:d`` deny → ``danger``) and a progress message's Stop button (``st:<id>``) is
-``danger`` too.
+message. Styles follow the button's role, never its payload: approve → ``primary``, deny
+and a progress message's Stop → ``danger``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from adapters.base import Button, ButtonRows
+from adapters.base import Button, ButtonRole, ButtonRows
 
 SECTION_LIMIT = 3000
 LABEL_LIMIT = 75
@@ -50,15 +49,12 @@ def _button(button: Button, row: int, column: int) -> Block:
         "text": {"type": "plain_text", "text": label, "emoji": True},
         "value": button.data,
     }
-    style = button_style(button.data)
+    style = BUTTON_STYLES.get(button.role)
     if style is not None:
         element["style"] = style
     return element
 
 
-def button_style(data: str) -> str | None:
-    if data.startswith("ap:") and data.endswith(":a"):
-        return "primary"
-    if (data.startswith("ap:") and data.endswith(":d")) or data.startswith("st:"):
-        return "danger"
-    return None
+BUTTON_STYLES: dict[ButtonRole, str] = {"approve": "primary", "deny": "danger", "stop": "danger"}
+"""A button's Block Kit ``style`` by its role; the other roles keep Slack's default (one
+``primary`` per card, as Slack's guidelines ask)."""

@@ -307,7 +307,10 @@ class WebAdapter:
 
 
 def _buttons(rows: ButtonRows) -> list[list[Json]]:
-    return [[{"label": b.label, "data": b.data} for b in row] for row in rows if row]
+    """Each button as ``{label, data, role}``: the page colours it by ``role``."""
+    return [
+        [{"label": b.label, "data": b.data, "role": b.role} for b in row] for row in rows if row
+    ]
 
 
 def _url_of(runner: web.AppRunner, host: str) -> str:

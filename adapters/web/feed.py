@@ -4,7 +4,7 @@ A :class:`Feed` is the live state of one conversation: its messages (the user's,
 bot's replies, progress, approval cards, notices — each with its current HTML and
 buttons) and an append-only stream of numbered events that changed them::
 
-    message {id, role, html, buttons}    a new message
+    message {id, role, html, buttons}    a new message (each button {label, data, role})
     edit    {id, html, buttons}          a message changed in place
     delete  {id}                         a message removed
     busy    {busy}                       a turn started / every sent message is settled

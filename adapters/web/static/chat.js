@@ -39,6 +39,7 @@ function fill(node, message) {
       const el = document.createElement("button");
       el.type = "button";
       el.textContent = button.label;
+      el.dataset.role = button.role || "choice";
       el.addEventListener("click", () => press(message.id, button.data, row));
       group.append(el);
     }
