@@ -39,7 +39,7 @@ async def test_a_chunk_started_and_never_marked_sent_reads_back_as_in_flight(
     await store.mark_outbox_sent(TURN, 0, "m-1")
     await store.mark_outbox_started(TURN, 1)  # the process stops during this send
     replayed = await store.put_outbox(chunks("sent", "in flight", "not begun"))
-    assert [(c.started, c.in_flight) for c in replayed] == [
+    assert [(c.started_at is not None, c.in_flight) for c in replayed] == [
         (True, False),
         (True, True),
         (False, False),

@@ -153,10 +153,10 @@ class OutboxChunk:
     """One outgoing chunk of a turn's reply, stored before it is sent.
 
     ``message_id`` is the platform's id of the message once it arrived (``None``: not yet
-    known to be sent). ``started``: a send of it began (marked just before the call); a
-    chunk started but not sent was in flight when the process stopped — the platform may
-    have it (docs/architecture.md, "Exactly once"). Keyed by ``(turn_id, index)``: a
-    turn's chunks are stored once."""
+    known to be sent). ``started_at``: when its first send began (marked just before the
+    call, seconds since the epoch); a chunk started but not sent was in flight when the
+    process stopped, and the platform may have it (docs/architecture.md, "Exactly once").
+    Keyed by ``(turn_id, index)``: a turn's chunks are stored once."""
 
     turn_id: str
     index: int
@@ -166,7 +166,7 @@ class OutboxChunk:
     text: str
     markup: bool
     message_id: str | None = None
-    started: bool = False
+    started_at: float | None = None
 
     @property
     def key(self) -> str:
@@ -176,7 +176,7 @@ class OutboxChunk:
     @property
     def in_flight(self) -> bool:
         """A send began and was never marked arrived (a crash in the call's window)."""
-        return self.started and self.message_id is None
+        return self.started_at is not None and self.message_id is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,7 +340,8 @@ class Store(Protocol):
         ...
 
     async def mark_outbox_started(self, turn_id: str, index: int) -> None:
-        """A send of chunk ``index`` of ``turn_id`` is about to begin."""
+        """A send of chunk ``index`` of ``turn_id`` is about to begin (the first such
+        time is kept)."""
         ...
 
     async def mark_outbox_sent(self, turn_id: str, index: int, message_id: str) -> None:

@@ -341,7 +341,7 @@ def outbox_as_stored(chunk: OutboxChunk) -> OutboxChunk:
         thread_id=None if chunk.thread_id is None else valid_text(chunk.thread_id),
         text=valid_text(chunk.text),
         message_id=None,
-        started=False,
+        started_at=None,
     )
 
 
@@ -355,5 +355,5 @@ def outbox_from_row(row: sqlite3.Row) -> OutboxChunk:
         text=row["text"],
         markup=bool(row["markup"]),
         message_id=row["message_id"],
-        started=row["started_at"] is not None,
+        started_at=row["started_at"],
     )

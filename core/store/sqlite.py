@@ -388,7 +388,10 @@ class SqliteStore:
         return [rows.outbox_from_row(row) for row in found]
 
     async def mark_outbox_started(self, turn_id: str, index: int) -> None:
-        sql = "UPDATE outbox SET started_at = ? WHERE turn_id = ? AND chunk = ?"
+        # The first start is kept: a lookup after a crash searches from it.
+        sql = (
+            "UPDATE outbox SET started_at = COALESCE(started_at, ?) WHERE turn_id = ? AND chunk = ?"
+        )
         params = (time.time(), turn_id, index)
         await self._update_one(sql, params, f"outbox chunk {index} of turn {turn_id}")
 
