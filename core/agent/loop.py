@@ -87,7 +87,7 @@ from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
 from core.store.base import SessionRecord, Store, StoredMessage
 from core.tools.base import RunChild, ToolRegistry
-from core.types import ChatMessage, ExitReason, TurnStatus
+from core.types import ChatMessage
 
 logger = logging.getLogger(__name__)
 
@@ -187,8 +187,16 @@ class CommonAgent:
         end = TurnEnd("failed", "crashed", CRASH_REPLY, f"{type(error).__name__}: {error}")
         scope = opening.scope
         if scope is None or not await self._end_unopened(opening, control, end):
-            return TurnResult("", "", "failed", "crashed", CRASH_REPLY, 0, str(error))
-        return TurnResult(scope.turn_id, scope.session_id, *_outcome(end, 0))
+            return TurnResult(
+                turn_id="",
+                session_id="",
+                status="failed",
+                exit_reason="crashed",
+                reply=CRASH_REPLY,
+                iterations=0,
+                error=str(error),
+            )
+        return _result(scope, end, 0)
 
     async def _end_unopened(self, opening: _Opening, control: TurnControl, end: TurnEnd) -> bool:
         """End the record of a turn that never got under way, then ``on_session_start`` (a
@@ -401,8 +409,15 @@ class CommonAgent:
             child_runner=lambda call_id: self._child_runner(call_id, turn),
         )
         caller = ModelCaller(self.model, self.hooks, self.retry, scope, on_notice, on_text)
-        parts = (self.store, self.hooks, self.profile, self.clock, self.tools.specs())
-        return TurnParts(*parts, caller, ToolRunner(env))
+        return TurnParts(
+            store=self.store,
+            hooks=self.hooks,
+            profile=self.profile,
+            clock=self.clock,
+            specs=self.tools.specs(),
+            caller=caller,
+            runner=ToolRunner(env),
+        )
 
     def _child_runner(self, call_id: str, turn: _OpenTurn) -> RunChild:
         scope, sender = turn.scope, turn.message
@@ -439,7 +454,7 @@ class CommonAgent:
         except Exception:
             logger.exception("turn %s: final status not stored", scope.turn_id)
         await self._session_end_hooks(scope, token, end)
-        return TurnResult(scope.turn_id, scope.session_id, *_outcome(end, iterations))
+        return _result(scope, end, iterations)
 
     async def _session_end_hooks(
         self, scope: TurnScope, token: CancellationToken, end: TurnEnd
@@ -461,11 +476,17 @@ class CommonAgent:
             logger.warning("turn %s: %s hook %s; going on", scope.turn_id, name, why)
 
 
-def _outcome(
-    end: TurnEnd, iterations: int
-) -> tuple[TurnStatus, ExitReason, str | None, int, str | None]:
-    """The tail of a :class:`TurnResult`: status, exit reason, reply, iterations, error."""
-    return end.status, end.exit_reason, end.reply, iterations, end.error
+def _result(scope: TurnScope, end: TurnEnd, iterations: int) -> TurnResult:
+    """What a started turn's caller gets: its ids, and how it ended."""
+    return TurnResult(
+        turn_id=scope.turn_id,
+        session_id=scope.session_id,
+        status=end.status,
+        exit_reason=end.exit_reason,
+        reply=end.reply,
+        iterations=iterations,
+        error=end.error,
+    )
 
 
 def describe_child(result: TurnResult) -> str:

@@ -55,10 +55,10 @@ async def redelivery(store: Store, answer: StoredMessage) -> TurnResult:
         if record.status not in ("running", "failed") and record.exit_reason is not None:
             status, exit_reason = record.status, record.exit_reason
     return TurnResult(
-        answer.turn_id or "",
-        answer.session_id,
-        status,
-        exit_reason,
-        answer.message.text(),
-        iterations,
+        turn_id=answer.turn_id or "",
+        session_id=answer.session_id,
+        status=status,
+        exit_reason=exit_reason,
+        reply=answer.message.text(),
+        iterations=iterations,
     )

@@ -19,7 +19,7 @@ class UserMessage:
     gateway can mark exactly that update handled when this message's turn is over."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnResult:
     turn_id: str
     session_id: str

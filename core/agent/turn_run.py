@@ -84,7 +84,7 @@ def review_budget_end(used: int, budget: int) -> TurnEnd:
     return TurnEnd("budget_exhausted", "review_input_budget_exhausted", reply, stopped_early=True)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TurnParts:
     store: Store
     hooks: HookRegistry

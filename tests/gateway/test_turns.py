@@ -164,7 +164,14 @@ async def test_a_bad_tool_call_still_ends_in_one_reply(running: GatewayFactory) 
 
 def test_reply_text_per_turn_outcome() -> None:
     def result(status: TurnStatus, reply: str | None) -> TurnResult:
-        return TurnResult("t", "s", status, "text_response", reply, 1)
+        return TurnResult(
+            turn_id="t",
+            session_id="s",
+            status=status,
+            exit_reason="text_response",
+            reply=reply,
+            iterations=1,
+        )
 
     assert reply_text(result("completed", "hi")) == "hi"
     assert reply_text(result("interrupted", "partial")) is None
