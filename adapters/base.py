@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from adapters.health import Health
+from adapters.receipt import Receipt
 from adapters.render import LengthUnit, Renderer
 
 ChatType = Literal["dm", "group", "channel", "thread"]
@@ -99,6 +100,8 @@ class InboundEvent:
     ``@botname``, ``args`` the rest. ``kind == "button"``: ``button_data`` is the pressed
     button's payload and ``message`` the message carrying it; ``press_id`` is what the
     adapter needs to answer the press (callback query id, interaction id, ...).
+    ``receipt`` is this event's own :class:`~adapters.receipt.Receipt` (not part of its
+    value: never compared nor shown; ``dataclasses.replace`` keeps it).
     """
 
     kind: EventKind
@@ -116,6 +119,7 @@ class InboundEvent:
     press_id: str | None = None
     mentioned: bool = False
     reply_to_bot: bool = False
+    receipt: Receipt = field(default_factory=Receipt, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
