@@ -54,6 +54,7 @@ from adapters.base import (
     InboundEvent,
     SentMessage,
 )
+from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, Typing
 from adapters.discord.commands import build_tree, sync_commands
 from adapters.discord.connection import (
     IDENTIFY_SPACING,
@@ -525,8 +526,25 @@ class DiscordAdapter:
             raise AdapterError("discord: not started")
         return self.client.get_partial_messageable(int(chat.chat_id))
 
-    async def send(
-        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    async def perform(self, call: Call) -> SentMessage | None:
+        """One outbound call (:mod:`adapters.calls`)."""
+        match call:
+            case Send(chat, text, buttons, markup, key):
+                return await self._send(chat, text, buttons, markup, key)
+            case Edit(message, text, buttons, markup):
+                await self._edit(message, text, buttons, markup)
+            case Delete(message):
+                await self._delete(message)
+            case AnswerPress(event, text):
+                await self._answer(event, text)
+            case Typing(chat):
+                await self._typing(chat)
+            case LiveText():
+                pass  # capabilities.live_text is False: the gateway sends none
+        return None
+
+    async def _send(
+        self, chat: ChatRef, text: str, buttons: ButtonRows, markup: bool, key: str | None
     ) -> SentMessage:
         content = text if markup else plain_content(text)
         view = view_of(buttons)
@@ -543,20 +561,20 @@ class DiscordAdapter:
                 message = await channel.send(content, view=view, allowed_mentions=NO_PINGS)
         return SentMessage(chat, str(message.id))
 
-    async def edit(
-        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    async def _edit(
+        self, message: SentMessage, text: str, buttons: ButtonRows, markup: bool
     ) -> None:
         content = text if markup else plain_content(text)
         partial = self._channel(message.chat).get_partial_message(int(message.message_id))
         with platform_errors():
             await partial.edit(content=content, view=view_of(buttons), allowed_mentions=NO_PINGS)
 
-    async def delete(self, message: SentMessage) -> None:
+    async def _delete(self, message: SentMessage) -> None:
         partial = self._channel(message.chat).get_partial_message(int(message.message_id))
         with platform_errors():
             await partial.delete()
 
-    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+    async def _answer(self, event: InboundEvent, text: str | None) -> None:
         """The press was deferred on arrival; a notice goes to the presser only."""
         interaction = self._presses.pop(event.press_id or "", None)
         if interaction is None or not text:
@@ -564,9 +582,31 @@ class DiscordAdapter:
         with platform_errors():
             await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_PINGS)
 
-    async def typing(self, chat: ChatRef) -> None:
+    async def _typing(self, chat: ChatRef) -> None:
         with platform_errors():
             await self._channel(chat).typing()
+
+    # the old entry points, until the gateway performs calls (removed with the wrappers)
+    async def send(
+        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> SentMessage:
+        sent = await self.perform(Send(chat, text, buttons, markup))
+        assert sent is not None
+        return sent
+
+    async def edit(
+        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> None:
+        await self.perform(Edit(message, text, buttons, markup))
+
+    async def delete(self, message: SentMessage) -> None:
+        await self.perform(Delete(message))
+
+    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+        await self.perform(AnswerPress(event, text))
+
+    async def typing(self, chat: ChatRef) -> None:
+        await self.perform(Typing(chat))
 
 
 async def _replace_deferred(

@@ -51,6 +51,7 @@ from adapters.base import (
     InboundEvent,
     SentMessage,
 )
+from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, Typing
 from adapters.health import Health, HealthCell, Sleep
 from adapters.inbox import STORAGE_NOTICE, SettleWait
 from adapters.session_keys import SessionKeyRule
@@ -295,8 +296,25 @@ class SlackAdapter:
             await self._sink(event)
 
     # outbound ------------------------------------------------------------------------------
-    async def send(
-        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    async def perform(self, call: Call) -> SentMessage | None:
+        """One outbound call (:mod:`adapters.calls`)."""
+        match call:
+            case Send(chat, text, buttons, markup, key):
+                return await self._send(chat, text, buttons, markup, key)
+            case Edit(message, text, buttons, markup):
+                await self._edit(message, text, buttons, markup)
+            case Delete(message):
+                await self._delete(message)
+            case AnswerPress(event, text):
+                await self._answer(event, text)
+            case Typing(chat):
+                await self._typing(chat)
+            case LiveText():
+                pass  # capabilities.live_text is False: the gateway sends none
+        return None
+
+    async def _send(
+        self, chat: ChatRef, text: str, buttons: ButtonRows, markup: bool, key: str | None
     ) -> SentMessage:
         body = text if markup else neutralise_plain(text)
         await self._clear_status(chat)
@@ -318,8 +336,8 @@ class SlackAdapter:
             PLATFORM, "thread", chat.chat_id, user_id=None, thread_id=chat.thread_id
         )
 
-    async def edit(
-        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    async def _edit(
+        self, message: SentMessage, text: str, buttons: ButtonRows, markup: bool
     ) -> None:
         body = text if markup else neutralise_plain(text)
         with platform_errors():
@@ -330,11 +348,11 @@ class SlackAdapter:
                 blocks=message_blocks(body, buttons, markup=markup),
             )
 
-    async def delete(self, message: SentMessage) -> None:
+    async def _delete(self, message: SentMessage) -> None:
         with platform_errors():
             await self.client.chat_delete(channel=message.chat.chat_id, ts=message.message_id)
 
-    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+    async def _answer(self, event: InboundEvent, text: str | None) -> None:
         """The press was acknowledged on arrival; a notice goes to the presser alone."""
         if not text:
             return
@@ -346,7 +364,7 @@ class SlackAdapter:
                 thread_ts=event.chat.thread_id,
             )
 
-    async def typing(self, chat: ChatRef) -> None:
+    async def _typing(self, chat: ChatRef) -> None:
         """The thread's "is thinking…" status (a DM's top level has none)."""
         if chat.thread_id is not None:
             await self.status.show((chat.chat_id, chat.thread_id))
@@ -360,3 +378,25 @@ class SlackAdapter:
             return await self.client.assistant_threads_setStatus(
                 channel_id=channel, thread_ts=thread_ts, status=status
             )
+
+    # the old entry points, until the gateway performs calls (removed with the wrappers)
+    async def send(
+        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> SentMessage:
+        sent = await self.perform(Send(chat, text, buttons, markup))
+        assert sent is not None
+        return sent
+
+    async def edit(
+        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> None:
+        await self.perform(Edit(message, text, buttons, markup))
+
+    async def delete(self, message: SentMessage) -> None:
+        await self.perform(Delete(message))
+
+    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+        await self.perform(AnswerPress(event, text))
+
+    async def typing(self, chat: ChatRef) -> None:
+        await self.perform(Typing(chat))

@@ -39,6 +39,7 @@ from adapters.base import (
     RateLimit,
     SentMessage,
 )
+from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, Typing
 from adapters.health import Clock, Health, HealthCell
 from adapters.inbox import STORAGE_NOTICE
 from adapters.session_keys import SessionKeyRule
@@ -254,8 +255,26 @@ class TelegramAdapter:
             await self.bot.set_my_commands(menu)
 
     # outbound ------------------------------------------------------------------------------
-    async def send(
-        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    async def perform(self, call: Call) -> SentMessage | None:
+        """One outbound call (:mod:`adapters.calls`). The Bot API has no idempotency key:
+        a ``Send.key`` is not sent (docs/architecture.md, "Exactly once")."""
+        match call:
+            case Send(chat, text, buttons, markup):
+                return await self._send(chat, text, buttons, markup)
+            case Edit(message, text, buttons, markup):
+                await self._edit(message, text, buttons, markup)
+            case Delete(message):
+                await self._delete(message)
+            case AnswerPress(event, text):
+                await self._answer(event, text)
+            case Typing(chat):
+                await self._typing(chat)
+            case LiveText():
+                pass  # capabilities.live_text is False: the gateway sends none
+        return None
+
+    async def _send(
+        self, chat: ChatRef, text: str, buttons: ButtonRows, markup: bool
     ) -> SentMessage:
         with platform_errors():
             message = await self.bot.send_message(
@@ -267,8 +286,8 @@ class TelegramAdapter:
             )
         return SentMessage(chat, str(message.message_id))
 
-    async def edit(
-        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    async def _edit(
+        self, message: SentMessage, text: str, buttons: ButtonRows, markup: bool
     ) -> None:
         with platform_errors():
             await self.bot.edit_message_text(
@@ -279,18 +298,40 @@ class TelegramAdapter:
                 reply_markup=inline_keyboard(buttons),
             )
 
-    async def delete(self, message: SentMessage) -> None:
+    async def _delete(self, message: SentMessage) -> None:
         with platform_errors():
             await self.bot.delete_message(message.chat.chat_id, int(message.message_id))
 
-    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+    async def _answer(self, event: InboundEvent, text: str | None) -> None:
         if event.press_id is None:
             return
         with platform_errors():
             await self.bot.answer_callback_query(event.press_id, text=text)
 
-    async def typing(self, chat: ChatRef) -> None:
+    async def _typing(self, chat: ChatRef) -> None:
         with platform_errors():
             await self.bot.send_chat_action(
                 chat.chat_id, ChatAction.TYPING, message_thread_id=_thread(chat)
             )
+
+    # the old entry points, until the gateway performs calls (removed with the wrappers)
+    async def send(
+        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> SentMessage:
+        sent = await self.perform(Send(chat, text, buttons, markup))
+        assert sent is not None
+        return sent
+
+    async def edit(
+        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> None:
+        await self.perform(Edit(message, text, buttons, markup))
+
+    async def delete(self, message: SentMessage) -> None:
+        await self.perform(Delete(message))
+
+    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+        await self.perform(AnswerPress(event, text))
+
+    async def typing(self, chat: ChatRef) -> None:
+        await self.perform(Typing(chat))

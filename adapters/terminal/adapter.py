@@ -51,6 +51,7 @@ from adapters.base import (
     SentMessage,
     SessionKey,
 )
+from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, Typing
 from adapters.health import Health
 from adapters.terminal.answers import Answer, answers_for, pressed, prompt_line
 from core.bounded import BoundedMap
@@ -259,18 +260,29 @@ class TerminalAdapter:
             _log.exception("terminal event %s could not be delivered", event.update_id)
 
     # outbound -----------------------------------------------------------------------
-    async def send(
-        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> SentMessage:
+    async def perform(self, call: Call) -> SentMessage | None:
+        """One outbound call (:mod:`adapters.calls`); typing shows nothing here."""
+        match call:
+            case Send(chat, text, buttons):
+                return self._send(chat, text, buttons)
+            case Edit(message, text, buttons):
+                self._edit(message, text, buttons)
+            case Delete(message):
+                self._delete(message)
+            case AnswerPress(_, text) if text:
+                self._print(text)
+            case AnswerPress() | Typing() | LiveText():
+                pass  # nothing to show (live_text is not declared)
+        return None
+
+    def _send(self, chat: ChatRef, text: str, buttons: ButtonRows) -> SentMessage:
         message_id = str(next(self._ids))
         self._shown.put(message_id, text)
         self._print(text)
         self._open_prompt(message_id, buttons)
         return SentMessage(chat, message_id)
 
-    async def edit(
-        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> None:
+    def _edit(self, message: SentMessage, text: str, buttons: ButtonRows) -> None:
         old = self._shown.get(message.message_id)
         if old is None:
             raise MessageGone(f"terminal message {message.message_id} is gone")
@@ -283,17 +295,32 @@ class TerminalAdapter:
             self._print(new)
         self._open_prompt(message.message_id, buttons)
 
-    async def delete(self, message: SentMessage) -> None:
+    def _delete(self, message: SentMessage) -> None:
         if self._shown.pop(message.message_id, None) is None:
             raise MessageGone(f"terminal message {message.message_id} is gone")
         self._prompts.pop(message.message_id, None)
 
+    # the old entry points, until the gateway performs calls (removed with the wrappers)
+    async def send(
+        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> SentMessage:
+        sent = await self.perform(Send(chat, text, buttons, markup))
+        assert sent is not None
+        return sent
+
+    async def edit(
+        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> None:
+        await self.perform(Edit(message, text, buttons, markup))
+
+    async def delete(self, message: SentMessage) -> None:
+        await self.perform(Delete(message))
+
     async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
-        if text:
-            self._print(text)
+        await self.perform(AnswerPress(event, text))
 
     async def typing(self, chat: ChatRef) -> None:
-        return None
+        await self.perform(Typing(chat))
 
     def _open_prompt(self, message_id: str, buttons: ButtonRows) -> None:
         answers = answers_for(buttons)

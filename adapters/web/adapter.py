@@ -40,7 +40,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 from aiohttp import web
 
@@ -55,6 +54,7 @@ from adapters.base import (
     SentMessage,
     SessionKey,
 )
+from adapters.calls import AnswerPress, Call, Delete, Edit, LiveMode, LiveText, Send, Typing
 from adapters.health import Health
 from adapters.render.markdown import CommonMarkRenderer
 from adapters.web.access import AccessGate
@@ -72,7 +72,6 @@ DEFAULT_LISTEN = ("127.0.0.1", 8765)
 SHUTDOWN_SECONDS = 2.0
 
 RouteInstaller = Callable[[web.Application], None]
-LiveMode = Literal["append", "replace", "seal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,8 +258,25 @@ class WebAdapter:
         self.feeds.get(message.conversation).set_busy(1 if started else -1)
 
     # outbound -----------------------------------------------------------------------
-    async def send(
-        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    async def perform(self, call: Call) -> SentMessage | None:
+        """One outbound call (:mod:`adapters.calls`)."""
+        match call:
+            case Send(chat, text, buttons, markup, key):
+                return await self._send(chat, text, buttons, markup, key)
+            case Edit(message, text, buttons, markup):
+                await self._edit(message, text, buttons, markup)
+            case Delete(message):
+                await self._delete(message)
+            case AnswerPress(event, text):
+                await self._answer(event, text)
+            case Typing(chat):
+                await self._typing(chat)
+            case LiveText(chat, text, mode):
+                await self._live_text(chat, text, mode)
+        return None
+
+    async def _send(
+        self, chat: ChatRef, text: str, buttons: ButtonRows, markup: bool, key: str | None
     ) -> SentMessage:
         feed = await self.feed(chat.chat_id)
         message_id = f"{self.feeds.epoch}-{next(self._ids)}"
@@ -276,8 +292,8 @@ class WebAdapter:
         )
         return SentMessage(chat, message_id)
 
-    async def edit(
-        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    async def _edit(
+        self, message: SentMessage, text: str, buttons: ButtonRows, markup: bool
     ) -> None:
         feed = await self.feed(message.chat.chat_id)
         changes = {"html": to_html(text, markup=markup), "markup": markup}
@@ -285,25 +301,50 @@ class WebAdapter:
         if feed.edit(message.message_id, changes, reply=markup) is None:
             raise MessageGone(f"web message {message.message_id} is gone")
 
-    async def delete(self, message: SentMessage) -> None:
+    async def _delete(self, message: SentMessage) -> None:
         feed = await self.feed(message.chat.chat_id)
         if feed.delete(message.message_id) is None:
             raise MessageGone(f"web message {message.message_id} is gone")
 
-    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+    async def _answer(self, event: InboundEvent, text: str | None) -> None:
         if text:
             feed = await self.feed(event.chat.chat_id)
             feed.signal("toast", {"text": text})
 
-    async def typing(self, chat: ChatRef) -> None:
+    async def _typing(self, chat: ChatRef) -> None:
         feed = await self.feed(chat.chat_id)
         feed.signal("typing", {})
 
-    async def live_text(self, chat: ChatRef, text: str, mode: LiveMode) -> None:
+    async def _live_text(self, chat: ChatRef, text: str, mode: LiveMode) -> None:
         """The streaming reply's text, as it arrives (``gateway.live_text``): plain text,
         shown by the page until the rendered reply replaces it."""
         feed = await self.feed(chat.chat_id)
         feed.live_text(text, mode)
+
+    # the old entry points, until the gateway performs calls (removed with the wrappers)
+    async def send(
+        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> SentMessage:
+        sent = await self.perform(Send(chat, text, buttons, markup))
+        assert sent is not None
+        return sent
+
+    async def edit(
+        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
+    ) -> None:
+        await self.perform(Edit(message, text, buttons, markup))
+
+    async def delete(self, message: SentMessage) -> None:
+        await self.perform(Delete(message))
+
+    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
+        await self.perform(AnswerPress(event, text))
+
+    async def typing(self, chat: ChatRef) -> None:
+        await self.perform(Typing(chat))
+
+    async def live_text(self, chat: ChatRef, text: str, mode: LiveMode) -> None:
+        await self.perform(LiveText(chat, text, mode))
 
 
 def _buttons(rows: ButtonRows) -> list[list[Json]]:

@@ -26,6 +26,8 @@ from adapters.base import (
     Sender,
     SentMessage,
 )
+from adapters.calls import AnswerPress, Delete, Edit, LiveText, Send, Typing
+from adapters.calls import Call as OutboundCall
 from adapters.health import Health
 from adapters.session_keys import session_key
 from adapters.telegram.render import TelegramRenderer
@@ -53,6 +55,7 @@ class Call:
     markup: bool = True
     at: float = 0.0
     event: InboundEvent | None = None
+    key: str | None = None
 
 
 class FakeClock:
@@ -121,26 +124,46 @@ class FakeAdapter:
     async def stop(self) -> None:
         self.stopped = True
 
+    async def perform(self, call: OutboundCall) -> SentMessage | None:
+        """Record ``call`` under its method name (send, edit, delete, answer, typing)."""
+        match call:
+            case Send(chat, text, buttons, markup, key):
+                message = SentMessage(chat, str(next(self._ids)))
+                await self._record(Call("send", text, message, buttons, markup, key=key))
+                return message
+            case Edit(message, text, buttons, markup):
+                await self._record(Call("edit", text, message, buttons, markup))
+            case Delete(message):
+                await self._record(Call("delete", message=message))
+            case AnswerPress(event, text):
+                await self._record(Call("answer", text or "", event.message, event=event))
+            case Typing():
+                await self._record(Call("typing"))
+            case LiveText(_, text, mode):
+                await self._record(Call(f"live_text:{mode}", text))
+        return None
+
+    # the old entry points, until the gateway performs calls (removed with the wrappers)
     async def send(
         self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
     ) -> SentMessage:
-        message = SentMessage(chat, str(next(self._ids)))
-        await self._record(Call("send", text, message, buttons, markup))
-        return message
+        sent = await self.perform(Send(chat, text, buttons, markup))
+        assert sent is not None
+        return sent
 
     async def edit(
         self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
     ) -> None:
-        await self._record(Call("edit", text, message, buttons, markup))
+        await self.perform(Edit(message, text, buttons, markup))
 
     async def delete(self, message: SentMessage) -> None:
-        await self._record(Call("delete", message=message))
+        await self.perform(Delete(message))
 
     async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
-        await self._record(Call("answer", text or "", event.message, event=event))
+        await self.perform(AnswerPress(event, text))
 
     async def typing(self, chat: ChatRef) -> None:
-        await self._record(Call("typing"))
+        await self.perform(Typing(chat))
 
 
 _updates = itertools.count(1)
