@@ -7,8 +7,10 @@ whose docstring draws the states): what only Telegram's updates need.
 * A batch PTB could not parse is taken apart (:meth:`Inbox.accept_raw`), and the updates
   behind one the store refused still tell their chats of the outage
   (:meth:`Inbox.held_back`).
-* Stored updates are PTB ``Update`` objects (their ``to_dict``), normalized when handed
-  over; a press we make no event of is still answered, and ends ``done``.
+* Stored updates are PTB ``Update`` objects (their ``to_dict``). Each is normalized once
+  (:class:`Normalized`): on arrival, before it is stored (its session key is stored with
+  it), or when a later run revives it; the event handed over is that one. A press we make
+  no event of is still answered, and ends ``done``.
 
 Only after ``accept`` returns may the caller let Telegram consider the update confirmed
 (advance the getUpdates offset, or answer the webhook 200). A duplicate ``update_id``
@@ -21,6 +23,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from telegram import Bot, Update
@@ -46,6 +49,14 @@ UpdateSettleWait = SettleWait
 """When an update counts as handled (:data:`adapters.inbox.SettleWait`)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Normalized:
+    """An update with the event it normalizes to (None: nothing for us), made once."""
+
+    update: Update
+    event: InboundEvent | None
+
+
 class Inbox:
     """Persist-then-deliver of updates for one adapter run."""
 
@@ -60,7 +71,7 @@ class Inbox:
         max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
         self.bot, self.normalizer, self.sink = bot, normalizer, sink
-        form = ItemFormat(PLATFORM, "update", _update_key, _raw_json, self._revive)
+        form = ItemFormat(PLATFORM, "update", _update_key, _stored_json, self._revive)
         self.queue = DurableInbox(
             store, form, self._handle, settled=update_settled, notify=notify,
             max_attempts=max_attempts,
@@ -87,7 +98,7 @@ class Inbox:
             await self.intake.reject(item, raw, exc)
             return False
         key = str(event.session_key) if event is not None else ""
-        return await self.queue.accept(update, key, notice_chat(event))
+        return await self.queue.accept(Normalized(update, event), key, notice_chat(event))
 
     async def accept_raw(self, data: dict[str, Any]) -> int | None:
         """An update PTB could not parse as part of its batch: parse it alone, or quarantine
@@ -130,17 +141,17 @@ class Inbox:
         """Wait until every delivery started so far (and any started meanwhile) has ended."""
         await self.queue.drain()
 
-    def _revive(self, record: InboundRecord) -> Update:
+    def _revive(self, record: InboundRecord) -> Normalized:
         data: dict[str, Any] = json.loads(record.payload)
-        return Update.de_json(data, self.bot)
+        update = Update.de_json(data, self.bot)
+        return Normalized(update, self.normalizer.event(update))
 
-    async def _handle(self, update: Update) -> InboundEvent | None:
-        event = self.normalizer.event(update)
-        if event is None:
-            await _answer_unhandled_press(update)
+    async def _handle(self, item: Normalized) -> InboundEvent | None:
+        if item.event is None:
+            await _answer_unhandled_press(item.update)
             return None
-        await self.sink(event)
-        return event
+        await self.sink(item.event)
+        return item.event
 
 
 def usable_update_id(update_id: object) -> int | None:
@@ -151,8 +162,12 @@ def usable_update_id(update_id: object) -> int | None:
     return update_id if 0 <= update_id < STORABLE_INTEGERS.stop - 1 else None
 
 
-def _update_key(update: Update) -> str:
-    return str(update.update_id)
+def _update_key(item: Normalized) -> str:
+    return str(item.update.update_id)
+
+
+def _stored_json(item: Normalized) -> str:
+    return _raw_json(item.update)
 
 
 def _update_id_of(data: dict[str, Any]) -> int | None:
