@@ -6,11 +6,11 @@ inside Discord's 3 s), then hands the command to the adapter. Options: ``/steer`
 ``/redirect`` and ``/queue`` take ``text``; ``/approve`` an optional ``id``; ``/deny`` an
 optional ``id`` and ``reason``.
 
-Sync: a digest of the exact payload discord.py would send is kept in the store (as a
-``done`` inbound record of platform ``discord-commands`` — the store's idempotent
-"seen ids" table), per guild when ``guild_ids`` is configured, else global. A restart with
-an unchanged set syncs nothing, so command-management rate limits and the
-delete-then-recreate window are never hit for nothing.
+Sync: a digest of the exact payload discord.py would send is kept in the store's
+``command_syncs`` table (:meth:`core.store.base.Store.synced_commands`), per guild when
+``guild_ids`` is configured, else global. A restart with an unchanged set syncs nothing,
+so command-management rate limits and the delete-then-recreate window are never hit for
+nothing.
 """
 
 from __future__ import annotations
@@ -18,18 +18,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 import discord
 from discord import app_commands
 
-from core.store.base import InboundRecord, Store
+from adapters.discord.normalize import PLATFORM
+from core.store.base import Store
 
 _log = logging.getLogger(__name__)
 
-SYNC_MARK = "discord-commands"
 OnCommand = Callable[[discord.Interaction, str, str], Awaitable[None]]
 """``(interaction, command name, args)``: the interaction is already deferred."""
 OnError = Callable[[discord.Interaction, app_commands.AppCommandError], Coroutine[Any, Any, None]]
@@ -138,12 +137,11 @@ async def sync_commands(
         if guild is not None:
             tree.copy_global_to(guild=guild)
         scope = str(guild.id) if guild is not None else "global"
-        marker = f"{scope}:{_digest(tree, guild)}"
-        if await store.get_inbound(SYNC_MARK, marker) is not None:
+        digest = _digest(tree, guild)
+        if await store.synced_commands(PLATFORM, scope) == digest:
             continue
         await tree.sync(guild=guild)
-        await store.enqueue_inbound(InboundRecord(SYNC_MARK, marker, "", "{}", time.time()))
-        await store.set_inbound_state(SYNC_MARK, marker, "done")
+        await store.set_synced_commands(PLATFORM, scope, digest)
         _log.info("discord: slash commands synced (%s)", scope)
         synced += 1
     return synced

@@ -333,6 +333,17 @@ class Store(Protocol):
 
     async def get_inbound(self, platform: str, update_id: str) -> InboundRecord | None: ...
 
+    # command syncs ----------------------------------------------------------
+    async def synced_commands(self, platform: str, scope: str) -> str | None:
+        """The digest of the command set last registered with ``platform`` for ``scope``
+        (a guild id, or ``"global"``); None when none was."""
+        ...
+
+    async def set_synced_commands(self, platform: str, scope: str, digest: str) -> None:
+        """``digest``'s command set is now the one registered for ``scope`` (replaces the
+        previous one)."""
+        ...
+
     # outbox -----------------------------------------------------------------
     async def put_outbox(self, chunks: Sequence[OutboxChunk]) -> list[OutboxChunk]:
         """Store the chunks of one turn not stored yet; returns every stored chunk of that

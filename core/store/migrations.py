@@ -225,6 +225,31 @@ OUTBOX_STARTED = Migration(
     ),
 )
 
+COMMAND_SYNCS = Migration(
+    version=7,
+    name="command syncs",
+    statements=(
+        # The digest of the command set a platform last registered, per scope (a guild, or
+        # "global"), so a restart with the same set registers nothing. Earlier versions kept
+        # it as "done" inbound rows of the pseudo-platform 'discord-commands', update id
+        # "<scope>:<digest>"; the latest of each scope moves here and the rows leave the
+        # inbound queue.
+        """CREATE TABLE command_syncs (
+            platform TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            synced_at REAL NOT NULL,
+            PRIMARY KEY (platform, scope)
+        )""",
+        """INSERT INTO command_syncs (platform, scope, digest, synced_at)
+            SELECT 'discord', substr(update_id, 1, instr(update_id, ':') - 1),
+            substr(update_id, instr(update_id, ':') + 1), MAX(received_at)
+            FROM inbound WHERE platform = 'discord-commands' AND instr(update_id, ':') > 1
+            GROUP BY substr(update_id, 1, instr(update_id, ':') - 1)""",
+        "DELETE FROM inbound WHERE platform = 'discord-commands'",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = tuple(
     sorted(
         (
@@ -234,6 +259,7 @@ MIGRATIONS: tuple[Migration, ...] = tuple(
             TOOL_CALL_STATUS,
             OUTBOX,
             OUTBOX_STARTED,
+            COMMAND_SYNCS,
         ),
         key=lambda m: m.version,
     )

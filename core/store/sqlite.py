@@ -370,6 +370,22 @@ class SqliteStore:
         written = await self._write(sql, (letter_id,), f"drop dead letter {letter_id}")
         return written.rowcount == 1
 
+    # command syncs ----------------------------------------------------------
+    async def synced_commands(self, platform: str, scope: str) -> str | None:
+        found = await self._read(
+            "SELECT digest FROM command_syncs WHERE platform = ? AND scope = ?", (platform, scope)
+        )
+        return str(found[0]["digest"]) if found else None
+
+    async def set_synced_commands(self, platform: str, scope: str, digest: str) -> None:
+        sql = (
+            "INSERT INTO command_syncs (platform, scope, digest, synced_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (platform, scope) DO UPDATE"
+            " SET digest = excluded.digest, synced_at = excluded.synced_at"
+        )
+        params = (platform, scope, digest, time.time())
+        await self._write(sql, params, f"record the {platform} commands synced for {scope}")
+
     # outbox -----------------------------------------------------------------
     async def put_outbox(self, chunks: Sequence[OutboxChunk]) -> list[OutboxChunk]:
         if not chunks:
