@@ -17,6 +17,8 @@ Errors: adapters translate their SDK's exceptions into this tree at the edge::
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -130,6 +132,47 @@ class RateLimit:
     seconds: float
 
 
+CallKind = Literal["send", "edit", "delete", "answer", "typing", "live"]
+"""What an outbound call does, as a platform's rate limits tell calls apart: a new message,
+an edit, a delete, a button press's answer, a typing indicator, streamed live text."""
+EVERY_CALL: frozenset[CallKind] = frozenset(("send", "edit", "delete", "answer", "typing", "live"))
+MESSAGES: frozenset[CallKind] = frozenset(("send", "edit", "delete"))
+
+
+@dataclass(frozen=True, slots=True)
+class Charges:
+    """Which call kinds each of a platform's rate windows counts (docs/architecture.md,
+    "The outbound scheduler"): a call occupies only the windows that count its kind, so a
+    button answer or a typing indicator never takes a reply's place in a chat's budget
+    where the platform does not count them."""
+
+    bot: frozenset[CallKind] = EVERY_CALL
+    chat: frozenset[CallKind] = MESSAGES
+    group: frozenset[CallKind] = MESSAGES
+
+
+class PaceClock(Protocol):
+    """The clock rate windows are measured on, and how the scheduler waits on it (a test
+    passes one that skips the wait: ``tests/support/clock.py``)."""
+
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class MonotonicClock:
+    """The real clock: ``time.monotonic`` and ``asyncio.sleep``."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+MONOTONIC = MonotonicClock()
+
+
 def _plain_renderer() -> Renderer:
     from adapters.render.markdown import PLAIN  # markdown-it-py loads on first use
 
@@ -152,12 +195,17 @@ class Capabilities:
     """Buttons the live progress message carries while its turn runs (e.g. a Stop button
     whose press the adapter delivers as the ``stop`` command); removed when it ends."""
     bot_limit: RateLimit | None = None
-    """Outbound calls of the whole bot (every send, edit, delete, button answer, typing)."""
+    """Outbound calls of the whole bot (the kinds ``charges.bot`` names)."""
     chat_limit: RateLimit | None = None
-    """Outbound calls into one chat."""
+    """Outbound calls into one chat (the kinds ``charges.chat`` names)."""
     group_limit: RateLimit | None = None
     """Outbound calls into one shared chat (group, channel, thread), on top of
-    ``chat_limit``. ``None`` for any of the three: not paced by the gateway."""
+    ``chat_limit`` (the kinds ``charges.group`` names). ``None`` for any of the three: not
+    paced by the gateway."""
+    charges: Charges = field(default_factory=Charges)
+    """Which call kinds each window counts: what the platform counts, nothing more."""
+    pace_clock: PaceClock = MONOTONIC
+    """The clock the windows are measured on (a test's clock in tests)."""
     live_text: bool = False
     """The chat can show a streaming reply's text as it arrives: the adapter then has
     ``live_text(chat, text, mode)`` (see :mod:`gateway.live_text`)."""

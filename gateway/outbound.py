@@ -28,11 +28,9 @@ scheduler; :func:`at` gives a view of it that calls at another priority.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import math
-import time
 from bisect import insort
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
@@ -45,6 +43,7 @@ from adapters.base import (
     Adapter,
     AdapterError,
     ButtonRows,
+    CallKind,
     Capabilities,
     ChatRef,
     EventSink,
@@ -55,7 +54,7 @@ from adapters.base import (
 )
 from adapters.health import Health
 from core.tasks import TaskSet
-from gateway.rate_limits import MAX_ATTEMPTS, may_retry
+from gateway.rate_limits import MAX_ATTEMPTS, Sleep, may_retry
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +123,8 @@ class _Job:
     future: asyncio.Future[Any]
     attempts: int
     coalesce: Hashable | None = None
+    kind: CallKind | None = None
+    """What the call does (which windows it is charged to); ``None``: every window."""
     attempt: int = 1
     started: bool = False
     waiters: int = 0
@@ -145,23 +146,33 @@ def _retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
+def _charged(kind: CallKind | None, kinds: frozenset[CallKind]) -> bool:
+    return kind is None or kind in kinds
+
+
 class OutboundScheduler:
     def __init__(
         self,
         capabilities: Capabilities,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
+        sleep: Sleep | None = None,
         attempts: int = MAX_ATTEMPTS,
         on_rate_limited: Callable[[ChatRef, float], None] | None = None,
     ) -> None:
+        """``clock``/``sleep``: the time the windows are measured on and how a wait for
+        one is made (default: the platform's ``capabilities.pace_clock``)."""
         self._bot = _Window(capabilities.bot_limit) if capabilities.bot_limit else None
         self._chat_limit, self._group_limit = capabilities.chat_limit, capabilities.group_limit
-        self._clock, self._attempts = clock, attempts
+        self._charges = capabilities.charges
+        pace = capabilities.pace_clock
+        self._clock, self._sleep = clock or pace.now, sleep or pace.sleep
+        self._attempts = attempts
         self.on_rate_limited = on_rate_limited
         """Called with the chat and the wait for every 429 (metrics)."""
         self._chats: dict[ChatId, _Window] = {}
         self._groups: dict[ChatId, _Window] = {}
-        self._held: dict[ChatId, float] = {}
+        self._held: dict[tuple[ChatId, bool], float] = {}
         self._shared: set[ChatId] = set()
         self._waiting: list[_Job] = []
         self._coalesced: dict[Hashable, _Job] = {}
@@ -198,9 +209,13 @@ class OutboundScheduler:
         what: str,
         coalesce: Hashable | None = None,
         attempts: int | None = None,
+        kind: CallKind | None = None,
     ) -> T:
-        """``call()``'s result once the budget allowed it (rate limits waited out)."""
-        job = self._submit(call, chat, priority, what, coalesce, attempts)
+        """``call()``'s result once the budget allowed it (rate limits waited out).
+
+        ``kind``: what the call does; it occupies only the windows the platform's
+        ``Capabilities.charges`` count it in (``None``: every window)."""
+        job = self._submit(call, chat, priority, what, coalesce, attempts, kind)
         job.waiters += 1
         try:
             result: T = await asyncio.shield(job.future)
@@ -212,10 +227,16 @@ class OutboundScheduler:
             raise
 
     def later(
-        self, call: Callable[[], Awaitable[object]], *, chat: ChatRef, priority: Priority, what: str
+        self,
+        call: Callable[[], Awaitable[object]],
+        *,
+        chat: ChatRef,
+        priority: Priority,
+        what: str,
+        kind: CallKind | None = None,
     ) -> None:
         """Queue ``call`` without waiting for it (cleanup); a failure is logged."""
-        job = self._submit(call, chat, priority, what, None, None)
+        job = self._submit(call, chat, priority, what, None, None, kind)
         job.detached = True
         job.future.add_done_callback(partial(_log_failure, what, chat))
 
@@ -227,6 +248,7 @@ class OutboundScheduler:
         what: str,
         coalesce: Hashable | None,
         attempts: int | None,
+        kind: CallKind | None,
     ) -> _Job:
         if self._closed:
             raise AdapterError(f"{what} to {chat} not sent: the gateway is stopping")
@@ -239,7 +261,7 @@ class OutboundScheduler:
         future.add_done_callback(_retrieve)
         job = _Job(
             call, chat, priority, next(self._seq), what, future, attempts or self._attempts,
-            coalesce,
+            coalesce, kind,
         )  # fmt: skip
         self._enqueue(job)
         if coalesce is not None:
@@ -273,44 +295,74 @@ class OutboundScheduler:
             delay = self._grant_ready()
             if delay is None:
                 await self._wake.wait()
-                continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+            else:
+                await self._nap(delay)
+
+    async def _nap(self, delay: float) -> None:
+        """Until ``delay`` passed on the scheduler's clock or a call came or ended."""
+        sleeper = asyncio.ensure_future(self._sleep(delay))
+        waker = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait((sleeper, waker), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            waker.cancel()
 
     def _grant_ready(self) -> float | None:
         """Start every waiting call the budget allows now; seconds until the next may
         (None: wait for a new call or an ended one)."""
         now = self._clock()
         next_at = math.inf
-        blocked: dict[ChatId, float] = {}
+        blocked: dict[tuple[ChatId, CallKind | None], float] = {}
+        bot_at = self._bot_ready(now)
         index = 0
         while index < len(self._waiting):
-            if self._bot is not None:
-                bot_at = self._bot.ready_at(now)
-                if bot_at > now:
-                    next_at = min(next_at, bot_at)
-                    break
             job = self._waiting[index]
+            if bot_at > now and self._on_bot(job):
+                next_at = min(next_at, bot_at)
+                index += 1
+                continue
             key = _chat_id(job.chat)
-            at = blocked.get(key) or self._ready_at(key, now)
+            at = blocked.get((key, job.kind)) or self._ready_at(job, key, now)
             if at <= now:
                 del self._waiting[index]
                 self._start(job, key)
+                if self._on_bot(job):
+                    bot_at = self._bot_ready(now)
                 continue
-            blocked[key] = at
+            blocked[(key, job.kind)] = at
             next_at = min(next_at, at)
             index += 1
         if not self._waiting or next_at == math.inf:
             return None
         return max(next_at - now, 0.001)
 
-    def _ready_at(self, key: ChatId, now: float) -> float:
-        at = self._held.get(key, now)
-        if self._chat_limit is not None:
-            at = max(at, self._window(self._chats, key, self._chat_limit).ready_at(now))
-        if self._group_limit is not None and key in self._shared:
-            at = max(at, self._window(self._groups, key, self._group_limit).ready_at(now))
+    def _bot_ready(self, now: float) -> float:
+        return now if self._bot is None else self._bot.ready_at(now)
+
+    def _on_bot(self, job: _Job) -> bool:
+        return self._bot is not None and _charged(job.kind, self._charges.bot)
+
+    def _paced(self, job: _Job) -> bool:
+        """``job`` counts against its chat's own budget (so a 429 there holds it)."""
+        charges = self._charges
+        return _charged(job.kind, charges.chat) or _charged(job.kind, charges.group)
+
+    def _ready_at(self, job: _Job, key: ChatId, now: float) -> float:
+        at = self._held.get((key, self._paced(job)), now)
+        for window in self._chat_windows(job, key):
+            at = max(at, window.ready_at(now))
         return at
+
+    def _chat_windows(self, job: _Job, key: ChatId) -> list[_Window]:
+        """The per-chat windows ``job`` is charged to (made when first needed)."""
+        windows, charges = [], self._charges
+        if self._chat_limit is not None and _charged(job.kind, charges.chat):
+            windows.append(self._window(self._chats, key, self._chat_limit))
+        shared = key in self._shared and _charged(job.kind, charges.group)
+        if self._group_limit is not None and shared:
+            windows.append(self._window(self._groups, key, self._group_limit))
+        return windows
 
     def _window(self, windows: dict[ChatId, _Window], key: ChatId, limit: RateLimit) -> _Window:
         window = windows.get(key)
@@ -321,9 +373,9 @@ class OutboundScheduler:
     def _start(self, job: _Job, key: ChatId) -> None:
         job.started = True
         self._forget_key(job)
-        job.windows = [w for w in (self._bot, self._chats.get(key)) if w is not None]
-        if key in self._shared and key in self._groups:
-            job.windows.append(self._groups[key])
+        job.windows = self._chat_windows(job, key)
+        if self._bot is not None and self._on_bot(job):
+            job.windows.append(self._bot)
         for window in job.windows:
             window.take()
         self.stats.calls += 1
@@ -359,7 +411,8 @@ class OutboundScheduler:
         self._wake.set()
 
     def _rate_limited(self, job: _Job, exc: RateLimited) -> None:
-        """The one retry layer: hold the chat for ``retry_after`` and queue the call again."""
+        """The one retry layer: hold the chat's calls that count against the same budget
+        for ``retry_after`` and queue the call again."""
         self.stats.rate_limited += 1
         if self.on_rate_limited is not None:
             self.on_rate_limited(job.chat, exc.retry_after)
@@ -369,8 +422,8 @@ class OutboundScheduler:
             return
         if job.future.done() or self._closed:
             return
-        key = _chat_id(job.chat)
-        self._held[key] = max(self._held.get(key, 0.0), self._clock() + exc.retry_after)
+        hold = (_chat_id(job.chat), self._paced(job))
+        self._held[hold] = max(self._held.get(hold, 0.0), self._clock() + exc.retry_after)
         job.attempt += 1
         job.started = False
         self._enqueue(job)
@@ -380,8 +433,8 @@ class OutboundScheduler:
         for windows in (self._chats, self._groups):
             for key in [k for k, w in windows.items() if w.quiet(now)]:
                 del windows[key]
-        for key in [k for k, until in self._held.items() if until <= now]:
-            del self._held[key]
+        for hold in [h for h, until in self._held.items() if until <= now]:
+            del self._held[hold]
 
     # closing ----------------------------------------------------------------------------
     async def aclose(self) -> None:
@@ -454,30 +507,52 @@ class ScheduledAdapter:
         self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
     ) -> SentMessage:
         call = partial(self.inner.send, chat, text, buttons=buttons, markup=markup)
-        return await self.scheduler.run(call, chat=chat, priority=self.priority, what="message")
+        return await self.scheduler.run(
+            call,
+            chat=chat,
+            priority=self.priority,
+            what="message",
+            kind="send",
+        )
 
     async def edit(
         self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
     ) -> None:
         call = partial(self.inner.edit, message, text, buttons=buttons, markup=markup)
-        await self.scheduler.run(call, chat=message.chat, priority=self.priority, what="edit")
+        await self.scheduler.run(
+            call,
+            chat=message.chat,
+            priority=self.priority,
+            what="edit",
+            kind="edit",
+        )
 
     async def delete(self, message: SentMessage) -> None:
         """Queued at ``CLEANUP``; returns at once (a failure is logged)."""
         call = partial(self.inner.delete, message)
-        self.scheduler.later(call, chat=message.chat, priority=Priority.CLEANUP, what="delete")
+        self.scheduler.later(
+            call,
+            chat=message.chat,
+            priority=Priority.CLEANUP,
+            what="delete",
+            kind="delete",
+        )
 
     async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
         call = partial(self.inner.answer_button, event, text)
         await self.scheduler.run(
-            call, chat=event.chat, priority=Priority.URGENT, what="button answer"
+            call,
+            chat=event.chat,
+            priority=Priority.URGENT,
+            what="button answer",
+            kind="answer",
         )
 
     async def typing(self, chat: ChatRef) -> None:
         """At ``CLEANUP``, one waiting per chat, never retried (the next refresh is)."""
         await self.scheduler.run(
             partial(self.inner.typing, chat), chat=chat, priority=Priority.CLEANUP,
-            what="typing", coalesce=("typing", _chat_id(chat)), attempts=1,
+            what="typing", coalesce=("typing", _chat_id(chat)), attempts=1, kind="typing",
         )  # fmt: skip
 
 

@@ -30,12 +30,16 @@ from telegram.error import InvalidToken
 from telegram.ext import ExtBot
 
 from adapters.base import (
+    MESSAGES,
+    MONOTONIC,
     AdapterError,
     ButtonRows,
     Capabilities,
+    Charges,
     ChatRef,
     EventSink,
     InboundEvent,
+    PaceClock,
     RateLimit,
     SentMessage,
 )
@@ -76,6 +80,13 @@ CHAT_LIMIT = RateLimit(3, 3.0)
 """About one message a second in a chat, allowing a short burst (a progress message and
 the reply edited into it go out at once)."""
 GROUP_LIMIT = RateLimit(20, 60.0)
+TELEGRAM_CHARGES = Charges(
+    bot=MESSAGES, chat=frozenset({"send"}), group=frozenset({"send", "edit"})
+)
+"""What Telegram counts (core.telegram.org/bots/faq): messages. A chat's ~1 a second counts
+new messages, a group's 20 a minute counts edits too, the bot's 30 a second counts every
+message call (deletes included, to be safe). Button answers (``answerCallbackQuery``) and
+typing (``sendChatAction``) are not messages: no window counts them."""
 
 CommandMenu = Sequence[tuple[str, str]]
 """``(name, description)`` pairs for Telegram's command menu, in display order."""
@@ -95,6 +106,10 @@ class TelegramSettings:
     chat_limit: RateLimit | None = CHAT_LIMIT
     group_limit: RateLimit | None = GROUP_LIMIT
     """Telegram's flood limits, paced by the gateway (``None``: not paced)."""
+    charges: Charges = TELEGRAM_CHARGES
+    """Which calls each of the three limits counts."""
+    pace_clock: PaceClock = MONOTONIC
+    """The clock the limits are measured on (a test's clock in tests)."""
 
 
 def inline_keyboard(buttons: ButtonRows) -> InlineKeyboardMarkup | None:
@@ -149,6 +164,8 @@ class TelegramAdapter:
             bot_limit=self.settings.bot_limit,
             chat_limit=self.settings.chat_limit,
             group_limit=self.settings.group_limit,
+            charges=self.settings.charges,
+            pace_clock=self.settings.pace_clock,
         )
         self.bot = self._build_bot(token)
         install_log_filter()

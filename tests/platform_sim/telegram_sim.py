@@ -51,7 +51,8 @@ included, is 401 Unauthorized; a poll in flight is answered 401 too);
 ``await sim.drop_connection()`` resets every in-flight getUpdates (or, with none in flight,
 the next one; PTB then retries after ~1 s); flood control:
 ``sim.flood = FloodLimits(per_chat=3, window=1.0, retry_after=0.2)`` (default 20 per chat and
-30 in all per second, over which sends and edits get 429 with ``parameters.retry_after``).
+30 in all per second, over which sends and edits get 429 with ``parameters.retry_after``),
+measured on ``sim.clock`` (``time.monotonic``; the gateway harness gives it its test clock).
 ``TelegramSim(privacy_mode=True)`` delivers only commands, @mentions of the bot and replies
 to it from groups (the message still appears in ``messages(chat)``, with no ``event_id``).
 Files: sendDocument/sendPhoto (multipart) are kept in ``sim.files``; getFile and the
@@ -413,7 +414,7 @@ class TelegramSim(SimServer):
 
     def check_flood(self, chat_id: int) -> None:
         """Count one send/edit to ``chat_id``; 429 when a flood limit is exceeded."""
-        now, limits = time.monotonic(), self.flood
+        now, limits = self.clock(), self.flood
         self._sends = [(c, t) for c, t in self._sends if now - t < limits.window]
         in_chat = [t for c, t in self._sends if c == chat_id]
         for recent, limit in (

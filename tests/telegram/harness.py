@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from adapters.base import InboundEvent
+from adapters.base import InboundEvent, PaceClock
 from adapters.session_keys import session_key
 from adapters.telegram import PollSettings, TelegramAdapter, TelegramSettings
 from core.agent.profile import AgentProfile, BusyPolicy
@@ -32,6 +32,7 @@ from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService
 from tests.platform_sim.base import SimMessage
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
+from tests.support.clock import TestClock
 from tests.support.model_server import ScriptedModelServer
 
 T = TypeVar("T")
@@ -100,6 +101,18 @@ class GatewaySetup:
     retry: RetryPolicy | None = None
     telegram: Mapping[str, Any] = field(default_factory=dict)
     """More ``TelegramSettings`` (e.g. its flood limits, scaled to the simulator's)."""
+    clock: PaceClock | None = None
+    """The clock the flood limits are paced on; ``None``: a :class:`TestClock` the
+    simulator shares (no test waits for a flood window)."""
+
+
+def shared_clock(sim: TelegramSim, wanted: PaceClock | None) -> PaceClock:
+    """``wanted``, or the sim's test clock (made on first use, kept across restarts); the
+    sim's flood windows are measured on the same clock."""
+    owner = getattr(sim.clock, "__self__", None)
+    clock = wanted or (owner if isinstance(owner, TestClock) else TestClock())
+    sim.clock = clock.now
+    return clock
 
 
 class Gateway:
@@ -111,10 +124,12 @@ class Gateway:
     ) -> None:  # fmt: skip
         self.sim, self.store, self.workspace, self.setup = sim, store, workspace, setup
         self.model = OpenAIClient(base_url=models.url, model="scripted", trust_env=False)
+        self.clock = shared_clock(sim, setup.clock)
+        settings = {"edit_interval": setup.edit_interval, "commands": MENU, **setup.telegram}
         self.adapter = TelegramAdapter(
             sim.token,
             store,
-            sim_settings(sim, edit_interval=setup.edit_interval, commands=MENU, **setup.telegram),
+            sim_settings(sim, pace_clock=self.clock, **settings),
             key_rule=session_key,
             update_settled=self._update_settled,
         )

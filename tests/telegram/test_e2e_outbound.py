@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from adapters.base import RateLimit
+from adapters.base import MONOTONIC, Charges, RateLimit
 from core.store.sqlite import SqliteStore
 from gateway.progress import ProgressConfig
 from tests.platform_sim.base import SimError, SimMessage
@@ -195,10 +195,14 @@ async def test_a_progress_delete_stuck_behind_the_budget_never_delays_the_next_t
     model_server.script(
         reply_tool_call("read_file", {"path": "a.txt"}), reply_text("first"), reply_text("second")
     )
-    # three calls in the chat per 30 s: typing, the progress message and the reply
-    stuck = {"chat_limit": RateLimit(3, 30.0), "bot_limit": None, "group_limit": None}
+    # two calls in the chat per 30 s, deletes counted: the progress message and the reply;
+    # on the real clock, so the 30 s are never skipped (and never waited for)
+    stuck = {
+        "chat_limit": RateLimit(2, 30.0), "bot_limit": None, "group_limit": None,
+        "charges": Charges(chat=frozenset({"send", "delete"})),
+    }  # fmt: skip
     long_turns = ProgressConfig(mode="all", becomes_reply=True, new_message_after=0.0)
-    run = await gateway(progress=long_turns, telegram=stuck)
+    run = await gateway(progress=long_turns, telegram=stuck, clock=MONOTONIC)
     await telegram_sim.user_says(ALICE.id, "one")
     await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "first")
     await run.idle(f"telegram:dm:{ALICE.id}")

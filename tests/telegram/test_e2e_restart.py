@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from adapters.base import MONOTONIC
 from core.store.sqlite import SqliteStore
 from tests.platform_sim.base import SimError
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
@@ -73,7 +74,7 @@ async def test_a_reply_cut_off_by_shutdown_is_sent_after_the_restart_exactly_onc
 ) -> None:
     model_server.script(reply_text(ANSWER), reply_text(ANSWER))
     telegram_sim.fail_next("sendMessage", SimError.rate_limit(50), times=20)
-    first_run = await gateway()
+    first_run = await gateway(clock=MONOTONIC)  # a test clock would skip the 50 s wait
     said = await telegram_sim.user_says(ALICE.id, "what is 6 x 7?")
     await telegram_sim.wait_for(lambda: telegram_sim.calls_to("sendMessage"))
     await first_run.stop()  # the turn completed, but its reply never went out

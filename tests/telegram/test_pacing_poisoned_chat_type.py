@@ -4,14 +4,15 @@ is not one the Bot API defines is a dead letter and changes nothing about its ch
 The adapter declares a group budget of one call per hour and no other limit, so a chat
 paced as a group gets one call and then waits: no test waits on it — a DM's replies
 arriving at all shows the DM was not paced as a group, and the group control test sees
-its second call waiting in the scheduler."""
+its second call waiting in the scheduler. The budget is paced on the real clock (a test
+clock would skip the hour and hide a DM wrongly paced as a group)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from adapters.base import RateLimit
+from adapters.base import MONOTONIC, RateLimit
 from core.store.sqlite import SqliteStore
 from gateway.outbound import OutboundScheduler, ScheduledAdapter
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
@@ -63,7 +64,7 @@ async def test_a_dm_after_poisoned_chat_types_is_still_paced_as_a_dm(
     store: SqliteStore,
 ) -> None:
     model_server.script(*[reply_text(f"answer {n}") for n in range(REPLIES + 1)])
-    run = await gateway(telegram=ONE_PER_HOUR)
+    run = await gateway(telegram=ONE_PER_HOUR, clock=MONOTONIC)
     await ask(telegram_sim, ALICE.id, "before", "answer 0")
     poisons = [await telegram_sim.push_raw(poisoned_dm(kind)) for kind in POISONED_TYPES]
     ids = [p.update_id for p in poisons]
@@ -89,7 +90,7 @@ async def test_a_group_with_the_same_budget_is_paced_as_a_group(
     """The control: the budget above binds in a real group (its second reply waits)."""
     model_server.script(reply_text("group answer 1"), reply_text("group answer 2"))
     telegram_sim.add_group(GROUP)
-    run = await gateway(telegram=ONE_PER_HOUR)
+    run = await gateway(telegram=ONE_PER_HOUR, clock=MONOTONIC)
     scheduler = scheduler_of(run)
     await ask(telegram_sim, GROUP, "@test_bot one", "group answer 1")
     await telegram_sim.user_says(GROUP, "@test_bot two", user=ALICE)
