@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-REPLACEMENT = "\ufffd"
-
 
 def valid_text(text: str) -> str:
     """``text`` unchanged if it encodes as UTF-8; otherwise with its surrogates repaired."""

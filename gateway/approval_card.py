@@ -44,7 +44,7 @@ from gateway.chat_commands import short_id
 from gateway.chats import ChatDirectory, Place
 from gateway.commands import approval_payload, choice_payload
 from gateway.outbound import Priority, at
-from gateway.rate_limits import Sleep, with_rate_limits
+from gateway.rate_limits import MAX_ATTEMPTS, Sleep, with_rate_limits
 from gateway.redact import preview, redact, shorten
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 ARGUMENT_PREVIEW = 300
 CHOICE_LABEL = 60
-ATTEMPTS = 5
 CANCELLED = "⏹ Cancelled"
 RESTART_NOTICE = f"{CANCELLED} — the gateway restarted before this was answered; it did not run"
 WITHDRAW_SECONDS = 5.0
@@ -74,7 +73,7 @@ class ChatApprover:
 
     def _with_rate_limits(self, call: Callable[[], Awaitable[T]], chat: ChatRef) -> Awaitable[T]:
         return with_rate_limits(
-            call, attempts=ATTEMPTS, sleep=self._sleep, chat=chat, what="approval card"
+            call, attempts=MAX_ATTEMPTS, sleep=self._sleep, chat=chat, what="approval card"
         )
 
     async def present(self, request: ApprovalRequest) -> None:

@@ -56,11 +56,10 @@ from adapters.base import (
 from core.redaction import redact
 from core.store.base import OutboxChunk, Store, StoreError
 from gateway.outbound import Priority, at
-from gateway.rate_limits import MAX_RETRY_AFTER, Sleep, with_rate_limits
+from gateway.rate_limits import MAX_ATTEMPTS, MAX_RETRY_AFTER, Sleep, with_rate_limits
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_ATTEMPTS = 8
 TYPING_INTERVAL = 4.0
 TYPING_DELAY = 1.0
 """A turn that answers within this many seconds shows no "typing…" (one call saved)."""
@@ -74,7 +73,7 @@ class Delivery:
         self,
         *,
         sleep: Sleep = asyncio.sleep,
-        attempts: int = DEFAULT_ATTEMPTS,
+        attempts: int = MAX_ATTEMPTS,
         store: Store | None = None,
     ) -> None:
         self._sleep = sleep

@@ -41,8 +41,6 @@ to a result, possibly an error), ``blocked`` (a policy refused it), ``denied`` o
 ``requested`` or ``awaiting_approval`` never ran; one left ``started`` has an unknown
 outcome."""
 
-OPEN_TOOL_CALL_STATES: tuple[ToolCallStatus, ...] = ("requested", "awaiting_approval", "started")
-
 
 class StoreError(Exception):
     """The store cannot be opened or used (not SQLite, newer schema, corrupt)."""
