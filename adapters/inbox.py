@@ -8,10 +8,10 @@ One :class:`DurableInbox` serves every platform; what differs is data — an
     (unreadable, or refused by the store max_attempts times) --> dead letter (never queued)
 
     processing --handled, nothing delivered (event None)---------> done
-               --handled, settled True (or a button press)-------> done
-               --handled, settled False--------------------------> processing (replays)
+               --handled, its receipt says True------------------> done
+               --handled, its receipt says False-----------------> processing (replays)
                --delivery cancelled (close)----------------------> processing (replays)
-               --the handle or the settle wait raised------------> failed (+ dead letter)
+               --the handle raised-------------------------------> failed (+ dead letter)
 
     pending | processing --replay on start--> processing again
                          (unreadable payload: failed + dead letter; nothing for us: done)
@@ -20,10 +20,11 @@ Only after :meth:`DurableInbox.accept` returns may the caller let the platform c
 the item received (advance an offset, answer 200, acknowledge an envelope). A duplicate id
 (a redelivery after a restart, a retried POST) is refused by the store and never delivered
 twice. Each item is handed over in its own tracked task, started in arrival order, so a
-long-running sink call never blocks a later ``/stop``. An item is marked done once the
-handle returned *and*, when a :data:`SettleWait` was given, the turn it started has
-delivered its reply (``GatewayService.update_settled``): an item whose turn a shutdown cut
-short replays next run, one answered before a restart never runs again. The sink (the
+long-running sink call never blocks a later ``/stop``. The event handed over carries its
+:class:`~adapters.receipt.Receipt`; the item is marked done once the handle returned *and* the
+receipt says True — at once for what the sink handled whole (a command, a press, a folded
+or refused message), after the reply's delivery for a turn: an item whose turn a shutdown
+cut short replays next run, one answered before a restart never runs again. The sink (the
 gateway's Router) answers its own failures in the chat and never raises, so ``failed`` is
 for items whose handling raised anyway.
 
@@ -72,16 +73,10 @@ STORABLE_INTEGERS = range(-(2**63), 2**63)
 Taken = Literal["stored", "known", "quarantined"]
 Notify = Callable[[ChatRef], Awaitable[None]]
 """Send the storage notice to one chat (errors are the callee's to log, never raised)."""
-SettleWait = Callable[[str, str], Awaitable[bool]]
-"""``(session_key, update_id)``: wait until the work *this* item started is over — its own
-turn's reply delivered, or at once when it started none (a command). True when it ran to
-its end; False when a shutdown cut it short (the item then stays unfinished).
-``GatewayService.update_settled`` is one."""
-
 Item = TypeVar("Item")
 Handle = Callable[[Item], Awaitable[InboundEvent | None]]
 """Hand one stored item to the gateway (the sink); returns the event it delivered, whose
-settling is then waited for, or None when there was nothing to deliver (done at once)."""
+receipt is then awaited, or None when there was nothing to deliver (done at once)."""
 Activity = Callable[[Item, bool], None]
 """Told ``(item, True)`` when its delivery starts and ``(item, False)`` when it is over."""
 
@@ -255,13 +250,12 @@ class DurableInbox(Generic[Item]):
         form: ItemFormat[Item],
         handle: Handle[Item],
         *,
-        settled: SettleWait | None = None,
         notify: Notify | None = None,
         activity: Activity[Item] | None = None,
         max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
         self.store, self.form, self.handle = store, form, handle
-        self.settled, self.activity = settled, activity
+        self.activity = activity
         self.intake = Intake(store, form.platform, notify, max_attempts)
         """Quarantine and storage outages (``notify`` tells a chat the store is out)."""
         self._deliveries = TaskSet(_log)
@@ -332,7 +326,7 @@ class DurableInbox(Generic[Item]):
             self.activity(item, True)
         try:
             event = await self.handle(item)
-            if event is not None and not await self._settle(event):
+            if event is not None and not await _handled(event):
                 _log.info("%s: work cut short; replays next run", self._name(item_id))
                 return
         except Exception as exc:
@@ -343,11 +337,6 @@ class DurableInbox(Generic[Item]):
             if self.activity is not None:
                 self.activity(item, False)
         await self._mark(item_id, state)
-
-    async def _settle(self, event: InboundEvent) -> bool:
-        if event.kind == "button" or self.settled is None:
-            return True
-        return await self.settled(str(event.session_key), event.update_id)
 
     async def _mark(self, item_id: str, state: InboundState) -> None:
         try:
@@ -363,3 +352,9 @@ class DurableInbox(Generic[Item]):
 
     def _name(self, item_id: str) -> str:
         return f"{self.form.platform} {self.form.noun} {item_id}"
+
+
+async def _handled(event: InboundEvent) -> bool:
+    """Whether ``event``'s handling ran to its end: its receipt, once the sink returned."""
+    event.receipt.sink_returned()
+    return await event.receipt.wait()

@@ -10,7 +10,7 @@ platform. :func:`register` adds one at run time (plugins, tests).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,17 +29,12 @@ BUILT_IN = {
 
 @dataclass(frozen=True, slots=True)
 class AdapterContext:
-    """What the gateway hands an adapter factory: the store (for the durable inbox), the
-    chat commands to publish, and the service's answer to "is this update settled"."""
+    """What the gateway hands an adapter factory: the store (for the durable inbox) and the
+    chat commands to publish. When an item is handled the event's own receipt says
+    (:class:`adapters.base.Receipt`)."""
 
     store: Store
     commands: tuple[tuple[str, str], ...] = ()
-    update_settled: UpdateSettled | None = None
-
-
-UpdateSettled = Callable[[str, str], Awaitable[bool]]
-"""``(session_key, update_id)`` → True once the turn that update started has answered
-(False: a shutdown cut it short, so the update must replay)."""
 
 
 AdapterFactory = Callable[[Any, AdapterContext], Adapter]

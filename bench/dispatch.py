@@ -73,7 +73,7 @@ async def _dispatch(sizes: Sizes) -> Tally:
         started = time.perf_counter()
         for round_number in range(sizes.dispatch_messages):
             for key in keys:
-                await _submit(dispatcher, key, f"message {round_number} to {key}", tally)
+                _submit(dispatcher, key, f"message {round_number} to {key}", tally)
         await asyncio.wait_for(tally.done.wait(), FINISH_SECONDS)
         for key in keys:
             await dispatcher.wait_idle(key)
@@ -84,9 +84,9 @@ async def _dispatch(sizes: Sizes) -> Tally:
     return tally
 
 
-async def _submit(dispatcher: Dispatcher, key: str, text: str, tally: Tally) -> None:
+def _submit(dispatcher: Dispatcher, key: str, text: str, tally: Tally) -> None:
     message = UserMessage(text, "bench")
     tally.submitted[message] = time.perf_counter()
-    outcome = await dispatcher.submit(key, message)
+    outcome = dispatcher.submit(key, message)
     if outcome.kind not in ("started", "queued"):
         raise RuntimeError(f"{key}: submit was {outcome.kind}")

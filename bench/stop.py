@@ -48,7 +48,7 @@ async def _round(rig: Engine, key: str) -> float:
     stop_round = StopRound()
     dispatcher = Dispatcher(rig.agent.run_turn, on_result=stop_round.observe)
     try:
-        await dispatcher.submit(key, UserMessage("/hang on", "bench"))
+        dispatcher.submit(key, UserMessage("/hang on", "bench"))
         await asyncio.wait_for(rig.host.held.get(), WAIT_SECONDS)
         began = time.perf_counter()
         dispatcher.stop(key)

@@ -1,8 +1,8 @@
 """The Dispatcher: one running turn per session key, and a control plane that never waits.
 
-``submit(key, message)`` returns at once with a :class:`SubmitOutcome`; the turn runs in a
-per-key worker task. While a key is busy, a new message is handled by that key's
-:data:`~core.agent.profile.BusyPolicy`:
+``submit(key, message)`` is a plain call: it starts, queues or folds in the message and
+returns a :class:`SubmitOutcome` at once; the turn runs in a per-key worker task. While a
+key is busy, a new message is handled by that key's :data:`~core.agent.profile.BusyPolicy`:
 
 * ``queue`` — FIFO, capped at ``queue_limit``; each message becomes its own turn;
 * ``interrupt`` — the running turn is stopped with reason ``interrupted_by_user`` and the
@@ -41,6 +41,16 @@ a ``failed``/``crashed`` :class:`TurnResult` (empty ``turn_id``; one that raises
 ``Cancelled`` is reported ``interrupted``/``cancelled``); the key is released and the next
 queued message runs. ``wait_idle(key)`` waits for a key to drain; ``aclose()`` stops every
 turn (reason ``shutdown``), drops the queues and waits (time-boxed) for the workers.
+
+**Handled.** Every outcome carries ``handled``, a future that says how the message ended —
+what a durable inbox waits for before it marks the inbound item done (the gateway hands it
+to the event's receipt, ``docs/architecture.md`` §3 step 10)::
+
+    True   its turn ran and ``on_result`` returned (its reply delivered, or suppressed),
+           it was folded into the running turn (steered), refused as the queue was full,
+           or dropped from the queue by ``stop`` — handled for good, never replayed
+    False  a shutdown cut it short: refused while shutting down, dropped by ``aclose``,
+           its turn interrupted by ``aclose``, or ``on_result`` raised or was cancelled
 """
 
 from __future__ import annotations
@@ -78,6 +88,9 @@ SubmitKind = Literal[
     "rejected_shutting_down",
 ]
 
+OWN_TURN = frozenset({"started", "queued", "interrupted_and_queued"})
+"""Submit outcomes after which the message runs as its own turn."""
+
 SHUTDOWN_GRACE_SECONDS = 5.0
 """How long ``aclose`` lets stopped turns finish before cancelling their workers."""
 
@@ -87,6 +100,8 @@ class SubmitOutcome:
     kind: SubmitKind
     position: int = 0
     """1-based place in the queue for ``queued`` / ``interrupted_and_queued``; else 0."""
+    handled: asyncio.Future[bool] | None = field(default=None, compare=False, repr=False)
+    """How the message ended (module docstring, "Handled"); always set by ``submit``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +132,24 @@ class SessionStatus:
     sender_name: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A message waiting for (or running) its turn, and the future of how it ended (none
+    for a leftover: nobody waits for it)."""
+
+    message: UserMessage
+    handled: asyncio.Future[bool] | None = None
+
+    def settle(self, handled: bool) -> None:
+        if self.handled is not None and not self.handled.done():
+            self.handled.set_result(handled)
+
+
 @dataclass(slots=True)
 class _Lane:
     """Everything the Dispatcher holds for one busy key; dropped when the key goes idle."""
 
-    queue: deque[UserMessage] = field(default_factory=deque)
+    queue: deque[_Entry] = field(default_factory=deque)
     control: TurnControl | None = None
     since: float | None = None
     running: UserMessage | None = None
@@ -131,17 +159,20 @@ class _Lane:
     """How many messages at the front of ``queue`` jumped the backlog (interrupters,
     leftovers); the next one goes right behind them."""
 
-    def push_front(self, message: UserMessage) -> int:
-        """Queue ``message`` behind the other urgent ones; its 1-based position."""
-        self.queue.insert(self.urgent, message)
+    def push_front(self, entry: _Entry) -> int:
+        """Queue ``entry`` behind the other urgent ones; its 1-based position."""
+        self.queue.insert(self.urgent, entry)
         self.urgent += 1
         return self.urgent
 
-    def pop(self) -> UserMessage:
+    def pop(self) -> _Entry:
         self.urgent = max(0, self.urgent - 1)
         return self.queue.popleft()
 
-    def clear(self) -> None:
+    def clear(self, handled: bool) -> None:
+        """Drop the queue; each dropped message ended ``handled`` (``stop``: True)."""
+        for entry in self.queue:
+            entry.settle(handled)
         self.queue.clear()
         self.urgent = 0
 
@@ -168,57 +199,69 @@ class Dispatcher:
         self._closing = False
 
     # submitting ----------------------------------------------------------------
-    async def submit(
+    def submit(
         self, session_key: str, message: UserMessage, *, policy: BusyPolicy | None = None
     ) -> SubmitOutcome:
-        """Start, queue or fold in ``message``; never waits for a turn.
+        """Start, queue or fold in ``message`` and return at once (call it from the event
+        loop); the outcome's ``handled`` resolves when the message has ended.
 
         ``policy`` overrides the session's busy policy for this message (``/queue`` forces
         ``"queue"`` whatever the profile says).
         """
+        entry = _Entry(message, asyncio.get_running_loop().create_future())
+        outcome = self._place(session_key, entry, policy)
+        if outcome.kind not in OWN_TURN:
+            entry.settle(outcome.kind != "rejected_shutting_down")
+        return SubmitOutcome(outcome.kind, outcome.position, entry.handled)
+
+    def _place(self, session_key: str, entry: _Entry, policy: BusyPolicy | None) -> SubmitOutcome:
         if self._closing:
             return SubmitOutcome("rejected_shutting_down")
         lane = self._lanes.get(session_key)
         if lane is None:
-            self._start(session_key, message)
+            self._start(session_key, entry)
             return SubmitOutcome("started")
         policy = policy or self._policy(session_key)
         running = _live(lane.control)
         if policy == "steer" and running is not None:
-            running.steer(message.text)
+            running.steer(entry.message.text)
             return SubmitOutcome("steered")
         if len(lane.queue) >= self._limit(session_key):
             return SubmitOutcome("rejected_queue_full")
         if policy == "interrupt":
-            position = lane.push_front(message)
+            position = lane.push_front(entry)
             if running is None:
                 return SubmitOutcome("queued", position)
             running.stop("interrupted_by_user")
             return SubmitOutcome("interrupted_and_queued", position)
-        lane.queue.append(message)
+        lane.queue.append(entry)
         return SubmitOutcome("queued", len(lane.queue))
 
-    def _start(self, session_key: str, message: UserMessage) -> None:
+    def _start(self, session_key: str, entry: _Entry) -> None:
         lane = _Lane()
         self._lanes[session_key] = lane
-        work = self._work(session_key, lane, message)
+        work = self._work(session_key, lane, entry)
         lane.worker = self._workers.spawn(work, name=f"dispatcher:{session_key}")
 
     # the worker ------------------------------------------------------------------
-    async def _work(self, session_key: str, lane: _Lane, first: UserMessage) -> None:
-        message: UserMessage | None = first
+    async def _work(self, session_key: str, lane: _Lane, first: _Entry) -> None:
+        entry: _Entry | None = first
         try:
-            while message is not None:
-                result = await self._run_one(session_key, lane, message)
-                await self._deliver(session_key, message, result)
-                message = self._next(lane)
+            while entry is not None:
+                result = await self._run_one(session_key, lane, entry.message)
+                delivered = await self._deliver(session_key, entry.message, result)
+                cut_short = self._closing and result.status == "interrupted"
+                entry.settle(delivered and not cut_short)
+                entry = self._next(lane)
         finally:
+            if entry is not None:
+                entry.settle(False)  # the worker was cancelled mid-turn or mid-delivery
             # No await between the empty-queue check and eviction: a concurrent submit
             # either landed in the queue (and was taken) or finds the key absent.
             if self._lanes.get(session_key) is lane:
                 del self._lanes[session_key]
 
-    def _next(self, lane: _Lane) -> UserMessage | None:
+    def _next(self, lane: _Lane) -> _Entry | None:
         if self._closing or not lane.queue:
             return None
         return lane.pop()
@@ -249,15 +292,18 @@ class Dispatcher:
         if self._closing or stopped:
             logger.info("%s: dropped an undelivered steer/redirect (turn stopped)", session_key)
             return
-        lane.push_front(UserMessage(text, message.sender_id, message.sender_name))
+        lane.push_front(_Entry(UserMessage(text, message.sender_id, message.sender_name)))
 
-    async def _deliver(self, session_key: str, message: UserMessage, result: TurnResult) -> None:
+    async def _deliver(self, session_key: str, message: UserMessage, result: TurnResult) -> bool:
+        """Hand ``result`` to ``on_result``; False when it raised (the reply not delivered)."""
         if self._on_result is None:
-            return
+            return True
         try:
             await self._on_result(session_key, message, result)
         except Exception:
             logger.exception("on_result for %s failed; reply not delivered", session_key)
+            return False
+        return True
 
     # control plane (never queued) ------------------------------------------------
     def stop(self, session_key: str) -> StopOutcome:
@@ -271,7 +317,7 @@ class Dispatcher:
         queued = len(lane.queue)
         clears = self._stop_clears_queue(session_key)
         if clears:
-            lane.clear()
+            lane.clear(handled=True)
         stopped = lane.control is not None
         if lane.control is not None:
             lane.control.stop("cancelled")
@@ -333,7 +379,7 @@ class Dispatcher:
         """
         self._closing = True
         for lane in self._lanes.values():
-            lane.clear()
+            lane.clear(handled=False)
             if lane.control is not None:
                 lane.control.stop("shutdown")
         await self._workers.aclose(grace)

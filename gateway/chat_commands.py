@@ -24,7 +24,6 @@ from core.store.base import Store
 from gateway.access import user_of
 from gateway.chats import ChatDirectory
 from gateway.commands import canonical, help_text, stop_payload
-from gateway.ledger import TurnLedger
 from gateway.messages import (
     APPROVED,
     DENIED,
@@ -40,6 +39,7 @@ from gateway.messages import (
     unknown_command,
     usage,
 )
+from gateway.stopped_turns import StoppedTurns
 
 logger = logging.getLogger(__name__)
 
@@ -76,11 +76,11 @@ class ChatCommands:
         approvals: Approvals,
         store: Store,
         submit: SubmitText,
-        ledger: TurnLedger,
+        stopped: StoppedTurns,
         directory: ChatDirectory,
     ) -> None:
         self._dispatcher, self._approvals, self._store = dispatcher, approvals, store
-        self._submit, self._ledger, self._directory = submit, ledger, directory
+        self._submit, self._stopped, self._directory = submit, stopped, directory
 
     async def run(self, event: InboundEvent) -> Reply:
         name = canonical(event.command or "")
@@ -111,7 +111,7 @@ class ChatCommands:
         turn_id = self._dispatcher.status(key).turn_id
         outcome = self._dispatcher.stop(key)
         if outcome and turn_id:
-            self._ledger.stop_acknowledged(turn_id)
+            self._stopped.acknowledge(turn_id)
         return outcome
 
     async def _cmd_new(self, event: InboundEvent, key: str, args: str) -> Reply:
@@ -243,8 +243,8 @@ class StopButtons:
     approver of the session may press it; the stopped turn's reply is suppressed as after
     ``/stop``."""
 
-    def __init__(self, dispatcher: Dispatcher, approvals: Approvals, ledger: TurnLedger) -> None:
-        self._dispatcher, self._approvals, self._ledger = dispatcher, approvals, ledger
+    def __init__(self, dispatcher: Dispatcher, approvals: Approvals, stopped: StoppedTurns) -> None:
+        self._dispatcher, self._approvals, self._stopped = dispatcher, approvals, stopped
         self._targets: BoundedMap[str, _StopTarget] = BoundedMap(REMEMBERED_STOPS)
 
     def register(self, session_key: str, control: TurnControl, requester: str | None) -> str:
@@ -277,6 +277,6 @@ class StopButtons:
         outcome = self._dispatcher.stop(target.session_key)
         if not outcome:
             return NO_LONGER_VALID
-        self._ledger.stop_acknowledged(turn_id)
+        self._stopped.acknowledge(turn_id)
         self.forget(stop_id)
         return stopped(outcome)

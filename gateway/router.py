@@ -12,6 +12,11 @@ plane* and acts at once, never queued behind a running turn: ``/stop``, ``/steer
 * A button press is answered (``adapter.answer_button``) exactly once, whatever happens.
 * A message queued behind a running turn is acknowledged ("⏳ Queued …"), at most once
   per ``ack_interval`` seconds per session.
+* Receipts: an event that becomes a turn hands its :class:`~adapters.receipt.Receipt` the
+  turn's ``handled`` outcome (:class:`core.dispatcher.SubmitOutcome`): True once the reply
+  was delivered, False when a shutdown cut it short. Anything else — a command, a press,
+  a folded or refused message, a stranger's — is handled whole when the router returns,
+  and its receipt is settled True then (``docs/architecture.md`` §3 step 10).
 """
 
 from __future__ import annotations
@@ -39,7 +44,6 @@ from gateway.commands import (
     parse_press,
 )
 from gateway.delivery import Delivery
-from gateway.ledger import TurnLedger, origin_of
 from gateway.messages import (
     ACKS,
     NO_LONGER_VALID,
@@ -48,13 +52,12 @@ from gateway.messages import (
     STRANGER,
     stopped,
 )
+from gateway.stopped_turns import StoppedTurns
 
 logger = logging.getLogger(__name__)
 
 ACK_INTERVAL = 30.0
 MAX_ACK_KEYS = 10_000
-OWN_TURN = frozenset({"started", "queued", "interrupted_and_queued"})
-"""Submit outcomes after which the message runs as its own turn."""
 
 
 class Router:
@@ -67,17 +70,17 @@ class Router:
         access: AccessControl,
         directory: ChatDirectory,
         delivery: Delivery,
-        ledger: TurnLedger,
+        stopped: StoppedTurns,
         ack_interval: float = ACK_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._dispatcher, self._approvals = dispatcher, approvals
         self._access, self._directory = access, directory
-        self._delivery, self._ledger = delivery, ledger
+        self._delivery = delivery
         self._commands = ChatCommands(
-            dispatcher, approvals, store, self.submit_text, ledger, directory
+            dispatcher, approvals, store, self.submit_text, stopped, directory
         )
-        self.stop_buttons = StopButtons(dispatcher, approvals, ledger)
+        self.stop_buttons = StopButtons(dispatcher, approvals, stopped)
         """The Stop buttons of running turns' progress messages."""
         self._ack_interval, self._clock = ack_interval, clock
         self._last_ack: dict[str, float] = {}
@@ -93,11 +96,14 @@ class Router:
         return command_menu()
 
     async def __call__(self, event: InboundEvent) -> None:
-        """The adapter's sink. Never raises: a failure is logged and the adapter goes on."""
+        """The adapter's sink. Never raises: a failure is logged and the adapter goes on.
+        The event's receipt is settled as it returns, unless a turn took it over."""
         try:
             await self._route(event)
         except Exception:
             logger.exception("event %s:%s could not be handled", event.platform, event.update_id)
+        finally:
+            event.receipt.sink_returned()
 
     async def _route(self, event: InboundEvent) -> None:
         if event.kind == "button":
@@ -131,19 +137,18 @@ class Router:
     ) -> Reply:
         """Start (or queue) a turn with ``text``; acknowledges a queued message itself.
 
-        The message carries ``event``'s origin; when it starts no turn of its own (folded
-        into the running one, or refused) that origin is settled at once."""
+        The message carries ``event``'s origin (``"<platform>:<update id>"``, how a replay
+        finds what it stored); ``event``'s receipt follows how the message ends."""
         if not text.strip():
             return None
-        origin = origin_of(event.platform, event.update_id)
+        origin = f"{event.platform}:{event.update_id}"
         message = UserMessage(
             text, sender_id=user_of(event), sender_name=event.sender.name, origin=origin
         )
         key = str(event.session_key)
-        self._ledger.expect(origin)
-        outcome = await self._dispatcher.submit(key, message, policy=policy)
-        if outcome.kind not in OWN_TURN:
-            self._ledger.settle(origin, outcome.kind != "rejected_shutting_down")
+        outcome = self._dispatcher.submit(key, message, policy=policy)
+        if outcome.handled is not None:
+            event.receipt.follow(outcome.handled)
         await self._acknowledge(event, key, outcome)
         return None
 

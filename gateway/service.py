@@ -12,7 +12,7 @@ it from the configuration. Composed by hand, the service first, then its adapter
             progress=ProgressConfig(mode="all"),
         ),
     )
-    service.attach(TelegramAdapter(token, store, update_settled=service.update_settled))
+    service.attach(TelegramAdapter(token, store))
     await service.start()      # recover what a previous run left, adapter.start(router)
     ...
     await service.stop()       # turns stopped, approvals cancelled, adapters stopped
@@ -25,11 +25,11 @@ it from the configuration. Composed by hand, the service first, then its adapter
 * Requesters and approvers are compared platform-qualified (``"telegram:12345"``, see
   :func:`gateway.access.qualified`): ``approvers`` holds bare ids per platform and the
   service qualifies them, so an id configured for one platform approves only there.
-* ``service.update_settled(session_key, update_id)`` waits until the turn that update
-  started has delivered its reply (True), or was cut short by shutdown — the turn, or the
-  delivery of its reply (False); an update that started no turn (a command) is settled at
-  once. An adapter with a durable inbox marks the update done only after True, and
-  replays it otherwise.
+* Each event carries a :class:`~adapters.receipt.Receipt`, settled True once the turn it
+  started has delivered its reply (or at once when it started none: a command), False
+  when a shutdown cut it short — the turn, or the delivery of its reply. An adapter with a
+  durable inbox awaits it and marks the update done only after True, and replays it
+  otherwise.
 * Replies, progress edits, approval cards and notices come back through the adapter's
   ``send``/``edit``/``delete``/``answer_button``/``typing`` with text in
   ``capabilities.markup`` (or ``markup=False`` for plain text); limits and paces are read
@@ -54,7 +54,6 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
 
 from adapters.base import Adapter, SentMessage
 from adapters.session_keys import parse_session_key
@@ -74,10 +73,10 @@ from gateway.access import AccessControl, AccessPolicy, qualified
 from gateway.approval_card import ChatApprover
 from gateway.chats import ChatDirectory
 from gateway.delivery import TYPING_DELAY, TYPING_INTERVAL, Delivery, Typing
-from gateway.ledger import TurnLedger, origin_of
 from gateway.live_text import live_reply
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.router import Router
+from gateway.stopped_turns import StoppedTurns
 
 logger = logging.getLogger(__name__)
 
@@ -157,8 +156,7 @@ class GatewayService:
         sleep = pacing.sleep
         self._views: dict[str, ProgressView] = {}
         self._answered: deque[str] = deque(maxlen=REMEMBERED_TURNS)
-        self.ledger = TurnLedger()
-        self._stopping = False
+        self.stopped_turns = StoppedTurns()
         self.directory = ChatDirectory(list(adapters))
         self.approver = ChatApprover(self.directory, sleep=sleep, store=store)
         self.approvals = Approvals(
@@ -202,7 +200,7 @@ class GatewayService:
             access=AccessControl(_with_approvers(access, self._approvers)),
             directory=self.directory,
             delivery=self.delivery,
-            ledger=self.ledger,
+            stopped=self.stopped_turns,
             clock=self._clock,
         )
 
@@ -231,37 +229,8 @@ class GatewayService:
             )
         return cancelled
 
-    async def update_settled(self, session_key: str, update_id: str) -> bool:
-        """Wait until the turn inbound update ``update_id`` started is over.
-
-        True when its reply was delivered — or at once when it started no turn (a
-        command, a message folded into the running turn); False when a shutdown cut its
-        turn short (an adapter then leaves the update unfinished, to replay it). A queued
-        message dropped by ``/stop`` counts as handled.
-        """
-        origin = origin_of(parse_session_key(session_key).platform, update_id)
-        outcome = self.ledger.outcome(origin)
-        if outcome is None:
-            return True
-        try:
-            await self._first_of(outcome, session_key)
-        finally:
-            self.ledger.forget(origin)
-        return outcome.result() if outcome.done() else not self._stopping
-
-    async def _first_of(self, outcome: asyncio.Future[bool], session_key: str) -> None:
-        """Wait for ``outcome``, or for the session to go idle without it (dropped)."""
-        idle = asyncio.create_task(self.dispatcher.wait_idle(session_key), name="settle-idle")
-        try:
-            waits: set[asyncio.Future[Any]] = {outcome, idle}
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            idle.cancel()
-            await asyncio.wait({idle})
-
     async def stop(self) -> None:
         """Stop turns (pending approvals end as cancelled), settle cards, stop adapters."""
-        self._stopping = True
         await self.dispatcher.aclose()
         await self.approvals.aclose()
         for view in list(self._views.values()):
@@ -350,22 +319,19 @@ class GatewayService:
         return shared and view.message is not None
 
     async def _on_result(self, session_key: str, message: UserMessage, result: TurnResult) -> None:
-        """Deliver the reply, then settle the update: handled only when delivery finished.
+        """Deliver the reply (none after an acknowledged ``/stop``), then close the view.
 
-        A delivery cut off (shutdown cancelled it mid rate-limit wait) or failed settles
-        False, so a durable inbox replays the update rather than losing the reply."""
+        A delivery cut off (shutdown cancelled it mid rate-limit wait) or failed raises, so
+        the message's ``handled`` outcome is False and a durable inbox replays the update
+        rather than losing the reply (:mod:`core.dispatcher`, "Handled")."""
         view = self._views.pop(session_key, None)
-        stopped = self.ledger.was_stopped(result.turn_id)
-        delivered = False
+        stopped = self.stopped_turns.was_stopped(result.turn_id)
         try:
             if stopped:
                 logger.info("turn %s: /stop was acknowledged; its reply suppressed", result.turn_id)
             else:
                 await self._deliver(session_key, result, view)
-            delivered = True
         finally:
-            cut_short = self._stopping and result.status == "interrupted"
-            self.ledger.settle(message.origin, delivered and not cut_short)
             if view is not None:
                 remove = self._progress.becomes_reply and reply_text(result) is not None
                 await view.finish("interrupted" if stopped else result.status, remove=remove)

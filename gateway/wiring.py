@@ -3,7 +3,7 @@
 The only place that knows both the configuration and the constructors. The service is
 built first; then every registered platform (:func:`adapters.platforms.platforms`) whose
 section is enabled builds its adapter from its section and an
-:class:`~adapters.platforms.AdapterContext` holding the service's settle callback, and is
+:class:`~adapters.platforms.AdapterContext` (the store, the command menu), and is
 attached. No module here names a platform: adding one is its package plus its registration
 (``docs/architecture.md`` §6). A configured platform without an adapter yet is named in
 the log, never silently ignored.
@@ -55,9 +55,7 @@ def build_service(
     remember_secrets(config_secrets(config))
     metrics = GatewayMetrics()
     service = GatewayService(_engine(config, store, model, sandboxes, metrics), _chat(config))
-    context = AdapterContext(
-        store=store, commands=tuple(command_menu()), update_settled=service.update_settled
-    )
+    context = AdapterContext(store=store, commands=tuple(command_menu()))
     for adapter in _adapters(config, context):
         service.attach(metrics.count_one(adapter))
     mount_web(service, metrics)

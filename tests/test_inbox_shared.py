@@ -57,13 +57,12 @@ class Platform:
             raise RuntimeError("the sink broke")
         if self.hold:
             await asyncio.Event().wait()  # until cancelled
-        return event_of(note)
-
-    async def settled(self, session_key: str, update_id: str) -> bool:
-        return self.settles
+        event = event_of(note)
+        event.receipt.settle(self.settles)
+        return event
 
     def inbox(self, store: SqliteStore) -> DurableInbox[Note]:
-        return DurableInbox(store, NOTES, self.handle, settled=self.settled)
+        return DurableInbox(store, NOTES, self.handle)
 
 
 async def state_of(store: SqliteStore, item_id: str) -> str | None:

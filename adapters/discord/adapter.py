@@ -91,7 +91,7 @@ from adapters.discord.normalize import (
 )
 from adapters.discord.render import MAX_CONTENT, discord_renderer, escape
 from adapters.health import Health, HealthCell, Supervisor
-from adapters.inbox import STORAGE_NOTICE, DurableInbox, SettleWait, notice_chat
+from adapters.inbox import STORAGE_NOTICE, DurableInbox, notice_chat
 from adapters.session_keys import SessionKeyRule, session_key
 from core.store.base import Store, StoreUnavailable
 from core.tasks import TaskSet
@@ -218,7 +218,6 @@ class DiscordAdapter:
         store: Store,
         settings: DiscordSettings | None = None,
         key_rule: SessionKeyRule = session_key,
-        update_settled: SettleWait | None = None,
         timing: Timing | None = None,
     ) -> None:
         self.token = token
@@ -239,9 +238,7 @@ class DiscordAdapter:
         """Scopes whose slash commands this run synced (0 when the set was unchanged)."""
         self._rate_limits = RateLimitCounter()
         self._sink: EventSink | None = None
-        self._inbox = DurableInbox(
-            store, ENVELOPES, self._handle, settled=update_settled, notify=self._storage_notice
-        )
+        self._inbox = DurableInbox(store, ENVELOPES, self._handle, notify=self._storage_notice)
         self._known = frozenset(name for name, _ in self.settings.commands) | {"reset", "q"}
         self._responders: dict[str, Responder] = {}
         """Slash commands deferred and not yet handed over, by interaction id."""

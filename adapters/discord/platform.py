@@ -62,7 +62,6 @@ def build(section: DiscordSection, context: AdapterContext) -> Adapter:
         context.store,
         settings,
         key_rule=rule,
-        update_settled=context.update_settled,
     )
 
 

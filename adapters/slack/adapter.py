@@ -53,7 +53,7 @@ from adapters.base import (
 )
 from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, Typing
 from adapters.health import Health, HealthCell, Sleep
-from adapters.inbox import STORAGE_NOTICE, SettleWait
+from adapters.inbox import STORAGE_NOTICE
 from adapters.session_keys import SessionKeyRule
 from adapters.slack.blocks import BUTTON_VALUE_LIMIT, message_blocks
 from adapters.slack.errors import platform_errors
@@ -117,7 +117,6 @@ class SlackAdapter:
         store: Store,
         settings: SlackSettings | None = None,
         key_rule: SessionKeyRule = default_session_key,
-        update_settled: SettleWait | None = None,
         *,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
@@ -125,7 +124,7 @@ class SlackAdapter:
         self.sleep = sleep
         """How a Socket Mode reconnection waits out its backoff (tests inject one)."""
         self._health = HealthCell(PLATFORM, time.time)
-        self.store, self.key_rule, self.update_settled = store, key_rule, update_settled
+        self.store, self.key_rule = store, key_rule
         self.capabilities = Capabilities(
             max_text_length=MAX_TEXT,
             length_unit="codepoints",
@@ -174,10 +173,7 @@ class SlackAdapter:
             commands=[name for name, _ in self.settings.commands],
         )
         self._sink = sink
-        self._inbox = SlackInbox(
-            self.store, sink, self._revive, settled=self.update_settled,
-            notify=self._storage_notice,
-        )  # fmt: skip
+        self._inbox = SlackInbox(self.store, sink, self._revive, notify=self._storage_notice)
         await self._inbox.replay()
         self.receiver = self._receiver(self._bolt_app())
         await self.receiver.start()

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adapters.base import ChatRef, EventSink, InboundEvent
-from adapters.inbox import DurableInbox, ItemFormat, Notify, SettleWait
+from adapters.inbox import DurableInbox, ItemFormat, Notify
 from adapters.slack.normalize import PLATFORM
 from core.store.base import InboundRecord, Store
 
@@ -67,12 +67,11 @@ class SlackInbox(DurableInbox[SlackMessage]):
         sink: EventSink,
         revive: Revive,
         *,
-        settled: SettleWait | None = None,
         notify: Notify | None = None,
     ) -> None:
         self.sink = sink
         form = messages(revive)
-        super().__init__(store, form, self._handle, settled=settled, notify=notify)
+        super().__init__(store, form, self._handle, notify=notify)
 
     async def receive(self, event: InboundEvent, payload: dict[str, Any]) -> bool:
         """Store ``event`` (``payload`` is what revives it) and start delivering it; False

@@ -79,7 +79,6 @@ def build(section: SlackSection, context: AdapterContext) -> Adapter:
         context.store,
         settings,
         key_rule=rule,
-        update_settled=context.update_settled,
     )
 
 

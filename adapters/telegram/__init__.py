@@ -11,7 +11,6 @@ _EXPORTS = {
     "CommandMenu": "adapters.telegram.adapter",
     "TelegramAdapter": "adapters.telegram.adapter",
     "TelegramSettings": "adapters.telegram.adapter",
-    "UpdateSettleWait": "adapters.telegram.inbox",
     "default_session_key": "adapters.telegram.normalize",
     "PollSettings": "adapters.telegram.polling",
     "WebhookSettings": "adapters.telegram.webhook",

@@ -48,7 +48,7 @@ from adapters.health import Clock, Health, HealthCell
 from adapters.inbox import STORAGE_NOTICE
 from adapters.session_keys import SessionKeyRule
 from adapters.telegram.errors import platform_errors
-from adapters.telegram.inbox import Inbox, UpdateSettleWait
+from adapters.telegram.inbox import Inbox
 from adapters.telegram.normalize import (
     PLATFORM,
     BotIdentity,
@@ -143,7 +143,6 @@ class TelegramAdapter:
         store: Store,
         settings: TelegramSettings | None = None,
         key_rule: SessionKeyRule = default_session_key,
-        update_settled: UpdateSettleWait | None = None,
         *,
         clock: Clock = time.time,
     ) -> None:
@@ -151,8 +150,6 @@ class TelegramAdapter:
         self._health = HealthCell(PLATFORM, clock)
         self.store = store
         self.key_rule = key_rule
-        self.update_settled = update_settled
-        """When an update counts as handled; see :mod:`adapters.inbox`."""
         self.capabilities = Capabilities(
             max_text_length=MAX_TEXT_UTF16,
             length_unit="utf16",
@@ -204,9 +201,7 @@ class TelegramAdapter:
             return
         self.identity = BotIdentity(self.bot.id, self.bot.username)
         normalizer = Normalizer(self.identity, self.key_rule)
-        self._inbox = Inbox(
-            self.store, self.bot, normalizer, sink, self.update_settled, self._storage_notice
-        )
+        self._inbox = Inbox(self.store, self.bot, normalizer, sink, self._storage_notice)
         await self.set_commands(self.settings.commands)
         await self._inbox.replay()
         if self.settings.webhook is not None:

@@ -36,7 +36,6 @@ from adapters.inbox import (
     DurableInbox,
     ItemFormat,
     Notify,
-    SettleWait,
     notice_chat,
     unstorable_value,
 )
@@ -44,9 +43,6 @@ from adapters.telegram.normalize import PLATFORM, Normalizer
 from core.store.base import InboundRecord, Store, StoreUnavailable
 
 _log = logging.getLogger(__name__)
-
-UpdateSettleWait = SettleWait
-"""When an update counts as handled (:data:`adapters.inbox.SettleWait`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,16 +62,14 @@ class Inbox:
         bot: Bot,
         normalizer: Normalizer,
         sink: EventSink,
-        update_settled: SettleWait | None = None,
         notify: Notify | None = None,
         max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
         self.bot, self.normalizer, self.sink = bot, normalizer, sink
         form = ItemFormat(PLATFORM, "update", _update_key, _stored_json, self._revive)
         self.queue = DurableInbox(
-            store, form, self._handle, settled=update_settled, notify=notify,
-            max_attempts=max_attempts,
-        )  # fmt: skip
+            store, form, self._handle, notify=notify, max_attempts=max_attempts
+        )
         self.intake = self.queue.intake
 
     async def accept(self, update: Update) -> bool:

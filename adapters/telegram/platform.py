@@ -60,7 +60,6 @@ def build(section: TelegramSection, context: AdapterContext) -> Adapter:
         context.store,
         settings,
         key_rule=rule,
-        update_settled=context.update_settled,
     )
 
 

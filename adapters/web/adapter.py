@@ -60,7 +60,7 @@ from adapters.render.markdown import CommonMarkRenderer
 from adapters.web.access import AccessGate
 from adapters.web.feed import Feed, Feeds, Json
 from adapters.web.history import load_history
-from adapters.web.inbox import PLATFORM, SettleWait, WebInbox, WebMessage
+from adapters.web.inbox import PLATFORM, WebInbox, WebMessage
 from adapters.web.render import plain_html, to_html
 from adapters.web.routes import ChatRoutes
 from core.store.base import Store
@@ -120,12 +120,9 @@ class WebAdapter:
         self,
         store: Store,
         settings: WebSettings | None = None,
-        *,
-        update_settled: SettleWait | None = None,
     ) -> None:
         self.settings = settings or WebSettings()
         self.store = store
-        self.update_settled = update_settled
         self.capabilities = capabilities(self.settings)
         self.feeds = Feeds()
         self.gate = AccessGate(self.settings.token)
@@ -158,9 +155,7 @@ class WebAdapter:
         """Replay unfinished messages and serve; an address that cannot be bound leaves
         ``health`` down with the reason (reported by the gateway, never raised)."""
         self.closing.clear()
-        self._inbox = WebInbox(
-            self.store, sink, self._event_of, settled=self.update_settled, activity=self._busy
-        )
+        self._inbox = WebInbox(self.store, sink, self._event_of, activity=self._busy)
         runner = web.AppRunner(self.app, shutdown_timeout=SHUTDOWN_SECONDS, access_log=None)
         await runner.setup()
         try:

@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 
 from adapters.base import EventSink, InboundEvent
 from adapters.inbox import Activity, DurableInbox, ItemFormat
-from adapters.inbox import SettleWait as SettleWait  # the web adapter takes one
 from core.store.base import InboundRecord, Store
 
 PLATFORM = "web"
@@ -57,11 +56,10 @@ class WebInbox(DurableInbox[WebMessage]):
         sink: EventSink,
         event_of: EventOf,
         *,
-        settled: SettleWait | None = None,
         activity: Activity[WebMessage] | None = None,
     ) -> None:
         self.sink, self.event_of = sink, event_of
-        super().__init__(store, MESSAGES, self._handle, settled=settled, activity=activity)
+        super().__init__(store, MESSAGES, self._handle, activity=activity)
 
     async def _handle(self, message: WebMessage) -> InboundEvent:
         event = self.event_of(message)

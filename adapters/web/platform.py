@@ -74,7 +74,7 @@ def build(section: WebSection, context: AdapterContext) -> Adapter:
     settings = WebSettings(
         host=host.strip("[]"), port=int(port), token=section.token, user=section.name
     )
-    return WebAdapter(context.store, settings, update_settled=context.update_settled)
+    return WebAdapter(context.store, settings)
 
 
 PLATFORM = Platform("web", WebSection, build, on_by_default=True)

@@ -74,7 +74,7 @@ async def run_steered(
     rig.server.script(reply_hang(reply_text("ok"), until=released), reply_text("noted"))
     dispatcher = Dispatcher(rig.agent().run_turn, policy_for=policy)
     try:
-        await dispatcher.submit(KEY, UserMessage("hi", sender_id=USER, sender_name="Alice"))
+        dispatcher.submit(KEY, UserMessage("hi", sender_id=USER, sender_name="Alice"))
         await rig.server.wait_for_requests(1)
         await send(dispatcher)
         released.set()
@@ -103,7 +103,7 @@ async def test_steer_with_no_tool_batch_left_runs_as_the_next_turn(rig: Rig) -> 
 
 async def test_steer_policy_message_left_undelivered_runs_as_the_next_turn(rig: Rig) -> None:
     async def steer_by_submit(dispatcher: Dispatcher) -> None:
-        outcome = await dispatcher.submit(KEY, UserMessage("in km", sender_id=USER))
+        outcome = dispatcher.submit(KEY, UserMessage("in km", sender_id=USER))
         assert outcome.kind == "steered"
 
     sent = await run_steered(rig, steer_by_submit, "steer")

@@ -107,7 +107,7 @@ def msg(text: str) -> UserMessage:
 
 async def test_submit_returns_before_the_turn_finishes(turns: ScriptedTurns, replies: Replies):
     dispatcher = _dispatcher(turns, replies)
-    outcome = await dispatcher.submit("k", msg("hello"))
+    outcome = dispatcher.submit("k", msg("hello"))
     assert outcome == SubmitOutcome("started")
     turn = await turns.next()
     assert replies.got.empty()
@@ -123,10 +123,10 @@ async def test_second_message_waits_and_runs_as_its_own_turn_in_order(
     turns: ScriptedTurns, replies: Replies
 ):
     dispatcher = _dispatcher(turns, replies)
-    await dispatcher.submit("k", msg("one"))
+    dispatcher.submit("k", msg("one"))
     first = await turns.next()
-    assert await dispatcher.submit("k", msg("two")) == SubmitOutcome("queued", 1)
-    assert await dispatcher.submit("k", msg("three")) == SubmitOutcome("queued", 2)
+    assert dispatcher.submit("k", msg("two")) == SubmitOutcome("queued", 1)
+    assert dispatcher.submit("k", msg("three")) == SubmitOutcome("queued", 2)
     assert turns.started.empty()
     first.release.set()
     assert (await replies.next())[1] == "one"
@@ -139,10 +139,10 @@ async def test_second_message_waits_and_runs_as_its_own_turn_in_order(
 
 async def test_queue_rejects_messages_beyond_the_limit(turns: ScriptedTurns, replies: Replies):
     dispatcher = _dispatcher(turns, replies, queue_limit=1)
-    await dispatcher.submit("k", msg("one"))
+    dispatcher.submit("k", msg("one"))
     await turns.next()
-    assert (await dispatcher.submit("k", msg("two"))).kind == "queued"
-    assert await dispatcher.submit("k", msg("three")) == SubmitOutcome("rejected_queue_full")
+    assert dispatcher.submit("k", msg("two")).kind == "queued"
+    assert dispatcher.submit("k", msg("three")) == SubmitOutcome("rejected_queue_full")
     assert dispatcher.status("k").queue_length == 1
 
 
@@ -150,9 +150,9 @@ async def test_interrupt_policy_stops_the_running_turn_and_runs_the_new_message_
     turns: ScriptedTurns, replies: Replies
 ):
     dispatcher = _dispatcher(turns, replies, "interrupt")
-    await dispatcher.submit("k", msg("long job"))
+    dispatcher.submit("k", msg("long job"))
     running = await turns.next()
-    outcome = await dispatcher.submit("k", msg("actually, stop"))
+    outcome = dispatcher.submit("k", msg("actually, stop"))
     assert outcome == SubmitOutcome("interrupted_and_queued", 1)
     assert running.control.token.reason == "interrupted_by_user"
     _, text, result = await replies.next()
@@ -164,9 +164,9 @@ async def test_steer_policy_folds_the_text_into_the_running_turn(
     turns: ScriptedTurns, replies: Replies
 ):
     dispatcher = _dispatcher(turns, replies, "steer")
-    await dispatcher.submit("k", msg("write a poem"))
+    dispatcher.submit("k", msg("write a poem"))
     running = await turns.next()
-    assert await dispatcher.submit("k", msg("make it rhyme")) == SubmitOutcome("steered")
+    assert dispatcher.submit("k", msg("make it rhyme")) == SubmitOutcome("steered")
     assert running.control.drain_steer() == "make it rhyme"
     running.release.set()
     await dispatcher.wait_idle("k")
@@ -177,10 +177,10 @@ async def test_a_message_for_a_turn_that_is_stopping_is_queued_not_steered(
     turns: ScriptedTurns, replies: Replies
 ):
     dispatcher = _dispatcher(turns, replies, "steer")
-    await dispatcher.submit("k", msg("one"))
+    dispatcher.submit("k", msg("one"))
     running = await turns.next()
     dispatcher.stop("k")
-    assert await dispatcher.submit("k", msg("two")) == SubmitOutcome("queued", 1)
+    assert dispatcher.submit("k", msg("two")) == SubmitOutcome("queued", 1)
     assert dispatcher.steer("k", "too late") is False
     assert running.control.drain_steer() is None
     assert (await turns.next()).message.text == "two"
@@ -189,22 +189,22 @@ async def test_a_message_for_a_turn_that_is_stopping_is_queued_not_steered(
 async def test_policy_is_chosen_per_session_key(turns: ScriptedTurns, replies: Replies):
     policies: dict[str, BusyPolicy] = {"a": "steer", "b": "queue"}
     dispatcher = Dispatcher(turns, policy_for=policies.__getitem__, on_result=replies)
-    await dispatcher.submit("a", msg("a1"))
-    await dispatcher.submit("b", msg("b1"))
+    dispatcher.submit("a", msg("a1"))
+    dispatcher.submit("b", msg("b1"))
     await turns.next()
     await turns.next()
-    assert (await dispatcher.submit("a", msg("a2"))).kind == "steered"
-    assert (await dispatcher.submit("b", msg("b2"))).kind == "queued"
+    assert dispatcher.submit("a", msg("a2")).kind == "steered"
+    assert dispatcher.submit("b", msg("b2")).kind == "queued"
 
 
 async def test_stop_cancels_the_running_turn_and_drops_the_queue(
     turns: ScriptedTurns, replies: Replies
 ):
     dispatcher = _dispatcher(turns, replies)
-    await dispatcher.submit("k", msg("one"))
+    dispatcher.submit("k", msg("one"))
     running = await turns.next()
-    await dispatcher.submit("k", msg("two"))
-    await dispatcher.submit("k", msg("three"))
+    dispatcher.submit("k", msg("two"))
+    dispatcher.submit("k", msg("three"))
     assert dispatcher.stop("k") == StopOutcome(stopped=True, dropped=2)
     assert running.control.token.reason == "cancelled"
     assert dispatcher.status("k").queue_length == 0
@@ -216,9 +216,9 @@ async def test_stop_cancels_the_running_turn_and_drops_the_queue(
 
 async def test_stop_keeps_the_queue_when_configured_to(turns: ScriptedTurns, replies: Replies):
     dispatcher = _dispatcher(turns, replies, stop_clears_queue=False)
-    await dispatcher.submit("k", msg("one"))
+    dispatcher.submit("k", msg("one"))
     await turns.next()
-    await dispatcher.submit("k", msg("two"))
+    dispatcher.submit("k", msg("two"))
     assert dispatcher.stop("k") == StopOutcome(stopped=True, kept=1)
     assert (await turns.next()).message.text == "two"
 
@@ -226,9 +226,9 @@ async def test_stop_keeps_the_queue_when_configured_to(turns: ScriptedTurns, rep
 async def test_stop_clears_the_queue_per_key_as_configured(turns: ScriptedTurns, replies: Replies):
     dispatcher = _dispatcher(turns, replies, stop_clears_queue=lambda key: key == "clears")
     for key in ("clears", "keeps"):
-        await dispatcher.submit(key, msg(f"{key} one"))
+        dispatcher.submit(key, msg(f"{key} one"))
         await turns.next()
-        await dispatcher.submit(key, msg(f"{key} two"))
+        dispatcher.submit(key, msg(f"{key} two"))
     assert dispatcher.stop("clears") == StopOutcome(stopped=True, dropped=1)
     assert dispatcher.stop("keeps") == StopOutcome(stopped=True, kept=1)
     assert (await turns.next()).message.text == "keeps two"
@@ -252,9 +252,9 @@ async def test_steer_and_redirect_reach_the_running_turn_at_once(
     turns: ScriptedTurns, replies: Replies
 ):
     dispatcher = _dispatcher(turns, replies)
-    await dispatcher.submit("k", msg("one"))
+    dispatcher.submit("k", msg("one"))
     running = await turns.next()
-    await dispatcher.submit("k", msg("queued behind"))
+    dispatcher.submit("k", msg("queued behind"))
     assert dispatcher.steer("k", "also check tests") is True
     assert dispatcher.redirect("k", "use python 3.12") is True
     assert running.control.drain_steer() == "also check tests"
@@ -264,9 +264,9 @@ async def test_steer_and_redirect_reach_the_running_turn_at_once(
 async def test_status_reports_the_running_turn_and_queue(turns: ScriptedTurns, replies: Replies):
     dispatcher = Dispatcher(turns, on_result=replies, clock=lambda: 1234.5)
     assert dispatcher.status("k") == SessionStatus(running=False)
-    await dispatcher.submit("k", msg("one"))
+    dispatcher.submit("k", msg("one"))
     running = await turns.next()
-    await dispatcher.submit("k", msg("two"))
+    dispatcher.submit("k", msg("two"))
     assert dispatcher.status("k") == SessionStatus(True, 1234.5, 1, None, "u1")
     running.control.turn_id = "turn-42"  # what the loop does once the turn is stored
     assert dispatcher.status("k") == SessionStatus(True, 1234.5, 1, "turn-42", "u1")
@@ -277,9 +277,9 @@ async def test_a_turn_that_raises_releases_the_session_and_the_next_message_runs
 ):
     dispatcher = _dispatcher(turns, replies)
     turns.fail_next = RuntimeError("model exploded")
-    await dispatcher.submit("k", msg("one"))
+    dispatcher.submit("k", msg("one"))
     crashing = await turns.next()
-    await dispatcher.submit("k", msg("two"))
+    dispatcher.submit("k", msg("two"))
     crashing.release.set()
     _, text, result = await replies.next()
     assert (text, result.status, result.exit_reason) == ("one", "failed", "crashed")
@@ -294,9 +294,9 @@ async def test_a_failing_result_observer_is_logged_and_the_next_turn_runs(
         raise ConnectionError("platform down")
 
     dispatcher = Dispatcher(turns, on_result=broken)
-    await dispatcher.submit("k", msg("one"))
+    dispatcher.submit("k", msg("one"))
     first = await turns.next()
-    await dispatcher.submit("k", msg("two"))
+    dispatcher.submit("k", msg("two"))
     first.release.set()
     assert (await turns.next()).message.text == "two"
     assert "on_result for k failed" in caplog.text
@@ -307,8 +307,8 @@ async def test_per_key_state_is_evicted_when_the_session_goes_idle(
 ):
     dispatcher = _dispatcher(turns, replies)
     for key in ("a", "b"):
-        await dispatcher.submit(key, msg(key))
-        await dispatcher.submit(key, msg(key + "2"))
+        dispatcher.submit(key, msg(key))
+        dispatcher.submit(key, msg(key + "2"))
     assert dispatcher.busy_keys == {"a", "b"}
     for _ in range(4):
         (await turns.next()).release.set()
@@ -321,8 +321,8 @@ async def test_per_key_state_is_evicted_when_the_session_goes_idle(
 
 async def test_different_sessions_run_at_the_same_time(turns: ScriptedTurns, replies: Replies):
     dispatcher = _dispatcher(turns, replies)
-    await dispatcher.submit("a", msg("a"))
-    await dispatcher.submit("b", msg("b"))
+    dispatcher.submit("a", msg("a"))
+    dispatcher.submit("b", msg("b"))
     both = {(await turns.next()).key, (await turns.next()).key}
     assert both == {"a", "b"}
 
@@ -331,20 +331,20 @@ async def test_aclose_stops_running_turns_with_reason_shutdown(
     turns: ScriptedTurns, replies: Replies
 ):
     dispatcher = _dispatcher(turns, replies)
-    await dispatcher.submit("k", msg("one"))
+    dispatcher.submit("k", msg("one"))
     running = await turns.next()
-    await dispatcher.submit("k", msg("never runs"))
+    dispatcher.submit("k", msg("never runs"))
     await dispatcher.aclose()
     assert running.control.token.reason == "shutdown"
     assert dispatcher.worker_count == 0
     assert turns.started.empty()
-    assert await dispatcher.submit("k", msg("late")) == SubmitOutcome("rejected_shutting_down")
+    assert dispatcher.submit("k", msg("late")) == SubmitOutcome("rejected_shutting_down")
 
 
 async def test_aclose_cancels_a_turn_that_ignores_the_stop(turns: ScriptedTurns, replies: Replies):
     turns.ignore_stop = True
     dispatcher = _dispatcher(turns, replies)
-    await dispatcher.submit("k", msg("stubborn"))
+    dispatcher.submit("k", msg("stubborn"))
     await turns.next()
     await dispatcher.aclose(grace=0.05)
     assert dispatcher.worker_count == 0
@@ -362,7 +362,7 @@ async def test_a_turn_that_raises_cancelled_is_reported_interrupted(
 ):
     dispatcher = _dispatcher(turns, replies)
     turns.fail_next = Cancelled("cancelled")
-    await dispatcher.submit("k", msg("one"))
+    dispatcher.submit("k", msg("one"))
     (await turns.next()).release.set()
     _, _, result = await replies.next()
     assert (result.status, result.exit_reason) == ("interrupted", "cancelled")
@@ -372,11 +372,11 @@ async def test_an_interrupter_runs_ahead_of_messages_queued_with_queue(
     turns: ScriptedTurns, replies: Replies
 ):
     dispatcher = _dispatcher(turns, replies, "interrupt")
-    await dispatcher.submit("k", msg("long job"))
+    dispatcher.submit("k", msg("long job"))
     running = await turns.next()
-    await dispatcher.submit("k", msg("backlog"), policy="queue")
+    dispatcher.submit("k", msg("backlog"), policy="queue")
 
-    outcome = await dispatcher.submit("k", msg("urgent"))
+    outcome = dispatcher.submit("k", msg("urgent"))
 
     assert outcome == SubmitOutcome("interrupted_and_queued", 1)
     assert running.control.token.reason == "interrupted_by_user"
@@ -391,12 +391,12 @@ async def test_interrupters_still_waiting_keep_their_arrival_order(
 ):
     dispatcher = _dispatcher(turns, replies, "interrupt")
     turns.ignore_stop = True  # the running turn keeps running, so both interrupters wait
-    await dispatcher.submit("k", msg("long job"))
+    dispatcher.submit("k", msg("long job"))
     running = await turns.next()
     turns.ignore_stop = False
-    await dispatcher.submit("k", msg("backlog"), policy="queue")
-    await dispatcher.submit("k", msg("first"))
-    assert await dispatcher.submit("k", msg("second")) == SubmitOutcome("queued", 2)
+    dispatcher.submit("k", msg("backlog"), policy="queue")
+    dispatcher.submit("k", msg("first"))
+    assert dispatcher.submit("k", msg("second")) == SubmitOutcome("queued", 2)
 
     running.release.set()
     order = []
@@ -411,9 +411,9 @@ async def test_a_steer_the_turn_never_delivered_runs_next_from_the_same_sender(
     turns: ScriptedTurns, replies: Replies
 ):
     dispatcher = _dispatcher(turns, replies)
-    await dispatcher.submit("k", UserMessage("hello", sender_id="u1", sender_name="Ann"))
+    dispatcher.submit("k", UserMessage("hello", sender_id="u1", sender_name="Ann"))
     running = await turns.next()
-    await dispatcher.submit("k", msg("backlog"))
+    dispatcher.submit("k", msg("backlog"))
     assert dispatcher.steer("k", "in metric")
     assert dispatcher.redirect("k", "no, in French")
 
@@ -427,7 +427,7 @@ async def test_a_steer_left_by_a_stopped_turn_is_dropped_with_the_queue(
     turns: ScriptedTurns, replies: Replies
 ):
     dispatcher = _dispatcher(turns, replies)
-    await dispatcher.submit("k", msg("hello"))
+    dispatcher.submit("k", msg("hello"))
     await turns.next()
     dispatcher.steer("k", "in metric")
 
@@ -435,3 +435,83 @@ async def test_a_steer_left_by_a_stopped_turn_is_dropped_with_the_queue(
 
     await asyncio.wait_for(dispatcher.wait_idle("k"), WAIT)
     assert turns.started.empty()
+
+
+# handled: how each submitted message ended (what an inbox's receipt follows) -----------
+async def handled(outcome: SubmitOutcome) -> bool:
+    assert outcome.handled is not None
+    return await asyncio.wait_for(asyncio.shield(outcome.handled), WAIT)
+
+
+async def test_handled_is_true_only_after_on_result_returned(turns: ScriptedTurns):
+    observed: list[str] = []
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_observer(key: str, message: UserMessage, result: TurnResult) -> None:
+        entered.set()
+        await release.wait()
+        observed.append(message.text)
+
+    dispatcher = Dispatcher(turns, on_result=slow_observer)  # type: ignore[arg-type]
+    outcome = dispatcher.submit("k", msg("hello"))
+    (await turns.next()).release.set()
+    await asyncio.wait_for(entered.wait(), WAIT)
+    assert outcome.handled is not None and not outcome.handled.done()
+    release.set()
+    assert await handled(outcome) is True
+    assert observed == ["hello"]
+
+
+async def test_folded_and_refused_messages_are_handled_at_once(
+    turns: ScriptedTurns, replies: Replies
+):
+    dispatcher = _dispatcher(turns, replies, policy="steer", queue_limit=0)
+    dispatcher.submit("k", msg("write a poem"))
+    await turns.next()
+    steered = dispatcher.submit("k", msg("make it rhyme"))
+    full = dispatcher.submit("k", msg("and another"), policy="queue")
+    assert (steered.kind, full.kind) == ("steered", "rejected_queue_full")
+    assert steered.handled is not None and steered.handled.done()
+    assert (await handled(steered), await handled(full)) == (True, True)
+
+
+async def test_a_message_dropped_by_stop_is_handled_for_good(
+    turns: ScriptedTurns, replies: Replies
+):
+    dispatcher = _dispatcher(turns, replies)
+    first = dispatcher.submit("k", msg("one"))
+    await turns.next()
+    queued = dispatcher.submit("k", msg("two"))
+    assert dispatcher.stop("k") == StopOutcome(stopped=True, dropped=1)
+    assert (await handled(queued), await handled(first)) == (True, True)
+
+
+async def test_a_shutdown_leaves_running_queued_and_late_messages_unhandled(
+    turns: ScriptedTurns, replies: Replies
+):
+    dispatcher = _dispatcher(turns, replies)
+    running = dispatcher.submit("k", msg("one"))
+    await turns.next()
+    queued = dispatcher.submit("k", msg("two"))
+    await dispatcher.aclose()
+    late = dispatcher.submit("k", msg("late"))
+    assert [await handled(o) for o in (running, queued, late)] == [False, False, False]
+
+
+async def test_a_turn_cancelled_at_shutdown_is_unhandled(turns: ScriptedTurns, replies: Replies):
+    turns.ignore_stop = True
+    dispatcher = _dispatcher(turns, replies)
+    stubborn = dispatcher.submit("k", msg("stubborn"))
+    await turns.next()
+    await dispatcher.aclose(grace=0.05)
+    assert await handled(stubborn) is False
+
+
+async def test_an_on_result_that_raises_leaves_the_message_unhandled(turns: ScriptedTurns):
+    async def broken_delivery(key: str, message: UserMessage, result: TurnResult) -> None:
+        raise RuntimeError("send failed")
+
+    dispatcher = Dispatcher(turns, on_result=broken_delivery)  # type: ignore[arg-type]
+    outcome = dispatcher.submit("k", msg("hello"))
+    (await turns.next()).release.set()
+    assert await handled(outcome) is False

@@ -458,9 +458,9 @@ async def test_clarify_cards_redact_the_question_choices_and_answer(
         assert settled.text.endswith("✅ Alice chose: use ***")
 
 
-def test_the_router_and_commands_share_the_services_ledger_and_delivery() -> None:
-    """No private defaults: a Router or ChatCommands with its own ledger would lose /stop's
-    reply suppression and the settling of updates."""
-    for built, names in ((Router, ("delivery", "ledger")), (ChatCommands, ("ledger",))):
+def test_the_router_and_commands_share_the_services_stopped_turns_and_delivery() -> None:
+    """No private defaults: a Router or ChatCommands with its own stopped turns would lose
+    /stop's reply suppression."""
+    for built, names in ((Router, ("delivery", "stopped")), (ChatCommands, ("stopped",))):
         parameters = inspect.signature(built).parameters
         assert all(parameters[n].default is inspect.Parameter.empty for n in names)

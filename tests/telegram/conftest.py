@@ -38,13 +38,10 @@ async def start_adapter(
         sink: Any = None,
         db: Any = None,
         key_rule: Any = default_session_key,
-        update_settled: Any = None,
         **changes: Any,
     ) -> TelegramAdapter:
         settings = sim_settings(telegram_sim, **changes)
-        adapter = TelegramAdapter(
-            telegram_sim.token, db or store, settings, key_rule, update_settled=update_settled
-        )
+        adapter = TelegramAdapter(telegram_sim.token, db or store, settings, key_rule)
         started.append(adapter)
         await adapter.start(sink or events)
         return adapter

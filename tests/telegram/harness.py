@@ -4,7 +4,7 @@ scripted model server over real HTTP, a real SQLite file, composed by ``GatewayS
 One :class:`Gateway` is one run of the service; calling the ``gateway`` fixture again
 builds another on the same database and simulator, as a process restart would. An update
 counts as handled once its own turn's reply went out, unless a stop cut that turn short
-(``GatewayService.update_settled``).
+(the event's receipt, :mod:`adapters.receipt`).
 """
 
 from __future__ import annotations
@@ -131,7 +131,6 @@ class Gateway:
             store,
             sim_settings(sim, pace_clock=self.clock, **settings),
             key_rule=session_key,
-            update_settled=self._update_settled,
         )
         self.service = self._compose()
         self.stopping = False
@@ -160,9 +159,6 @@ class Gateway:
             progress=self.setup.progress,
         )
         return GatewayService(engine, chat, adapters=[self.adapter])
-
-    async def _update_settled(self, key: str, update_id: str) -> bool:
-        return await self.service.update_settled(key, update_id)
 
     async def start(self) -> Gateway:
         await self.service.start()

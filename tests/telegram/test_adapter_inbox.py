@@ -123,21 +123,19 @@ async def test_restart_replays_an_unfinished_update_exactly_once(
 async def test_update_stays_unfinished_until_its_session_settles(
     start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
 ) -> None:
-    turn_over, waiting = asyncio.Event(), asyncio.Event()
+    turn_over: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
     waited_for: list[str] = []
 
-    async def settled(session_key: str, update_id: str) -> bool:
-        waited_for.append(session_key)
-        waiting.set()
-        await turn_over.wait()
-        return True
+    async def sink(event: InboundEvent) -> None:  # its work goes on after it returns (a turn)
+        event.receipt.follow(turn_over)
+        waited_for.append(str(event.session_key))
+        await events(event)
 
-    adapter = await start_adapter(update_settled=settled)
+    adapter = await start_adapter(sink=sink)
     said = await telegram_sim.user_says(ALICE.id, "a long task")
     await events.next_event()
-    await asyncio.wait_for(waiting.wait(), 5)
     assert [r.update_id for r in await store.unfinished_inbound("telegram")] == [said.event_id]
-    turn_over.set()
+    turn_over.set_result(True)
     await adapter.drain()
     assert (waited_for, await store.unfinished_inbound("telegram")) == (["telegram:dm:42"], [])
 
@@ -145,10 +143,11 @@ async def test_update_stays_unfinished_until_its_session_settles(
 async def test_update_whose_work_was_cut_short_stays_unfinished(
     start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
 ) -> None:
-    async def shutdown_cut_it_short(session_key: str, update_id: str) -> bool:
-        return False
+    async def shutdown_cut_it_short(event: InboundEvent) -> None:
+        event.receipt.settle(False)
+        await events(event)
 
-    adapter = await start_adapter(update_settled=shutdown_cut_it_short)
+    adapter = await start_adapter(sink=shutdown_cut_it_short)
     said = await telegram_sim.user_says(ALICE.id, "interrupted by a shutdown")
     await events.next_event()
     await adapter.drain()
