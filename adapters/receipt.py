@@ -2,7 +2,7 @@
 
 It travels with the event (:attr:`adapters.base.InboundEvent.receipt`); the durable inbox
 that stored the item awaits it and marks the item done only when it says True
-(:mod:`adapters.inbox`, ``docs/architecture.md`` "Inbound"). The sink (the gateway's
+(:mod:`adapters.inbox`, ``docs/architecture.md`` §3 step 10). The sink (the gateway's
 router) either handles the event whole before it returns — a command, a press, a folded
 or refused message: the receipt is settled True as the sink returns
 (:meth:`Receipt.sink_returned`) — or has it :meth:`~Receipt.follow` the work that goes on
