@@ -21,11 +21,14 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from adapters.health import Health
 from adapters.receipt import Receipt
 from adapters.render import LengthUnit, Renderer
+
+if TYPE_CHECKING:
+    from adapters.calls import Call
 
 ChatType = Literal["dm", "group", "channel", "thread"]
 EventKind = Literal["text", "command", "button"]
@@ -207,8 +210,8 @@ class Capabilities:
     pace_clock: PaceClock = MONOTONIC
     """The clock the windows are measured on (a test's clock in tests)."""
     live_text: bool = False
-    """The chat can show a streaming reply's text as it arrives: the adapter then has
-    ``live_text(chat, text, mode)`` (see :mod:`gateway.live_text`)."""
+    """The chat can show a streaming reply's text as it arrives: the adapter then makes
+    ``LiveText`` calls (see :mod:`gateway.live_text`); else the gateway sends none."""
 
 
 EventSink = Callable[[InboundEvent], Awaitable[None]]
@@ -250,8 +253,10 @@ ButtonRows = Sequence[Sequence[Button]]
 
 
 class Adapter(Protocol):
-    """A chat platform. ``text`` given to send/edit is already in ``capabilities.markup``
-    unless ``markup=False`` (plain text, used as the fallback when markup is rejected)."""
+    """A chat platform: its lifecycle, its health, and one outbound method, like an httpx
+    transport's ``handle_async_request``: :meth:`perform` makes one call value
+    (:mod:`adapters.calls`). A call's ``text`` is already in ``capabilities.markup`` unless
+    its ``markup`` is False (plain text, the fallback when markup is rejected)."""
 
     platform: str
     capabilities: Capabilities
@@ -270,20 +275,9 @@ class Adapter(Protocol):
 
     async def stop(self) -> None: ...
 
-    async def send(
-        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> SentMessage: ...
-
-    async def edit(
-        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> None: ...
-
-    async def delete(self, message: SentMessage) -> None: ...
-
-    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
-        """Acknowledge a button press (always called), optionally with a short notice."""
-        ...
-
-    async def typing(self, chat: ChatRef) -> None:
-        """Show a typing indicator once (the caller refreshes it)."""
+    async def perform(self, call: Call) -> SentMessage | None:
+        """Make one outbound call: a ``Send`` returns the message that arrived, every other
+        call None. ``AnswerPress`` is always made for a press (the answer may be empty);
+        ``Typing`` shows the indicator once (the caller refreshes it). Failures raise the
+        error tree above."""
         ...

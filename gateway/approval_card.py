@@ -28,22 +28,15 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TypeVar
 
-from adapters.base import (
-    Adapter,
-    Button,
-    ButtonRows,
-    Capabilities,
-    ChatRef,
-    NotModified,
-    SentMessage,
-)
+from adapters.base import Button, ButtonRows, Capabilities, ChatRef, NotModified, SentMessage
+from adapters.calls import Edit, Priority, Send
 from adapters.session_keys import parse_session_key
 from core.approver import ApprovalRequest, Decision
 from core.store.base import ApprovalRecord, Store
 from gateway.chat_commands import short_id
 from gateway.chats import ChatDirectory, Place
 from gateway.commands import approval_payload, choice_payload
-from gateway.outbound import Priority, at
+from gateway.pipeline import Outbound
 from gateway.rate_limits import MAX_ATTEMPTS, Sleep, with_rate_limits
 from gateway.redact import preview, redact, shorten
 
@@ -69,7 +62,7 @@ class ChatApprover:
         self._directory = directory
         self._sleep = sleep
         self._store = store
-        self._cards: dict[str, tuple[Adapter, SentMessage]] = {}
+        self._cards: dict[str, tuple[Outbound, SentMessage]] = {}
 
     def _with_rate_limits(self, call: Callable[[], Awaitable[T]], chat: ChatRef) -> Awaitable[T]:
         return with_rate_limits(
@@ -80,13 +73,12 @@ class ChatApprover:
         place = self._directory.place(request.session_key)
         if place is None:
             raise UnknownChat(f"no chat known for session {request.session_key}")
-        buttons = card_buttons(request, place.adapter.capabilities)
+        buttons = card_buttons(request, place.outbound.capabilities)
         text = self._card_text(request, with_commands=not buttons)
-        send = partial(
-            at(place.adapter, Priority.URGENT).send, place.chat, text, buttons=buttons, markup=False
-        )
+        card = Send(place.chat, text, buttons, markup=False, priority=Priority.URGENT)
+        send = partial(place.outbound.perform, card)
         message = await self._send_card(request, place, send)
-        self._cards[request.id] = (place.adapter, message)
+        self._cards[request.id] = (place.outbound, message)
         self._directory.remember_approval(request.session_key, request.id)
         await self._store_card(request.id, message)
 
@@ -99,11 +91,11 @@ class ChatApprover:
         try:
             return await asyncio.shield(sending)
         except asyncio.CancelledError:
-            await self._withdraw(request, place.adapter, sending)
+            await self._withdraw(request, place.outbound, sending)
             raise
 
     async def _withdraw(
-        self, request: ApprovalRequest, adapter: Adapter, sending: asyncio.Future[SentMessage]
+        self, request: ApprovalRequest, outbound: Outbound, sending: asyncio.Future[SentMessage]
     ) -> None:
         """The card of a request cancelled while it was being sent: wait (time-boxed) for it
         to arrive, then edit it to cancelled, without buttons — never left live."""
@@ -115,7 +107,7 @@ class ChatApprover:
             return
         message = sending.result()
         text = self._card_text(request, with_commands=False) + f"\n\n{CANCELLED}"
-        edit = partial(at(adapter, Priority.URGENT).edit, message, text, buttons=(), markup=False)
+        edit = partial(outbound.perform, _card_edit(message, text))
         try:
             await self._with_rate_limits(edit, message.chat)
         except Exception:
@@ -137,13 +129,13 @@ class ChatApprover:
         """Edit the card of an approval an earlier run left pending to ``RESTART_NOTICE``,
         without buttons. False (logged, never raised) when that could not be done."""
         card = record.card
-        adapter = None if card is None else self._directory.adapter(card.platform)
-        if card is None or adapter is None:
+        outbound = None if card is None else self._directory.outbound(card.platform)
+        if card is None or outbound is None:
             logger.info("approval %s: no card to retire on a running adapter", record.id)
             return False
         message = SentMessage(ChatRef(card.platform, card.chat_id, card.thread_id), card.message_id)
         text = f"{record.tool} · id {short_id(record.id)}\n\n{RESTART_NOTICE}"
-        edit = partial(at(adapter, Priority.URGENT).edit, message, text, buttons=(), markup=False)
+        edit = partial(outbound.perform, _card_edit(message, text))
         try:
             await self._with_rate_limits(edit, message.chat)
         except NotModified:
@@ -157,13 +149,13 @@ class ChatApprover:
         card = self._cards.pop(request.id, None)
         if card is None:
             return
-        adapter, message = card
+        outbound, message = card
         text = (
             self._card_text(request, with_commands=False)
             + "\n\n"
             + self._outcome(request, decision)
         )
-        edit = partial(at(adapter, Priority.URGENT).edit, message, text, markup=False)
+        edit = partial(outbound.perform, _card_edit(message, text))
         try:
             await self._with_rate_limits(edit, message.chat)
         except NotModified:
@@ -202,6 +194,11 @@ class ChatApprover:
     def _name(self, request: ApprovalRequest, user_id: str | None) -> str:
         platform = parse_session_key(request.session_key).platform
         return self._directory.name_of(platform, user_id)
+
+
+def _card_edit(message: SentMessage, text: str) -> Edit:
+    """A card edited (to its outcome, or cancelled): plain text, no buttons, ``URGENT``."""
+    return Edit(message, text, markup=False, priority=Priority.URGENT)
 
 
 def card_buttons(request: ApprovalRequest, capabilities: Capabilities) -> ButtonRows:

@@ -1,4 +1,4 @@
-"""Where each session lives: the chat (and adapter) a session key's replies go to.
+"""Where each session lives: the chat (and bot) a session key's replies go to.
 
 The router records every admitted event here; the reply sender, the progress view and the
 approval cards look a session key up to know where to write. It also remembers which
@@ -6,117 +6,72 @@ approval cards each session was shown, so a stale short id typed later can be to
 from one never asked there. Entries are small and keyed by session key, user id and
 approval id, bounded by ``capacity`` (oldest forgotten first).
 
-It is also the one way out: every adapter it hands out is wrapped in
-:class:`RedactedAdapter` behind its bot's :class:`gateway.outbound.ScheduledAdapter` (one
-send budget with priorities, the one retry layer), so each text sent or edited into a
-chat — replies, progress, approval cards, notices, button answers and labels — passes
-:func:`core.redaction.redact` (the exact configured secret values, in every encoding it
-knows, and nothing else) on its way to the platform.
+It is also the one way out: each attached adapter gets its bot's
+:class:`gateway.pipeline.Outbound`, built once (its scheduler: one send budget with
+priorities, the one retry layer; then redaction, so each text sent or edited into a chat
+— replies, progress, approval cards, notices, button answers and labels — passes
+:func:`core.redaction.redact`; then the traffic counters), and every event that comes in
+passes :meth:`ChatDirectory.received` before it is routed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from adapters.base import (
-    Adapter,
-    ButtonRows,
-    Capabilities,
-    ChatRef,
-    EventSink,
-    InboundEvent,
-    SentMessage,
-)
-from adapters.health import Health
+from adapters.base import Adapter, ChatRef, InboundEvent
 from core.bounded import BoundedMap
-from core.redaction import redact
-from gateway.outbound import ScheduledAdapter
+from gateway.pipeline import Outbound, Traffic
 
 DEFAULT_CAPACITY = 10_000
 
 
 @dataclass(frozen=True, slots=True)
 class Place:
-    adapter: Adapter
+    outbound: Outbound
     chat: ChatRef
 
 
-class RedactedAdapter:
-    """An :class:`Adapter` whose outbound texts (and button labels) are redacted before the
-    platform sees them, plain or in the platform's markup alike (the reply was also
-    redacted as Markdown before it was rendered, see :mod:`gateway.delivery`)."""
-
-    def __init__(self, inner: Adapter) -> None:
-        self.inner = inner
-        self.platform: str = inner.platform
-        self.capabilities: Capabilities = inner.capabilities
-
-    @property
-    def health(self) -> Health:
-        return self.inner.health
-
-    async def start(self, sink: EventSink) -> None:
-        await self.inner.start(sink)
-
-    async def stop(self) -> None:
-        await self.inner.stop()
-
-    async def send(
-        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> SentMessage:
-        clean, rows = redact(text), _clean_buttons(buttons)
-        return await self.inner.send(chat, clean, buttons=rows, markup=markup)
-
-    async def edit(
-        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> None:
-        clean, rows = redact(text), _clean_buttons(buttons)
-        await self.inner.edit(message, clean, buttons=rows, markup=markup)
-
-    async def delete(self, message: SentMessage) -> None:
-        await self.inner.delete(message)
-
-    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
-        await self.inner.answer_button(event, None if text is None else redact(text))
-
-    async def typing(self, chat: ChatRef) -> None:
-        await self.inner.typing(chat)
-
-
-def _clean_buttons(rows: ButtonRows) -> ButtonRows:
-    if not rows:
-        return rows
-    return tuple(tuple(replace(b, label=redact(b.label)) for b in row) for row in rows)
-
-
-def redacted(adapter: Adapter) -> Adapter:
-    """``adapter`` behind the outbound redactor (once: a wrapped adapter is kept)."""
-    return adapter if isinstance(adapter, RedactedAdapter) else RedactedAdapter(adapter)
-
-
-def outbound(adapter: Adapter) -> Adapter:
-    """``adapter`` behind the redactor and then its bot's outbound scheduler (once)."""
-    if isinstance(adapter, ScheduledAdapter):
-        return adapter
-    return ScheduledAdapter(redacted(adapter))
-
-
 class ChatDirectory:
-    def __init__(self, adapters: list[Adapter], *, capacity: int = DEFAULT_CAPACITY) -> None:
-        self._adapters = {adapter.platform: outbound(adapter) for adapter in adapters}
+    def __init__(
+        self,
+        adapters: list[Adapter],
+        *,
+        capacity: int = DEFAULT_CAPACITY,
+        traffic: Traffic | None = None,
+    ) -> None:
+        self._traffic = traffic
+        self._bots: dict[str, Outbound] = {}
+        for adapter in adapters:
+            self.add(adapter)
         self._places: BoundedMap[str, ChatRef] = BoundedMap(capacity)
         self._names: BoundedMap[str, str] = BoundedMap(capacity)
         self._asked: BoundedMap[str, str] = BoundedMap(capacity)
 
     def add(self, adapter: Adapter) -> None:
-        self._adapters[adapter.platform] = outbound(adapter)
+        self._bots[adapter.platform] = Outbound.paced(adapter, self._traffic)
+
+    def outbound(self, platform: str) -> Outbound | None:
+        """``platform``'s bot: the way every call into its chats goes."""
+        return self._bots.get(platform)
 
     def adapter(self, platform: str) -> Adapter | None:
-        return self._adapters.get(platform)
+        """``platform``'s adapter itself (its lifecycle and health; never for sending)."""
+        bot = self._bots.get(platform)
+        return None if bot is None else bot.adapter
+
+    @property
+    def bots(self) -> list[Outbound]:
+        return list(self._bots.values())
 
     @property
     def adapters(self) -> list[Adapter]:
-        return list(self._adapters.values())
+        return [bot.adapter for bot in self._bots.values()]
+
+    def received(self, event: InboundEvent) -> None:
+        """``event`` came in: its bot's scheduler learns the chat's kind, it is counted."""
+        bot = self._bots.get(event.platform)
+        if bot is not None:
+            bot.received(event)
 
     def record(self, event: InboundEvent) -> None:
         """Remember where ``event``'s session lives and what its sender is called."""
@@ -132,8 +87,8 @@ class ChatDirectory:
         chat = self._places.get(session_key.partition("/child:")[0])
         if chat is None:
             return None
-        adapter = self._adapters.get(chat.platform)
-        return None if adapter is None else Place(adapter, chat)
+        bot = self._bots.get(chat.platform)
+        return None if bot is None else Place(bot, chat)
 
     def name_of(self, platform: str, user_id: str | None) -> str:
         """The display name of a user seen on ``platform`` (the id when unknown).
@@ -143,7 +98,7 @@ class ChatDirectory:
         if user_id is None:
             return "someone"
         own, _, bare = user_id.partition(":")
-        if bare and own in self._adapters:
+        if bare and own in self._bots:
             platform, user_id = own, bare
         return self._names.get(f"{platform}:{user_id}", user_id)
 

@@ -27,7 +27,10 @@ without the outbox (logged).
 progress, handed over) into the first chunk instead of sending it — one call instead of
 two; if the edit fails (the message is gone) the chunk is sent as a new message.
 
-Replies go out at ``REPLY`` priority, notices at ``URGENT`` (see :mod:`gateway.outbound`).
+Everything goes out as call values through the bot's pipeline (:mod:`gateway.pipeline`):
+replies at ``REPLY`` priority, each stored chunk's ``Send`` carrying the chunk's id as its
+``key`` (a platform with an idempotency mechanism shows a chunk sent twice once); notices
+at ``URGENT``; typing at ``CLEANUP``.
 
 ``Typing`` keeps the platform's typing indicator alive while a turn runs: one tracked task
 per turn, refreshed every ``interval`` seconds, stopped (and awaited) when the turn ends.
@@ -44,18 +47,12 @@ from collections.abc import Callable
 from functools import partial
 from types import TracebackType
 
-from adapters.base import (
-    Adapter,
-    AdapterError,
-    BadMarkup,
-    ChatRef,
-    NotModified,
-    RateLimited,
-    SentMessage,
-)
+from adapters import calls
+from adapters.base import AdapterError, BadMarkup, ChatRef, NotModified, RateLimited, SentMessage
+from adapters.calls import Edit, Priority, Send
 from core.redaction import redact
 from core.store.base import OutboxChunk, Store, StoreError
-from gateway.outbound import Priority, at
+from gateway.pipeline import Outbound
 from gateway.rate_limits import MAX_ATTEMPTS, MAX_RETRY_AFTER, Sleep, with_rate_limits
 
 logger = logging.getLogger(__name__)
@@ -82,7 +79,7 @@ class Delivery:
 
     async def reply(
         self,
-        adapter: Adapter,
+        outbound: Outbound,
         chat: ChatRef,
         markdown: str,
         *,
@@ -94,25 +91,25 @@ class Delivery:
 
         At most ``MAX_CHUNKS`` messages: a longer reply ends with a note saying how many
         characters were left out."""
-        planned = self._plan(adapter, chat, markdown, turn_id or "")
+        planned = self._plan(outbound, chat, markdown, turn_id or "")
         chunks = await self._stored(planned) if turn_id else planned
-        reply = at(adapter, Priority.REPLY)
-        plain = adapter.capabilities.renderer.plain
+        plain = outbound.capabilities.renderer.plain
         sent: list[SentMessage] = []
         for chunk in chunks:
             if chunk.message_id is not None:
                 continue  # sent by an earlier delivery of this turn
             target = into if chunk.index == 0 else None
-            message = await self._send_chunk(reply, chat, chunk, plain, target)
+            key = chunk.key if turn_id else None
+            message = await self._send_chunk(outbound, chat, chunk, key, plain, target)
             if message is not None:
                 sent.append(message)
                 await self._mark(chunk, message, turn_id)
         return sent
 
     def _plan(
-        self, adapter: Adapter, chat: ChatRef, markdown: str, turn_id: str
+        self, outbound: Outbound, chat: ChatRef, markdown: str, turn_id: str
     ) -> list[OutboxChunk]:
-        renderer, caps = adapter.capabilities.renderer, adapter.capabilities
+        renderer, caps = outbound.capabilities.renderer, outbound.capabilities
         rendered = renderer.render(redact(markdown))
         chunks = renderer.chunk(rendered, caps.max_text_length, caps.length_unit)
         kept, dropped = _capped(chunks)
@@ -146,41 +143,40 @@ class Delivery:
             logger.error("turn %s: chunk %d sent but not marked (%s)", turn_id, chunk.index, exc)
 
     async def notice(
-        self, adapter: Adapter, chat: ChatRef, text: str, *, priority: Priority = Priority.URGENT
+        self, outbound: Outbound, chat: ChatRef, text: str, *, priority: Priority = Priority.URGENT
     ) -> SentMessage | None:
         """Send a short plain-text notice ("⏹ Stopped.")."""
-        return await self.send(at(adapter, priority), chat, text, markup=False)
+        return await self.send(outbound, Send(chat, text, markup=False, priority=priority))
 
-    async def send(
-        self, adapter: Adapter, chat: ChatRef, text: str, *, markup: bool
-    ) -> SentMessage | None:
+    async def send(self, outbound: Outbound, call: Send) -> SentMessage | None:
         """One message with rate-limit retries; None (and an error log) if it never went."""
         try:
-            return await self._send_marked(adapter, chat, text, markup=markup)
+            return await self._send_marked(outbound, call)
         except BadMarkup as exc:
-            return _lost(chat, text, exc)
+            return _lost(call.chat, call.text, exc)
 
     async def _send_chunk(
         self,
-        adapter: Adapter,
+        outbound: Outbound,
         chat: ChatRef,
         chunk: OutboxChunk,
+        key: str | None,
         plain: Callable[[str], str],
         into: SentMessage | None,
     ) -> SentMessage | None:
         if into is not None:
-            edited = await self._edit_into(adapter, into, chunk, plain)
+            edited = await self._edit_into(outbound, into, chunk, plain)
             if edited is not None:
                 return edited
         try:
-            return await self._send_marked(adapter, chat, chunk.text, markup=chunk.markup)
+            return await self._send_marked(outbound, _chunk(chat, chunk.text, chunk.markup, key))
         except BadMarkup as exc:
             logger.warning("markup rejected in %s (%s); sending as plain text", chat, exc)
-            return await self.send(adapter, chat, plain(chunk.text), markup=False)
+            return await self.send(outbound, _chunk(chat, plain(chunk.text), False, key))
 
     async def _edit_into(
         self,
-        adapter: Adapter,
+        outbound: Outbound,
         message: SentMessage,
         chunk: OutboxChunk,
         plain: Callable[[str], str],
@@ -190,7 +186,7 @@ class Delivery:
         text, markup = chunk.text, chunk.markup
         for attempt in ("marked", "plain"):
             try:
-                await adapter.edit(message, text, buttons=(), markup=markup)
+                await outbound.perform(Edit(message, text, markup=markup))
                 return message
             except NotModified:
                 return message
@@ -204,19 +200,22 @@ class Delivery:
                 break
         return None
 
-    async def _send_marked(
-        self, adapter: Adapter, chat: ChatRef, text: str, *, markup: bool
-    ) -> SentMessage | None:
+    async def _send_marked(self, outbound: Outbound, call: Send) -> SentMessage | None:
         """Like :meth:`send`, but lets ``BadMarkup`` through for the plain fallback."""
         try:
             return await with_rate_limits(
-                partial(adapter.send, chat, text, markup=markup),
-                attempts=self._attempts, sleep=self._sleep, chat=chat, what="message",
+                partial(outbound.perform, call),
+                attempts=self._attempts, sleep=self._sleep, chat=call.chat, what="message",
             )  # fmt: skip
         except BadMarkup:
             raise
         except AdapterError as exc:  # RateLimited past the bounds included
-            return _lost(chat, text, exc)
+            return _lost(call.chat, call.text, exc)
+
+
+def _chunk(chat: ChatRef, text: str, markup: bool, key: str | None) -> Send:
+    """A reply chunk's send: ``key`` is its outbox id (None when the reply is not stored)."""
+    return Send(chat, text, markup=markup, key=key, priority=Priority.REPLY)
 
 
 def _capped(chunks: list[str]) -> tuple[list[str], list[str]]:
@@ -232,12 +231,12 @@ def _lost(chat: ChatRef, text: str, why: object) -> SentMessage | None:
 
 
 class Typing:
-    """``async with Typing(adapter, chat): ...`` shows "typing…" until the block ends (from
+    """``async with Typing(outbound, chat): ...`` shows "typing…" until the block ends (from
     ``delay`` seconds on)."""
 
     def __init__(
         self,
-        adapter: Adapter,
+        outbound: Outbound,
         chat: ChatRef,
         *,
         interval: float = TYPING_INTERVAL,
@@ -245,7 +244,7 @@ class Typing:
         paused: Callable[[], bool] = lambda: False,
         delay: float = 0.0,
     ) -> None:
-        self._adapter, self._chat = adapter, chat
+        self._outbound, self._chat = outbound, chat
         self._delay = delay
         self._interval, self._sleep = interval, sleep
         self._paused = paused
@@ -276,7 +275,7 @@ class Typing:
         while True:
             try:
                 if not self._paused():
-                    await self._adapter.typing(self._chat)
+                    await self._outbound.perform(calls.Typing(self._chat))
                 await self._sleep(self._interval)
             except RateLimited as exc:
                 await self._sleep(min(exc.retry_after, MAX_RETRY_AFTER))

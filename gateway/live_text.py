@@ -1,9 +1,9 @@
 """A streaming reply's text, live in the chats that can show it (``docs/turn-loop.md`` §16).
 
-A platform that can show text as it arrives declares ``Capabilities.live_text`` and gives
-its adapter one more method (:class:`LiveTextChat`)::
+A platform that can show text as it arrives declares ``Capabilities.live_text``; the
+text goes out as an ordinary call through the bot's pipeline (:mod:`gateway.pipeline`)::
 
-    await adapter.live_text(chat, text, mode)
+    await outbound.perform(LiveText(chat, text, mode))
 
     append   add ``text`` to the chat's live reply (start one if there is none)
     replace  the live reply becomes ``text`` ("" removes it)
@@ -22,8 +22,8 @@ too short for the redactor to recognise. When redacting the longer text changes 
 already shown, the live reply is replaced instead of appended to. Updates are paced to
 one per :data:`LIVE_TEXT_INTERVAL` (longer for a long text, :data:`REDACT_SHARE`); the
 engine coalesces the text that arrives meanwhile.
-Live text goes straight to the platform adapter, not through the outbound scheduler: a
-platform with rate limits should not declare it.
+Live text is scheduled at ``PROGRESS`` like a progress state; a platform with rate limits
+should not declare it.
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Literal, Protocol, runtime_checkable
 
 from adapters.base import ChatRef
+from adapters.calls import LiveMode, LiveText
 from core.agent.step import ReplyTextReset, TextEvent
 from core.redaction import redact
 from gateway.chats import Place
+from gateway.pipeline import Outbound
 
 logger = logging.getLogger(__name__)
 
-LiveMode = Literal["append", "replace", "seal"]
 LIVE_TEXT_INTERVAL = 0.05
 """Seconds between two live-text updates of one turn."""
 REDACT_SHARE = 4.0
@@ -54,18 +54,13 @@ END_SECONDS = 1.0
 """Time box for sealing or clearing the live reply when the turn ends."""
 
 
-@runtime_checkable
-class LiveTextChat(Protocol):
-    async def live_text(self, chat: ChatRef, text: str, mode: LiveMode) -> None: ...
-
-
 class LiveReply:
     """The engine's ``on_text`` for one turn in one chat."""
 
     def __init__(
-        self, adapter: LiveTextChat, chat: ChatRef, *, pace: float = LIVE_TEXT_INTERVAL
+        self, outbound: Outbound, chat: ChatRef, *, pace: float = LIVE_TEXT_INTERVAL
     ) -> None:
-        self._adapter = adapter
+        self._outbound = outbound
         self._chat = chat
         self._pace = pace
         self._shown = ""
@@ -85,7 +80,7 @@ class LiveReply:
         try:
             async with asyncio.timeout(END_SECONDS):
                 if completed:
-                    await self._adapter.live_text(self._chat, "", "seal")
+                    await self._live("", "seal")
                 else:
                     await self._show("")
         except Exception as exc:
@@ -97,9 +92,12 @@ class LiveReply:
             return
         self._shown = text
         if shown and text.startswith(shown):
-            await self._adapter.live_text(self._chat, text[len(shown) :], "append")
+            await self._live(text[len(shown) :], "append")
         else:
-            await self._adapter.live_text(self._chat, text, "replace")
+            await self._live(text, "replace")
+
+    async def _live(self, text: str, mode: LiveMode) -> None:
+        await self._outbound.perform(LiveText(self._chat, text, mode))
 
 
 def whole_words(text: str) -> str:
@@ -110,25 +108,14 @@ def whole_words(text: str) -> str:
     return ""
 
 
-def live_chat(place: Place) -> LiveTextChat | None:
-    """The platform adapter behind ``place`` when it shows live text (through wrappers)."""
-    if not place.adapter.capabilities.live_text:
-        return None
-    adapter: object = place.adapter
-    while adapter is not None and not isinstance(adapter, LiveTextChat):
-        adapter = getattr(adapter, "inner", None)
-    return adapter if isinstance(adapter, LiveTextChat) else None
-
-
 @asynccontextmanager
 async def live_reply(place: Place) -> AsyncIterator[LiveReply | None]:
     """The turn's ``on_text`` (None: the chat keeps the whole reply). On the way out the
     live reply is sealed for the reply to replace, or cleared when the turn raised."""
-    chat = live_chat(place)
-    if chat is None:
+    if not place.outbound.capabilities.live_text:
         yield None
         return
-    live = LiveReply(chat, place.chat)
+    live = LiveReply(place.outbound, place.chat)
     completed = False
     try:
         yield live

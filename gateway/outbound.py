@@ -21,8 +21,9 @@ chat is held for ``retry_after`` seconds, the call goes back to its place in the
 429 is logged at INFO and counted (:attr:`OutboundScheduler.stats`). A waiter cancelled
 before its call started withdraws the call; once started, the call runs to its end.
 
-:class:`ScheduledAdapter` is an :class:`~adapters.base.Adapter` whose calls go through the
-scheduler; :func:`at` gives a view of it that calls at another priority.
+Calls reach the scheduler as values, through each bot's pipeline
+(:mod:`gateway.pipeline`): the call's own ``priority`` and ``coalesce`` key say how it
+waits.
 """
 
 from __future__ import annotations
@@ -35,24 +36,19 @@ from bisect import insort
 from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
-from enum import IntEnum
 from functools import partial
 from typing import Any, TypeVar
 
 from adapters.base import (
-    Adapter,
     AdapterError,
-    ButtonRows,
     CallKind,
     Capabilities,
     ChatRef,
-    EventSink,
     InboundEvent,
     RateLimit,
     RateLimited,
-    SentMessage,
 )
-from adapters.health import Health
+from adapters.calls import Priority
 from core.tasks import TaskSet
 from gateway.rate_limits import MAX_ATTEMPTS, Sleep, may_retry
 
@@ -62,13 +58,6 @@ T = TypeVar("T")
 ChatId = tuple[str, str]
 PRUNE_EVERY = 1000
 """Grants between two sweeps of the per-chat state of chats gone quiet."""
-
-
-class Priority(IntEnum):
-    URGENT = 0
-    REPLY = 1
-    PROGRESS = 2
-    CLEANUP = 3
 
 
 @dataclass(slots=True)
@@ -462,116 +451,3 @@ def _log_failure(what: str, chat: ChatRef, future: asyncio.Future[Any]) -> None:
     exc = future.exception()
     if exc is not None:
         logger.warning("%s in %s failed: %s", what, chat, exc)
-
-
-class ScheduledAdapter:
-    """An :class:`Adapter` whose outbound calls wait for its bot's scheduler.
-
-    Default priorities: sends and edits ``REPLY``, button answers ``URGENT``, typing and
-    deletes ``CLEANUP`` (a delete returns at once; it runs when the budget allows).
-    :meth:`at` gives a view that sends and edits at another priority."""
-
-    def __init__(
-        self,
-        inner: Adapter,
-        scheduler: OutboundScheduler | None = None,
-        priority: Priority = Priority.REPLY,
-    ) -> None:
-        self.inner = inner
-        self.platform: str = inner.platform
-        self.capabilities: Capabilities = inner.capabilities
-        self.scheduler = scheduler or OutboundScheduler(inner.capabilities)
-        self.priority = priority
-
-    @property
-    def health(self) -> Health:
-        return self.inner.health
-
-    def at(self, priority: Priority) -> ScheduledAdapter:
-        return ScheduledAdapter(self.inner, self.scheduler, priority)
-
-    async def start(self, sink: EventSink) -> None:
-        scheduler = self.scheduler
-
-        async def noted(event: InboundEvent) -> None:
-            scheduler.learn(event)
-            await sink(event)
-
-        await self.inner.start(noted)
-
-    async def stop(self) -> None:
-        await self.scheduler.aclose()
-        await self.inner.stop()
-
-    async def send(
-        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> SentMessage:
-        call = partial(self.inner.send, chat, text, buttons=buttons, markup=markup)
-        return await self.scheduler.run(
-            call,
-            chat=chat,
-            priority=self.priority,
-            what="message",
-            kind="send",
-        )
-
-    async def edit(
-        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> None:
-        call = partial(self.inner.edit, message, text, buttons=buttons, markup=markup)
-        await self.scheduler.run(
-            call,
-            chat=message.chat,
-            priority=self.priority,
-            what="edit",
-            kind="edit",
-        )
-
-    async def delete(self, message: SentMessage) -> None:
-        """Queued at ``CLEANUP``; returns at once (a failure is logged)."""
-        call = partial(self.inner.delete, message)
-        self.scheduler.later(
-            call,
-            chat=message.chat,
-            priority=Priority.CLEANUP,
-            what="delete",
-            kind="delete",
-        )
-
-    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
-        call = partial(self.inner.answer_button, event, text)
-        await self.scheduler.run(
-            call,
-            chat=event.chat,
-            priority=Priority.URGENT,
-            what="button answer",
-            kind="answer",
-        )
-
-    async def typing(self, chat: ChatRef) -> None:
-        """At ``CLEANUP``, one waiting per chat, never retried (the next refresh is)."""
-        await self.scheduler.run(
-            partial(self.inner.typing, chat), chat=chat, priority=Priority.CLEANUP,
-            what="typing", coalesce=("typing", _chat_id(chat)), attempts=1, kind="typing",
-        )  # fmt: skip
-
-
-def at(adapter: Adapter, priority: Priority) -> Adapter:
-    """``adapter`` calling at ``priority`` (itself when it is not behind a scheduler)."""
-    return adapter.at(priority) if isinstance(adapter, ScheduledAdapter) else adapter
-
-
-async def call_at(
-    adapter: Adapter,
-    priority: Priority,
-    call: Callable[[Adapter], Awaitable[T]],
-    *,
-    chat: ChatRef,
-    what: str,
-) -> T:
-    """``call(platform adapter)`` once the budget allows; what it sends is decided when it
-    *starts* (a progress state read then is the newest one, never a stale one)."""
-    if not isinstance(adapter, ScheduledAdapter):
-        return await call(adapter)
-    inner = adapter.inner
-    return await adapter.scheduler.run(lambda: call(inner), chat=chat, priority=priority, what=what)

@@ -19,10 +19,10 @@ Modes: ``off`` (nothing), ``new`` (a line when the tool changes), ``all`` (a lin
 call; identical consecutive lines collapse to ``×N``). Time is injected (``clock`` and
 ``sleep``) so tests run without waiting.
 
-**Through the bot's outbound scheduler** (:mod:`gateway.outbound`): every write is a
-``PROGRESS`` call that reads the newest state when the budget lets it *start*, so a stale
-state is never sent. While the turn runs the message carries ``buttons`` (the turn's Stop
-button); the final state has none.
+**Through the bot's pipeline** (:mod:`gateway.pipeline`): every write is a ``PROGRESS``
+call (a :class:`~gateway.pipeline.Latest`) that reads the newest state when the budget
+lets it *start*, so a stale state is never sent. While the turn runs the message carries
+``buttons`` (the turn's Stop button); the final state has none.
 
 **Becoming the reply.** :meth:`ProgressView.hand_over` stops the view and hands its message
 to the reply sender, which edits it into the first chunk of the answer (one call instead of
@@ -46,11 +46,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from adapters.base import Adapter, ButtonRows, ChatRef, NotModified, RateLimited, SentMessage
+from adapters.base import ButtonRows, ChatRef, NotModified, RateLimited, SentMessage
+from adapters.calls import Delete, Edit, Priority, Send
 from core.agent.step import ModelSlow, TurnNotice
 from core.tasks import TaskSet
 from core.types import TurnStatus
-from gateway.outbound import Priority, at, call_at
+from gateway.pipeline import Latest, Outbound
 from gateway.rate_limits import Sleep, with_rate_limits
 from gateway.redact import preview
 
@@ -124,7 +125,7 @@ def emoji_for(tool: str) -> str:
 class ProgressView:
     def __init__(
         self,
-        adapter: Adapter,
+        outbound: Outbound,
         chat: ChatRef,
         config: ProgressConfig = DEFAULT_CONFIG,
         *,
@@ -133,14 +134,16 @@ class ProgressView:
         finish_timeout: float = FINISH_SECONDS,
         buttons: ButtonRows = (),
     ) -> None:
-        self._adapter, self._chat, self._config = adapter, chat, config
+        self._outbound, self._chat, self._config = outbound, chat, config
         self._buttons = buttons
         self._born = clock()
         self._in_flight = False
+        self._writing: str | None = None
+        """The state the write in flight makes (set when it starts)."""
         self._handed = False
         self._clock, self._sleep = clock, sleep
         self._finish_timeout = finish_timeout
-        self._enabled = config.mode != "off" and adapter.capabilities.supports_edit
+        self._enabled = config.mode != "off" and outbound.capabilities.supports_edit
         self._lines: list[_Line] = []
         self._calls = 0
         self._wanted: str | None = None
@@ -206,7 +209,9 @@ class ProgressView:
 
     async def _send_notice(self, text: str) -> None:
         async def send() -> None:
-            await at(self._adapter, Priority.URGENT).send(self._chat, text, markup=False)
+            await self._outbound.perform(
+                Send(self._chat, text, markup=False, priority=Priority.URGENT)
+            )
 
         try:
             await with_rate_limits(
@@ -270,7 +275,7 @@ class ProgressView:
                 return
 
     async def _pace(self) -> None:
-        wait = self._last_write + self._adapter.capabilities.edit_interval - self._clock()
+        wait = self._last_write + self._outbound.capabilities.edit_interval - self._clock()
         if wait > 0:
             await self._sleep(wait)
 
@@ -290,42 +295,46 @@ class ProgressView:
             self._broken = True
 
     async def _scheduled_write(self) -> None:
-        await call_at(
-            self._adapter, Priority.PROGRESS, self._write_wanted, chat=self._chat, what="progress"
-        )
-
-    async def _write_wanted(self, adapter: Adapter) -> None:
-        """Write the then-latest state (read when the budget let the call start), unless it
-        is already shown or the view was handed over."""
-        text = self._wanted
-        if self._broken or self._handed or text is None or text == self._shown:
-            return
-        self._in_flight = True
+        """One ``PROGRESS`` write; what it writes is read when it starts (:meth:`_newest`)."""
+        self._writing = None
+        asked = self._write(self._wanted or "")
         try:
             with contextlib.suppress(NotModified):  # already shown: counts as written
-                await self._write(adapter, text)
+                sent = await self._outbound.perform(Latest(asked, self._newest))
+                if sent is not None:
+                    self._message = sent
         finally:
             self._in_flight = False
-        self._shown, self._last_write = text, self._clock()
+        if self._writing is not None:
+            self._shown, self._last_write = self._writing, self._clock()
 
-    async def _write(self, adapter: Adapter, text: str) -> None:
+    def _newest(self) -> Send | Edit | None:
+        """The write to make now the budget let it start: the then-latest state, unless it
+        is already shown or the view was handed over (None: nothing to write)."""
+        text = self._wanted
+        if self._broken or self._handed or text is None or text == self._shown:
+            return None
+        self._in_flight, self._writing = True, text
+        return self._write(text)
+
+    def _write(self, text: str) -> Send | Edit:
+        """The first state is sent, later ones edit that message."""
         buttons = () if self._closing else self._running_buttons()
         if self._message is None:
-            self._message = await adapter.send(self._chat, text, buttons=buttons, markup=False)
-        else:
-            await adapter.edit(self._message, text, buttons=buttons, markup=False)
+            return Send(self._chat, text, buttons, markup=False, priority=Priority.PROGRESS)
+        return Edit(self._message, text, buttons, markup=False, priority=Priority.PROGRESS)
 
     def _running_buttons(self) -> ButtonRows:
         """The turn's own buttons; else the ones the platform declares for progress."""
         if self._buttons:
             return self._buttons
-        running = self._adapter.capabilities.progress_buttons
+        running = self._outbound.capabilities.progress_buttons
         return [list(running)] if running else []
 
     async def _remove(self) -> None:
         if self._message is None:
             return
         try:
-            await at(self._adapter, Priority.CLEANUP).delete(self._message)
+            await self._outbound.perform(Delete(self._message))
         except Exception:
             logger.warning("progress in %s: delete failed", self._chat, exc_info=True)

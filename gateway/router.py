@@ -7,9 +7,11 @@ plane* and acts at once, never queued behind a running turn: ``/stop``, ``/steer
 * Access first: a stranger gets no turn (one log line tells the operator how to allow
   them); a button press from a stranger is refused politely. Bot chatter and group text
   that does not mention the bot are ignored.
+* Every event first passes its bot (:meth:`ChatDirectory.received`: the scheduler learns
+  the chat's kind, the traffic is counted), once, whatever becomes of it.
 * Every admitted event records where its session lives (:class:`ChatDirectory`), so the
   reply, the progress view and approval cards find the chat.
-* A button press is answered (``adapter.answer_button``) exactly once, whatever happens.
+* A button press is answered (an ``AnswerPress`` call) exactly once, whatever happens.
 * A message queued behind a running turn is acknowledged ("⏳ Queued …"), at most once
   per ``ack_interval`` seconds per session.
 * Receipts: an event that becomes a turn hands its :class:`~adapters.receipt.Receipt` the
@@ -25,7 +27,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from adapters.base import Adapter, InboundEvent
+from adapters.base import InboundEvent
+from adapters.calls import AnswerPress
 from core.agent.profile import BusyPolicy
 from core.agent.turn import UserMessage
 from core.approvals import Approvals
@@ -52,6 +55,7 @@ from gateway.messages import (
     STRANGER,
     stopped,
 )
+from gateway.pipeline import Outbound
 from gateway.stopped_turns import StoppedTurns
 
 logger = logging.getLogger(__name__)
@@ -99,6 +103,7 @@ class Router:
         """The adapter's sink. Never raises: a failure is logged and the adapter goes on.
         The event's receipt is settled as it returns, unless a turn took it over."""
         try:
+            self._directory.received(event)
             await self._route(event)
         except Exception:
             logger.exception("event %s:%s could not be handled", event.platform, event.update_id)
@@ -129,7 +134,7 @@ class Router:
             return False
         place = self._directory.place(session_key)
         if place is not None:
-            await self._delivery.notice(place.adapter, place.chat, stopped(outcome))
+            await self._delivery.notice(place.outbound, place.chat, stopped(outcome))
         return True
 
     async def submit_text(
@@ -167,21 +172,21 @@ class Router:
         await self._say(event, notice)
 
     async def _say(self, event: InboundEvent, reply: Reply) -> None:
-        adapter = self._directory.adapter(event.platform)
-        if reply and adapter is not None:
-            await self._delivery.notice(adapter, event.chat, reply)
+        outbound = self._directory.outbound(event.platform)
+        if reply and outbound is not None:
+            await self._delivery.notice(outbound, event.chat, reply)
 
     # buttons --------------------------------------------------------------------------
     async def _press(self, event: InboundEvent) -> None:
-        adapter = self._directory.adapter(event.platform)
-        if adapter is None:
+        outbound = self._directory.outbound(event.platform)
+        if outbound is None:
             logger.error("button press from unknown platform %s", event.platform)
             return
         answer: str | None = SOMETHING_WENT_WRONG
         try:
             answer = await self._decide_press(event)
         finally:
-            await _answer(adapter, event, answer)
+            await _answer(outbound, event, answer)
 
     async def _decide_press(self, event: InboundEvent) -> str | None:
         verdict = self._access.check(event)
@@ -211,8 +216,8 @@ class Router:
         return await self._approvals.resolve(press.approval_id, "approved", by, choice=choice)
 
 
-async def _answer(adapter: Adapter, event: InboundEvent, text: str | None) -> None:
+async def _answer(outbound: Outbound, event: InboundEvent, text: str | None) -> None:
     try:
-        await adapter.answer_button(event, text)
+        await outbound.perform(AnswerPress(event, text))
     except Exception:
         logger.warning("answering button press %s failed", event.press_id, exc_info=True)

@@ -30,10 +30,12 @@ it from the configuration. Composed by hand, the service first, then its adapter
   when a shutdown cut it short — the turn, or the delivery of its reply. An adapter with a
   durable inbox awaits it and marks the update done only after True, and replays it
   otherwise.
-* Replies, progress edits, approval cards and notices come back through the adapter's
-  ``send``/``edit``/``delete``/``answer_button``/``typing`` with text in
+* Replies, progress edits, approval cards and notices come back as call values
+  (:mod:`adapters.calls`) through each bot's pipeline (:mod:`gateway.pipeline`: schedule,
+  redact, count) to the adapter's one ``perform(call)``, with text in
   ``capabilities.markup`` (or ``markup=False`` for plain text); limits and paces are read
   from ``capabilities``. Errors must be raised as the ``adapters.base`` error tree.
+  ``traffic`` (the gateway's metrics) is the counting step of every pipeline.
 * ``hooks`` should already hold the built-in policies
   (``core.hooks.builtin.register_builtin_hooks``): they decide which calls ask first.
 
@@ -74,6 +76,7 @@ from gateway.approval_card import ChatApprover
 from gateway.chats import ChatDirectory
 from gateway.delivery import TYPING_DELAY, TYPING_INTERVAL, Delivery, Typing
 from gateway.live_text import live_reply
+from gateway.pipeline import Traffic
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.router import Router
 from gateway.stopped_turns import StoppedTurns
@@ -136,6 +139,7 @@ class GatewayService:
         pacing: Pacing = Pacing(),
         *,
         adapters: Sequence[Adapter] = (),
+        traffic: Traffic | None = None,
     ) -> None:
         if engine.default_profile not in engine.profiles:
             names = sorted(engine.profiles)
@@ -157,7 +161,7 @@ class GatewayService:
         self._views: dict[str, ProgressView] = {}
         self._answered: deque[str] = deque(maxlen=REMEMBERED_TURNS)
         self.stopped_turns = StoppedTurns()
-        self.directory = ChatDirectory(list(adapters))
+        self.directory = ChatDirectory(list(adapters), traffic=traffic)
         self.approver = ChatApprover(self.directory, sleep=sleep, store=store)
         self.approvals = Approvals(
             store, self.approver, timeout=self._approval_timeout, approvers=self._approvers_of
@@ -236,11 +240,12 @@ class GatewayService:
         for view in list(self._views.values()):
             await view.aclose()
         self._views.clear()
-        for adapter in self.directory.adapters:
+        for bot in self.directory.bots:
             try:
-                await adapter.stop()
+                await bot.aclose()
+                await bot.adapter.stop()
             except Exception:
-                logger.exception("%s adapter did not stop cleanly", adapter.platform)
+                logger.exception("%s adapter did not stop cleanly", bot.platform)
         still_running = await drain_abandoned(ABANDONED_GRACE)
         if still_running:
             logger.warning("%d stopped task(s) ignored cancellation at shutdown", still_running)
@@ -284,13 +289,13 @@ class GatewayService:
         stops = self.router.stop_buttons
         stop_id = stops.register(session_key, control, message.sender_id)
         view = ProgressView(
-            place.adapter, place.chat, self._progress, clock=self._clock, sleep=self._sleep,
-            buttons=stops.buttons(stop_id, place.adapter.capabilities),
+            place.outbound, place.chat, self._progress, clock=self._clock, sleep=self._sleep,
+            buttons=stops.buttons(stop_id, place.outbound.capabilities),
         )  # fmt: skip
         self._views[session_key] = view
         quiet = partial(self._typing_paused, session_key, view)
         typing = Typing(
-            place.adapter,
+            place.outbound,
             place.chat,
             interval=self._typing_interval,
             sleep=self._typing_sleep,
@@ -352,7 +357,7 @@ class GatewayService:
             return
         into = await self._progress_into_reply(view)
         await self.delivery.reply(
-            place.adapter, place.chat, text, turn_id=result.turn_id or None, into=into
+            place.outbound, place.chat, text, turn_id=result.turn_id or None, into=into
         )
 
     async def _progress_into_reply(self, view: ProgressView | None) -> SentMessage | None:

@@ -54,10 +54,11 @@ def build_service(
     The configured secrets are taught to the one redactor before anything can be sent."""
     remember_secrets(config_secrets(config))
     metrics = GatewayMetrics()
-    service = GatewayService(_engine(config, store, model, sandboxes, metrics), _chat(config))
+    engine = _engine(config, store, model, sandboxes, metrics)
+    service = GatewayService(engine, _chat(config), traffic=metrics.traffic)
     context = AdapterContext(store=store, commands=tuple(command_menu()))
     for adapter in _adapters(config, context):
-        service.attach(metrics.count_one(adapter))
+        service.attach(adapter)
     mount_web(service, metrics)
     return service
 

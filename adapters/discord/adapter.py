@@ -351,7 +351,7 @@ class DiscordAdapter:
 
     async def _storage_notice(self, chat: ChatRef) -> None:
         try:
-            await self.send(chat, STORAGE_NOTICE, markup=False)
+            await self._send(chat, STORAGE_NOTICE, (), False, None)
         except Exception as exc:
             _log.warning("discord: could not tell chat %s the store is out: %s", chat.chat_id, exc)
 
@@ -582,28 +582,6 @@ class DiscordAdapter:
     async def _typing(self, chat: ChatRef) -> None:
         with platform_errors():
             await self._channel(chat).typing()
-
-    # the old entry points, until the gateway performs calls (removed with the wrappers)
-    async def send(
-        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> SentMessage:
-        sent = await self.perform(Send(chat, text, buttons, markup))
-        assert sent is not None
-        return sent
-
-    async def edit(
-        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> None:
-        await self.perform(Edit(message, text, buttons, markup))
-
-    async def delete(self, message: SentMessage) -> None:
-        await self.perform(Delete(message))
-
-    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
-        await self.perform(AnswerPress(event, text))
-
-    async def typing(self, chat: ChatRef) -> None:
-        await self.perform(Typing(chat))
 
 
 async def _replace_deferred(

@@ -214,7 +214,7 @@ class TelegramAdapter:
     async def _storage_notice(self, chat: ChatRef) -> None:
         """Tell ``chat`` its messages wait for the store (once per outage; never raises)."""
         try:
-            await self.send(chat, STORAGE_NOTICE, markup=False)
+            await self._send(chat, STORAGE_NOTICE, (), False)
         except Exception as exc:
             _log.warning("telegram: could not tell chat %s the store is out: %s", chat.chat_id, exc)
 
@@ -325,25 +325,3 @@ class TelegramAdapter:
             await self.bot.send_chat_action(
                 chat.chat_id, ChatAction.TYPING, message_thread_id=_thread(chat)
             )
-
-    # the old entry points, until the gateway performs calls (removed with the wrappers)
-    async def send(
-        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> SentMessage:
-        sent = await self.perform(Send(chat, text, buttons, markup))
-        assert sent is not None
-        return sent
-
-    async def edit(
-        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> None:
-        await self.perform(Edit(message, text, buttons, markup))
-
-    async def delete(self, message: SentMessage) -> None:
-        await self.perform(Delete(message))
-
-    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
-        await self.perform(AnswerPress(event, text))
-
-    async def typing(self, chat: ChatRef) -> None:
-        await self.perform(Typing(chat))

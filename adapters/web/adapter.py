@@ -316,31 +316,6 @@ class WebAdapter:
         feed = await self.feed(chat.chat_id)
         feed.live_text(text, mode)
 
-    # the old entry points, until the gateway performs calls (removed with the wrappers)
-    async def send(
-        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> SentMessage:
-        sent = await self.perform(Send(chat, text, buttons, markup))
-        assert sent is not None
-        return sent
-
-    async def edit(
-        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> None:
-        await self.perform(Edit(message, text, buttons, markup))
-
-    async def delete(self, message: SentMessage) -> None:
-        await self.perform(Delete(message))
-
-    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
-        await self.perform(AnswerPress(event, text))
-
-    async def typing(self, chat: ChatRef) -> None:
-        await self.perform(Typing(chat))
-
-    async def live_text(self, chat: ChatRef, text: str, mode: LiveMode) -> None:
-        await self.perform(LiveText(chat, text, mode))
-
 
 def _buttons(rows: ButtonRows) -> list[list[Json]]:
     """Each button as ``{label, data, role}``: the page colours it by ``role``."""

@@ -26,11 +26,9 @@ def web_operators(config: Config) -> frozenset[str]:
 
 
 def web_adapter_of(service: GatewayService) -> WebAdapter:
-    """The service's web adapter (under any wrapper the service put around it)."""
-    adapter: object = service.directory.adapter("web")
-    while adapter is not None and not isinstance(adapter, WebAdapter):
-        adapter = getattr(adapter, "inner", None)
-    if adapter is None:
+    """The service's web adapter: the web chat's server is where the routes go."""
+    adapter = service.directory.adapter("web")
+    if not isinstance(adapter, WebAdapter):
         raise LookupError("the service has no web adapter")
     return adapter
 

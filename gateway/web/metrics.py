@@ -4,8 +4,9 @@ Nothing here reaches into the engine: turns and model calls are observed through
 registry (``pre_llm_call`` starts a turn's clock, ``on_session_end`` stops it with its status
 and exit reason; ``pre_api_request``/``post_api_request``/``api_request_error`` time model
 calls; ``pre_tool_call``/``post_tool_call`` name the tool running now), and messages through
-:class:`CountedAdapter`, a wrapper around each adapter (inbound events, outbound sends and
-edits, platform 429s). Queue depth and each platform's connection health
+:class:`TrafficCounter`, a step of every bot's outbound pipeline (:mod:`gateway.pipeline`)
+that also sees each inbound event (inbound events, outbound sends and edits, platform
+429s). Queue depth and each platform's connection health
 (``commonos_adapter_up{platform}`` 1/0, ``commonos_adapter_state{platform,state}`` 1 for
 the state it is in, docs/architecture.md §10) are read when scraped. Each gateway has its
 own registry (tests run several).
@@ -15,25 +16,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from adapters.base import (
-    Adapter,
-    ButtonRows,
-    ChatRef,
-    EventSink,
-    InboundEvent,
-    RateLimited,
-    SentMessage,
-)
+from adapters.base import InboundEvent, RateLimited, SentMessage
+from adapters.calls import Call, Edit, Send
 from adapters.health import Health, HealthState
 from core.hooks.registry import HookRegistry
 
 if TYPE_CHECKING:
+    from gateway.chats import ChatDirectory
+    from gateway.pipeline import Perform
     from gateway.service import GatewayService
 
 _log = logging.getLogger(__name__)
@@ -100,7 +96,9 @@ class GatewayMetrics:
         )  # fmt: skip
         self.live: dict[str, LiveTurn] = {}
         self.recent: list[FinishedTurn] = []
-        self.adapters: list[CountedAdapter] = []
+        self.traffic = TrafficCounter(self)
+        """The counting step of every bot's pipeline (``GatewayService(traffic=...)``)."""
+        self._directory: ChatDirectory | None = None
         self._model_started: dict[tuple[str, int], float] = {}
 
     # wiring ---------------------------------------------------------------------------
@@ -116,16 +114,9 @@ class GatewayMetrics:
         hooks.register("on_session_end", self._turn_ended, source=source)
         return hooks
 
-    def count(self, adapters: Sequence[Adapter]) -> list[Adapter]:
-        return [self.count_one(adapter) for adapter in adapters]
-
-    def count_one(self, adapter: Adapter) -> Adapter:
-        """``adapter`` wrapped so that its traffic is counted (and its health exported)."""
-        counted = CountedAdapter(adapter, self)
-        self.adapters.append(counted)
-        return counted
-
     def bind(self, service: GatewayService) -> None:
+        """Read the service's queue depth and its platforms' health when scraped."""
+        self._directory = service.directory
         dispatcher = service.dispatcher
 
         def depth() -> float:
@@ -135,7 +126,8 @@ class GatewayMetrics:
 
     def health(self) -> dict[str, Health]:
         """Each platform's connection health now."""
-        return {adapter.platform: adapter.health for adapter in self.adapters}
+        adapters = [] if self._directory is None else self._directory.adapters
+        return {adapter.platform: adapter.health for adapter in adapters}
 
     def exposition(self) -> bytes:
         for platform, health in self.health().items():
@@ -189,61 +181,23 @@ class GatewayMetrics:
         self.recent = [finished, *self.recent[: RECENT_TURNS - 1]]
 
 
-class CountedAdapter:
-    """An adapter whose traffic is counted; everything else is the inner adapter's."""
+class TrafficCounter:
+    """The counting step of every bot's pipeline (:mod:`gateway.pipeline`): each inbound
+    event, each send and edit that arrived, each platform 429, per platform."""
 
-    def __init__(self, inner: Adapter, metrics: GatewayMetrics) -> None:
-        self.inner = inner
-        self.platform: str = inner.platform
-        self.capabilities = inner.capabilities
+    def __init__(self, metrics: GatewayMetrics) -> None:
         self._metrics = metrics
 
-    @property
-    def health(self) -> Health:
-        return self.inner.health
+    def received(self, event: InboundEvent) -> None:
+        self._metrics.inbound.labels(event.platform).inc()
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def start(self, sink: EventSink) -> None:
-        inbound = self._metrics.inbound.labels(self.platform)
-
-        async def counted(event: InboundEvent) -> None:
-            inbound.inc()
-            await sink(event)
-
-        await self.inner.start(counted)
-
-    async def stop(self) -> None:
-        await self.inner.stop()
-
-    async def _out(self, call: Any) -> Any:
+    async def __call__(self, call: Call, next: Perform) -> SentMessage | None:
+        platform = call.chat.platform
         try:
-            result = await call
+            result = await next(call)
         except RateLimited:
-            self._metrics.rate_limited.labels(self.platform).inc()
+            self._metrics.rate_limited.labels(platform).inc()
             raise
-        self._metrics.outbound.labels(self.platform).inc()
+        if isinstance(call, Send | Edit):
+            self._metrics.outbound.labels(platform).inc()
         return result
-
-    async def send(
-        self, chat: ChatRef, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> SentMessage:
-        sent: SentMessage = await self._out(
-            self.inner.send(chat, text, buttons=buttons, markup=markup)
-        )
-        return sent
-
-    async def edit(
-        self, message: SentMessage, text: str, *, buttons: ButtonRows = (), markup: bool = True
-    ) -> None:
-        await self._out(self.inner.edit(message, text, buttons=buttons, markup=markup))
-
-    async def delete(self, message: SentMessage) -> None:
-        await self.inner.delete(message)
-
-    async def answer_button(self, event: InboundEvent, text: str | None = None) -> None:
-        await self.inner.answer_button(event, text)
-
-    async def typing(self, chat: ChatRef) -> None:
-        await self.inner.typing(chat)

@@ -9,6 +9,7 @@ from typing import Any
 
 from adapters.base import ChatRef, Forbidden, MessageGone, NotModified, RateLimited
 from core.redaction import remember_secrets
+from gateway.pipeline import Outbound
 from gateway.progress import ProgressConfig, ProgressView
 from tests.gateway.fakes import FakeAdapter, FakeClock
 
@@ -23,7 +24,11 @@ def make(mode: str = "all", cleanup: bool = False) -> tuple[FakeAdapter, FakeClo
     clock = FakeClock()
     adapter = FakeAdapter(clock=clock)
     config = ProgressConfig(mode=mode, cleanup=cleanup)  # type: ignore[arg-type]
-    return adapter, clock, ProgressView(adapter, CHAT, config, clock=clock, sleep=clock.sleep)
+    return (
+        adapter,
+        clock,
+        ProgressView(Outbound(adapter), CHAT, config, clock=clock, sleep=clock.sleep),
+    )
 
 
 def writes(adapter: FakeAdapter) -> list[str]:
@@ -77,7 +82,9 @@ class HeldSleep:
 async def test_a_burst_of_steps_coalesces_into_the_latest_state() -> None:
     adapter, clock = FakeAdapter(), FakeClock()
     held = HeldSleep()
-    view = ProgressView(adapter, CHAT, ProgressConfig(mode="all"), clock=clock, sleep=held)
+    view = ProgressView(
+        Outbound(adapter), CHAT, ProgressConfig(mode="all"), clock=clock, sleep=held
+    )
     view.step(2, [tool("terminal", command="first")])
     await adapter.wait_for(lambda: bool(adapter.of("send")))
     for i in range(10):
@@ -193,7 +200,7 @@ async def test_aclose_cancels_a_flush_waiting_out_a_rate_limit() -> None:
         gate_sleeps.append(seconds)
         await asyncio.Event().wait()
 
-    view = ProgressView(adapter, CHAT, ProgressConfig(mode="all"), sleep=never)
+    view = ProgressView(Outbound(adapter), CHAT, ProgressConfig(mode="all"), sleep=never)
     adapter.fail("send", RateLimited(30.0))
     view.step(2, [tool("terminal", command="a")])
     await adapter.wait_for(lambda: bool(adapter.of("send")))
@@ -214,7 +221,7 @@ async def test_finish_gives_up_a_final_write_stuck_in_a_rate_limit_wait() -> Non
             raise
 
     config = ProgressConfig(mode="all")
-    view = ProgressView(adapter, CHAT, config, sleep=flood_wait, finish_timeout=0.05)
+    view = ProgressView(Outbound(adapter), CHAT, config, sleep=flood_wait, finish_timeout=0.05)
     adapter.fail("send", RateLimited(50.0))
     view.step(2, [tool("terminal", command="a")])
     await asyncio.wait_for(waiting.wait(), 5)

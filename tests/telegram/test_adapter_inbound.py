@@ -8,6 +8,7 @@ import pytest
 from telegram import Chat, Message, Update, User
 
 from adapters.base import Button, ChatRef, SessionKey
+from adapters.calls import Send
 from adapters.session_keys import KeyStrategy, key_rule
 from adapters.telegram import TelegramAdapter
 from adapters.telegram.normalize import BotIdentity, Normalizer, parse_command
@@ -144,7 +145,7 @@ async def test_reply_to_a_bot_message_is_detected(
     adapter: TelegramAdapter, telegram_sim: TelegramSim, events: EventLog
 ) -> None:
     telegram_sim.add_group(GROUP)
-    await adapter.send(ChatRef("telegram", str(GROUP)), "I said this")
+    await adapter.perform(Send(ChatRef("telegram", str(GROUP)), "I said this"))
     said = await telegram_sim.user_says(GROUP, "and I reply", user=BOB)
     await telegram_sim.user_says(
         GROUP, "reply to bot", user=ALICE, reply_to=telegram_sim.bot_messages(GROUP)[0]
@@ -159,7 +160,7 @@ async def test_button_press_becomes_button_event_of_the_presser(
 ) -> None:
     telegram_sim.add_group(GROUP)
     chat = ChatRef("telegram", str(GROUP))
-    card = await adapter.send(chat, "Approve?", buttons=[[Button("Approve", "ap:x1:a")]])
+    card = await adapter.perform(Send(chat, "Approve?", buttons=[[Button("Approve", "ap:x1:a")]]))
     query_id = await telegram_sim.press_button(
         telegram_sim.bot_messages(GROUP)[0], "ap:x1:a", user=BOB
     )

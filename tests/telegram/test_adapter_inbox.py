@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from adapters.base import ChatRef, InboundEvent
+from adapters.calls import Send
 from adapters.telegram.inbox import unreadable_id
 from core.store.base import InboundRecord, StoreError
 from core.store.sqlite import SqliteStore
@@ -241,7 +242,7 @@ async def test_press_without_payload_is_still_answered(
     adapter: Any, telegram_sim: TelegramSim, events: EventLog
 ) -> None:
     telegram_sim.chat(ALICE.id)
-    card = await adapter.send(ChatRef("telegram", str(ALICE.id)), "a game card")
+    card = await adapter.perform(Send(ChatRef("telegram", str(ALICE.id)), "a game card"))
     message = telegram_sim.find_message(ALICE.id, int(card.message_id))
     query = CallbackQuery("q-game", message, "", ALICE, time.monotonic())  # type: ignore[arg-type]
     telegram_sim.queries[query.id] = query

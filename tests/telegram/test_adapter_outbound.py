@@ -20,6 +20,7 @@ from adapters.base import (
     SessionKey,
     TooLong,
 )
+from adapters.calls import AnswerPress, Delete, Edit, Send, Typing
 from adapters.telegram import TelegramAdapter
 from core.store.sqlite import SqliteStore
 from tests.platform_sim.base import SimError
@@ -39,7 +40,7 @@ def alice_has_started_the_bot(telegram_sim: TelegramSim) -> None:
 async def test_send_delivers_html_with_inline_keyboard(
     adapter: TelegramAdapter, telegram_sim: TelegramSim
 ) -> None:
-    sent = await adapter.send(DM, "<b>Run</b> this?", buttons=APPROVE)
+    sent = await adapter.perform(Send(DM, "<b>Run</b> this?", buttons=APPROVE))
     [msg] = telegram_sim.bot_messages(ALICE.id)
     assert (sent.message_id, msg.text) == (msg.id, "Run this?")
     assert msg.raw["entities"] == [{"type": "bold", "offset": 0, "length": 3}]
@@ -52,7 +53,7 @@ async def test_send_delivers_html_with_inline_keyboard(
 async def test_plain_send_keeps_markup_characters_literally(
     adapter: TelegramAdapter, telegram_sim: TelegramSim
 ) -> None:
-    await adapter.send(DM, "a <b> tag & <unclosed", markup=False)
+    await adapter.perform(Send(DM, "a <b> tag & <unclosed", markup=False))
     [msg] = telegram_sim.bot_messages(ALICE.id)
     assert msg.text == "a <b> tag & <unclosed"
     assert telegram_sim.calls_to("sendMessage")[-1].params.get("parse_mode") is None
@@ -61,46 +62,46 @@ async def test_plain_send_keeps_markup_characters_literally(
 async def test_edit_replaces_text_and_removes_buttons(
     adapter: TelegramAdapter, telegram_sim: TelegramSim
 ) -> None:
-    sent = await adapter.send(DM, "Approve?", buttons=APPROVE)
-    await adapter.edit(sent, "✅ Approved by <i>Alice</i>")
+    sent = await adapter.perform(Send(DM, "Approve?", buttons=APPROVE))
+    await adapter.perform(Edit(sent, "✅ Approved by <i>Alice</i>"))
     [msg] = telegram_sim.bot_messages(ALICE.id)
     assert (msg.text, msg.buttons, len(msg.history)) == ("✅ Approved by Alice", [], 1)
 
 
 async def test_edit_with_identical_content_raises_not_modified(adapter: TelegramAdapter) -> None:
-    sent = await adapter.send(DM, "same", buttons=APPROVE)
+    sent = await adapter.perform(Send(DM, "same", buttons=APPROVE))
     with pytest.raises(NotModified):
-        await adapter.edit(sent, "same", buttons=APPROVE)
+        await adapter.perform(Edit(sent, "same", buttons=APPROVE))
 
 
 async def test_delete_removes_message_and_second_delete_is_message_gone(
     adapter: TelegramAdapter, telegram_sim: TelegramSim
 ) -> None:
-    sent = await adapter.send(DM, "progress")
-    await adapter.delete(sent)
+    sent = await adapter.perform(Send(DM, "progress"))
+    await adapter.perform(Delete(sent))
     assert telegram_sim.bot_messages(ALICE.id)[0].deleted
     with pytest.raises(MessageGone):
-        await adapter.delete(sent)
+        await adapter.perform(Delete(sent))
 
 
 async def test_edit_of_deleted_message_raises_message_gone(adapter: TelegramAdapter) -> None:
-    sent = await adapter.send(DM, "progress")
-    await adapter.delete(sent)
+    sent = await adapter.perform(Send(DM, "progress"))
+    await adapter.perform(Delete(sent))
     with pytest.raises(MessageGone):
-        await adapter.edit(sent, "later")
+        await adapter.perform(Edit(sent, "later"))
 
 
 async def test_malformed_html_raises_bad_markup(adapter: TelegramAdapter) -> None:
     with pytest.raises(BadMarkup):
-        await adapter.send(DM, "<b>unclosed")
+        await adapter.perform(Send(DM, "<b>unclosed"))
 
 
 async def test_text_over_4096_utf16_units_raises_too_long(adapter: TelegramAdapter) -> None:
     assert adapter.capabilities.max_text_length == 4096
     assert adapter.capabilities.length_unit == "utf16"
-    await adapter.send(DM, "😀" * 2048, markup=False)  # 4096 UTF-16 units: fits
+    await adapter.perform(Send(DM, "😀" * 2048, markup=False))  # 4096 UTF-16 units: fits
     with pytest.raises(TooLong):
-        await adapter.send(DM, "😀" * 2048 + "x", markup=False)
+        await adapter.perform(Send(DM, "😀" * 2048 + "x", markup=False))
 
 
 async def test_blocked_user_raises_forbidden(
@@ -108,7 +109,7 @@ async def test_blocked_user_raises_forbidden(
 ) -> None:
     telegram_sim.fail_next("sendMessage", SimError.forbidden())
     with pytest.raises(Forbidden):
-        await adapter.send(DM, "hello")
+        await adapter.perform(Send(DM, "hello"))
 
 
 async def test_a_429_is_raised_at_once_with_retry_after_and_never_retried_by_the_sdk(
@@ -116,7 +117,7 @@ async def test_a_429_is_raised_at_once_with_retry_after_and_never_retried_by_the
 ) -> None:
     telegram_sim.fail_next("sendMessage", SimError.rate_limit(3))
     with pytest.raises(RateLimited) as caught:
-        await adapter.send(DM, "hello")
+        await adapter.perform(Send(DM, "hello"))
     assert caught.value.retry_after == 3
     assert len(telegram_sim.calls_to("sendMessage")) == 1
 
@@ -125,20 +126,20 @@ async def test_button_payload_over_64_bytes_is_refused_before_sending(
     adapter: TelegramAdapter, telegram_sim: TelegramSim
 ) -> None:
     with pytest.raises(ValueError, match="64"):
-        await adapter.send(DM, "x", buttons=[[Button("Too long", "x" * 65)]])
+        await adapter.perform(Send(DM, "x", buttons=[[Button("Too long", "x" * 65)]]))
     assert telegram_sim.calls_to("sendMessage") == []
 
 
 async def test_answer_button_answers_the_callback_query_with_notice(
     adapter: TelegramAdapter, telegram_sim: TelegramSim, events: EventLog
 ) -> None:
-    sent = await adapter.send(DM, "Approve?", buttons=APPROVE)
+    sent = await adapter.perform(Send(DM, "Approve?", buttons=APPROVE))
     query_id = await telegram_sim.press_button(
         telegram_sim.bot_messages(ALICE.id)[0], "ap:abc:a", user=ALICE
     )
     press = await events.next_event()
     assert (press.press_id, press.message) == (query_id, sent)
-    await adapter.answer_button(press, "Only the requester can decide")
+    await adapter.perform(AnswerPress(press, "Only the requester can decide"))
     assert telegram_sim.answers[query_id] == {"text": "Only the requester can decide"}
 
 
@@ -149,7 +150,7 @@ async def test_answer_button_without_press_id_calls_nothing(
         kind="text", platform="telegram", update_id="1", chat=DM, chat_type="dm",
         sender=Sender("42", "Alice"), session_key=SessionKey("telegram", "dm", "42"),
     )  # fmt: skip
-    await adapter.answer_button(event)
+    await adapter.perform(AnswerPress(event))
     assert telegram_sim.calls_to("answerCallbackQuery") == []
 
 
@@ -158,7 +159,7 @@ async def test_typing_shows_chat_action_inside_forum_topic(
 ) -> None:
     forum = telegram_sim.add_group(-1001, "Forum", forum=True)
     await telegram_sim.user_says(forum, "open topic", thread=7)
-    await adapter.typing(ChatRef("telegram", "-1001", "7"))
+    await adapter.perform(Typing(ChatRef("telegram", "-1001", "7")))
     assert [(a, t) for a, t, _ in telegram_sim.chat_actions(forum)] == [("typing", 7)]
 
 
@@ -167,7 +168,7 @@ async def test_send_into_forum_topic_lands_in_that_topic(
 ) -> None:
     forum = telegram_sim.add_group(-1001, "Forum", forum=True)
     await telegram_sim.user_says(forum, "open topic", thread=7)
-    await adapter.send(ChatRef("telegram", "-1001", "7"), "in the topic")
+    await adapter.perform(Send(ChatRef("telegram", "-1001", "7"), "in the topic"))
     assert telegram_sim.last_bot_message(forum).thread == "7"  # type: ignore[union-attr]
 
 

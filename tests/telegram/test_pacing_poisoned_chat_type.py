@@ -14,7 +14,7 @@ from typing import Any
 
 from adapters.base import MONOTONIC, RateLimit
 from core.store.sqlite import SqliteStore
-from gateway.outbound import OutboundScheduler, ScheduledAdapter
+from gateway.outbound import OutboundScheduler
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_text
 from tests.support.polling import until
@@ -47,9 +47,9 @@ def poisoned_dm(chat_type: Any) -> dict[str, Any]:
 
 
 def scheduler_of(run: Gateway) -> OutboundScheduler:
-    adapter = run.service.directory.adapter("telegram")
-    assert isinstance(adapter, ScheduledAdapter)
-    return adapter.scheduler
+    outbound = run.service.directory.outbound("telegram")
+    assert outbound is not None and outbound.scheduler is not None
+    return outbound.scheduler
 
 
 async def ask(sim: TelegramSim, chat: int, text: str, answer: str) -> None:

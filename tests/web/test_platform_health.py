@@ -62,13 +62,10 @@ def slack_section(sim: SlackSim, **keys: Any) -> dict[str, Any]:
     return {"slack": {**slack, **keys}}
 
 
-def inner(adapter: Adapter | None, kind: type[Any]) -> Any:
-    """The platform adapter under the gateway's wrappers."""
-    found: Any = adapter
-    while found is not None and not isinstance(found, kind):
-        found = getattr(found, "inner", None)
-    assert found is not None, f"no {kind.__name__} in the service"
-    return found
+def platform_adapter(adapter: Adapter | None, kind: type[Any]) -> Any:
+    """The service's platform adapter, as the ``kind`` it is."""
+    assert isinstance(adapter, kind), f"no {kind.__name__} in the service"
+    return adapter
 
 
 @pytest.fixture
@@ -80,7 +77,7 @@ async def gateways(tmp_path: Path, store: SqliteStore) -> AsyncIterator[GatewayF
     async def make(extra: dict[str, Any], *, poll_sleep: TestSleep | None = None) -> Running:
         service = build_service(web_config(tmp_path, extra), store, DemoModel())
         if poll_sleep is not None:
-            telegram = inner(service.directory.adapter("telegram"), TelegramAdapter)
+            telegram = platform_adapter(service.directory.adapter("telegram"), TelegramAdapter)
             poll = replace(
                 telegram.settings.poll, backoff_initial=0.05, backoff_max=0.2,
                 sleep=poll_sleep, rng=Ceiling(),
@@ -235,7 +232,7 @@ async def test_revoked_slack_tokens_are_one_error_slack_down_and_a_503_naming_sl
         await until(lambda: slack.health.state == "down")
         status, body = await healthz(running)
         metrics = await scrape(running)
-    receiver = inner(slack, SlackAdapter).receiver
+    receiver = platform_adapter(slack, SlackAdapter).receiver
     assert isinstance(receiver, SocketReceiver) and receiver.client.closed
     [error] = errors(caplog)
     assert "invalid_auth" in error and "[slack] app_token" in error

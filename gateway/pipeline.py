@@ -1,0 +1,222 @@
+"""The outbound pipeline: every call a bot makes passes one fold of middlewares, built once.
+
+A call is a frozen value (:mod:`adapters.calls`). Each bot has one :class:`Outbound`, made
+when its adapter is attached (:class:`gateway.chats.ChatDirectory`), whose
+:meth:`Outbound.perform` runs a call through::
+
+    schedule   the bot's OutboundScheduler (gateway.outbound): its budget, the call's
+               priority and coalescing key, the one retry layer for 429s
+    redact     every text and button label through core.redaction.redact
+    count      the gateway's traffic counters (gateway.web.metrics), when it has them
+    adapter.perform(call)
+
+A middleware is ``async (call, next) -> result``, composed once like Starlette's
+``build_middleware_stack``; one that changes a call passes ``dataclasses.replace(call,
+...)`` on. Nothing wraps the adapter. The scheduler comes first so that every attempt it
+makes (a retry after a 429) passes redaction and is counted again, and so that a
+:class:`Latest` call, decided only when the budget lets it start, is redacted like any
+other.
+
+How each call is scheduled (docs/architecture.md, "The outbound pipeline")::
+
+    Send, Edit    awaited at the call's priority (REPLY unless it says otherwise)
+    AnswerPress   awaited, URGENT
+    Typing        awaited, CLEANUP, one waiting per chat (coalesced), never retried
+    Delete        queued at CLEANUP and never awaited: perform returns at once
+    LiveText      awaited, PROGRESS (a platform with rate limits does not declare it)
+    Latest        its call's priority; what is sent is asked for when it starts, so a
+                  progress state is never a stale one (gateway.progress)
+
+Inbound events pass the bot too (:meth:`Outbound.received`, called by the router, the sink
+of every adapter): the scheduler learns each chat's kind, the traffic counters count it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Protocol, overload
+
+from adapters.base import (
+    Adapter,
+    AdapterError,
+    ButtonRows,
+    CallKind,
+    ChatRef,
+    InboundEvent,
+    SentMessage,
+)
+from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, Typing
+from adapters.health import Health
+from core.redaction import redact
+from gateway.outbound import OutboundScheduler
+
+Perform = Callable[[Call], Awaitable[SentMessage | None]]
+"""The rest of the pipeline, from a middleware's place to the adapter."""
+
+
+class Middleware(Protocol):
+    async def __call__(self, call: Call, next: Perform) -> SentMessage | None: ...
+
+
+class Traffic(Middleware, Protocol):
+    """A middleware that also sees every inbound event (the gateway's counters)."""
+
+    def received(self, event: InboundEvent) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Latest:
+    """``call``, brought up to date when the budget lets it start: ``newest()`` gives the
+    call to make then (None: nothing is left to make). ``call`` says where it goes, its
+    priority and what kind of call it is."""
+
+    call: Send | Edit
+    newest: Callable[[], Send | Edit | None]
+
+    @property
+    def chat(self) -> ChatRef:
+        return self.call.chat
+
+
+Outgoing = Call | Latest
+
+
+def fold(middlewares: Sequence[Middleware], perform: Perform) -> Perform:
+    """``middlewares[0]`` first, each handing on to the next, the last to ``perform``."""
+    for middleware in reversed(middlewares):
+        perform = partial(_step, middleware, perform)
+    return perform
+
+
+async def _step(middleware: Middleware, next: Perform, call: Call) -> SentMessage | None:
+    return await middleware(call, next)
+
+
+# redact ---------------------------------------------------------------------------------
+async def redact_call(call: Call, next: Perform) -> SentMessage | None:
+    """Every text and button label redacted before the platform sees it, plain or in the
+    platform's markup alike (a reply was also redacted as Markdown before it was rendered,
+    see :mod:`gateway.delivery`)."""
+    match call:
+        case Send() | Edit():
+            call = replace(call, text=redact(call.text), buttons=_clean(call.buttons))
+        case AnswerPress(text=str() as text):
+            call = replace(call, text=redact(text))
+        case LiveText():
+            call = replace(call, text=redact(call.text))
+    return await next(call)
+
+
+def _clean(rows: ButtonRows) -> ButtonRows:
+    if not rows:
+        return rows
+    return tuple(tuple(replace(b, label=redact(b.label)) for b in row) for row in rows)
+
+
+# schedule -------------------------------------------------------------------------------
+KINDS: dict[type, tuple[CallKind, str]] = {
+    Send: ("send", "message"), Edit: ("edit", "edit"), Delete: ("delete", "delete"),
+    AnswerPress: ("answer", "button answer"), Typing: ("typing", "typing"),
+    LiveText: ("live", "live text"),
+}  # fmt: skip
+"""Each call's kind (which of the platform's windows it is charged to,
+``Capabilities.charges``) and its name in the scheduler's log lines."""
+
+
+async def schedule(
+    scheduler: OutboundScheduler, item: Outgoing, next: Perform
+) -> SentMessage | None:
+    """``item`` once its bot's budget allows it (see the table at the top)."""
+    run: Callable[[], Awaitable[SentMessage | None]]
+    if isinstance(item, Latest):
+        call: Call = item.call
+        run = partial(_newest, item, next)
+    else:
+        call = item
+        run = partial(next, call)
+    chat, (kind, what) = call.chat, KINDS[type(call)]
+    what = "progress" if isinstance(item, Latest) else what
+    if isinstance(call, Delete):
+        scheduler.later(run, chat=chat, priority=call.priority, what=what, kind=kind)
+        return None
+    if isinstance(call, Typing):
+        key = call.coalesce or ("typing", chat.platform, chat.chat_id)
+        return await scheduler.run(
+            run, chat=chat, priority=call.priority, what=what, coalesce=key, attempts=1,
+            kind=kind,
+        )  # fmt: skip
+    return await scheduler.run(
+        run, chat=chat, priority=call.priority, what=what, coalesce=call.coalesce, kind=kind
+    )
+
+
+async def _newest(item: Latest, next: Perform) -> SentMessage | None:
+    call = item.newest()
+    return None if call is None else await next(call)
+
+
+async def unscheduled(item: Outgoing, next: Perform) -> SentMessage | None:
+    """The head of a pipeline without a scheduler (a bare adapter in a unit test)."""
+    if isinstance(item, Latest):
+        return await _newest(item, next)
+    return await next(item)
+
+
+# one bot --------------------------------------------------------------------------------
+class Outbound:
+    """One bot's way out: its adapter at the end of the fold (``adapter`` itself is still
+    there for its lifecycle: ``start``, ``stop``, ``health``)."""
+
+    def __init__(
+        self,
+        adapter: Adapter,
+        *,
+        scheduler: OutboundScheduler | None = None,
+        middlewares: Sequence[Middleware] = (redact_call,),
+        traffic: Traffic | None = None,
+    ) -> None:
+        self.adapter = adapter
+        self.platform: str = adapter.platform
+        self.capabilities = adapter.capabilities
+        self.scheduler = scheduler
+        self._traffic = traffic
+        inner = fold([*middlewares, *([traffic] if traffic else [])], adapter.perform)
+        head = unscheduled if scheduler is None else partial(schedule, scheduler)
+        self._perform = partial(head, next=inner)
+
+    @classmethod
+    def paced(cls, adapter: Adapter, traffic: Traffic | None = None) -> Outbound:
+        """The gateway's pipeline for ``adapter``: schedule → redact → count → adapter."""
+        scheduler = OutboundScheduler(adapter.capabilities)
+        return cls(adapter, scheduler=scheduler, traffic=traffic)
+
+    @property
+    def health(self) -> Health:
+        return self.adapter.health
+
+    @overload
+    async def perform(self, call: Send) -> SentMessage: ...
+
+    @overload
+    async def perform(self, call: Outgoing) -> SentMessage | None: ...
+
+    async def perform(self, call: Outgoing) -> SentMessage | None:
+        """Make ``call``: a ``Send`` returns the message that arrived, the rest None."""
+        result = await self._perform(call)
+        if isinstance(call, Send) and result is None:
+            raise AdapterError(f"{self.platform}: a send returned no message")
+        return result
+
+    def received(self, event: InboundEvent) -> None:
+        """An event came in from this bot's platform (before it is routed)."""
+        if self.scheduler is not None:
+            self.scheduler.learn(event)
+        if self._traffic is not None:
+            self._traffic.received(event)
+
+    async def aclose(self) -> None:
+        """Refuse new calls, fail the waiting ones (before the adapter stops)."""
+        if self.scheduler is not None:
+            await self.scheduler.aclose()
