@@ -14,6 +14,7 @@ from bench import (
     files,
     message_path,
     model_client,
+    press,
     render,
     sandbox,
     stop,
@@ -36,6 +37,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "files": files.run,
     "transport": transport.run,
     "path": message_path.run,
+    "press": press.run,
 }
 
 
