@@ -58,6 +58,9 @@ class Send:
     markup: bool = True
     key: str | None = None
     """The outbox chunk id (an idempotency key), when the text is a stored reply chunk."""
+    in_flight_since: float | None = None
+    """An earlier send of ``key`` began at this time (epoch seconds) and was never known to
+    arrive (a crash in its window): a platform that can look for it first does (Slack)."""
     priority: Priority = Priority.REPLY
     coalesce: Hashable | None = None
 

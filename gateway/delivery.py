@@ -15,13 +15,15 @@ rendered for the adapter's markup dialect, chunked to its length limit
   more characters)".
 
 **The outbox.** Given a store and the turn's id, the chunks are stored (turn id + chunk
-index) before the first is sent, and each is marked with the platform's message id once it
-arrived. Delivering the same turn again (a replayed update whose answer is stored, after a
-crash or a restart) sends only the chunks not marked, with the texts stored the first time.
-One window stays at-least-once: the platform accepted a chunk and the process died before
-the mark was written — that chunk is sent again (at most one duplicate per turn, since the
-chunks go one after another). A store that cannot write does not stop the reply: it is sent
-without the outbox (logged).
+index) before the first is sent; each is marked started just before its send and with the
+platform's message id once it arrived. Delivering the same turn again (a replayed update
+whose answer is stored, after a crash or a restart) sends only the chunks not marked, with
+the texts stored the first time. Every send carries the chunk's key, and one that was in
+flight at the crash (started, not marked) also when that send began, so the platform can
+show it once: Discord's nonce, Slack's metadata lookup, the web feed's chunk ids; Telegram
+has no key and sends it again (at most one duplicate per turn, since the chunks go one
+after another; docs/architecture.md, "Exactly once"). A store that cannot write does not
+stop the reply: it is sent without the outbox (logged).
 
 **Into the progress message.** ``reply(..., into=message)`` edits that message (the turn's
 progress, handed over) into the first chunk instead of sending it — one call instead of
@@ -44,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from types import TracebackType
 
@@ -99,12 +102,22 @@ class Delivery:
             if chunk.message_id is not None:
                 continue  # sent by an earlier delivery of this turn
             target = into if chunk.index == 0 else None
-            key = chunk.key if turn_id else None
-            message = await self._send_chunk(outbound, chat, chunk, key, plain, target)
+            message = await self._send_chunk(outbound, chat, chunk, plain, target)
             if message is not None:
                 sent.append(message)
                 await self._mark(chunk, message, turn_id)
         return sent
+
+    async def _started(self, chunk: OutboxChunk) -> None:
+        """Mark the chunk's send as begun, just before the call (a crash from here until
+        the sent mark leaves it in flight: the next delivery says so with the send)."""
+        if self._store is None or not chunk.turn_id:
+            return
+        try:
+            await self._store.mark_outbox_started(chunk.turn_id, chunk.index)
+        except StoreError as exc:
+            turn, index = chunk.turn_id, chunk.index
+            logger.error("turn %s: chunk %d not marked started (%s)", turn, index, exc)
 
     def _plan(
         self, outbound: Outbound, chat: ChatRef, markdown: str, turn_id: str
@@ -160,7 +173,6 @@ class Delivery:
         outbound: Outbound,
         chat: ChatRef,
         chunk: OutboxChunk,
-        key: str | None,
         plain: Callable[[str], str],
         into: SentMessage | None,
     ) -> SentMessage | None:
@@ -168,11 +180,18 @@ class Delivery:
             edited = await self._edit_into(outbound, into, chunk, plain)
             if edited is not None:
                 return edited
+        key = chunk.key if chunk.turn_id else None
+        since = chunk.started_at if chunk.in_flight else None  # as the last run left it
+        await self._started(chunk)
+        call = Send(
+            chat, chunk.text, markup=chunk.markup, key=key, in_flight_since=since,
+            priority=Priority.REPLY,
+        )  # fmt: skip
         try:
-            return await self._send_marked(outbound, _chunk(chat, chunk.text, chunk.markup, key))
+            return await self._send_marked(outbound, call)
         except BadMarkup as exc:
             logger.warning("markup rejected in %s (%s); sending as plain text", chat, exc)
-            return await self.send(outbound, _chunk(chat, plain(chunk.text), False, key))
+        return await self.send(outbound, replace(call, text=plain(chunk.text), markup=False))
 
     async def _edit_into(
         self,
@@ -211,11 +230,6 @@ class Delivery:
             raise
         except AdapterError as exc:  # RateLimited past the bounds included
             return _lost(call.chat, call.text, exc)
-
-
-def _chunk(chat: ChatRef, text: str, markup: bool, key: str | None) -> Send:
-    """A reply chunk's send: ``key`` is its outbox id (None when the reply is not stored)."""
-    return Send(chat, text, markup=markup, key=key, priority=Priority.REPLY)
 
 
 def _capped(chunks: list[str]) -> tuple[list[str], list[str]]:

@@ -32,7 +32,9 @@ it only DMs, mentions and slash commands work.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -100,6 +102,7 @@ _log = logging.getLogger(__name__)
 
 NO_PINGS = discord.AllowedMentions.none()
 BUTTON_PAYLOAD_LIMIT = 100
+NONCE_LENGTH = 25
 DEFAULT_API = "https://discord.com/api/v10"
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440
 THREAD_TYPES = frozenset(
@@ -550,12 +553,15 @@ class DiscordAdapter:
             replaced = await _replace_deferred(responder, content, view)
             if replaced is not None:
                 return SentMessage(chat, replaced)
+        nonce = nonce_of(key) if key is not None else secrets.randbits(64)  # as discord.py
         with platform_errors():
             channel = self._channel(chat)
             if view is None:
-                message = await channel.send(content, allowed_mentions=NO_PINGS)
+                message = await channel.send(content, allowed_mentions=NO_PINGS, nonce=nonce)
             else:
-                message = await channel.send(content, view=view, allowed_mentions=NO_PINGS)
+                message = await channel.send(
+                    content, view=view, allowed_mentions=NO_PINGS, nonce=nonce
+                )
         return SentMessage(chat, str(message.id))
 
     async def _edit(
@@ -582,6 +588,14 @@ class DiscordAdapter:
     async def _typing(self, chat: ChatRef) -> None:
         with platform_errors():
             await self._channel(chat).typing()
+
+
+def nonce_of(key: str) -> str:
+    """The Discord nonce of an outbox chunk: derived from its key, so a resend after a
+    crash carries the same one, and with ``enforce_nonce`` (discord.py sets it with every
+    nonce) Discord returns the message the first send made instead of a second one
+    (docs/architecture.md, "Exactly once"). Discord takes at most 25 characters."""
+    return hashlib.sha256(key.encode()).hexdigest()[:NONCE_LENGTH]
 
 
 async def _replace_deferred(

@@ -49,6 +49,7 @@ from adapters.base import (
     ChatRef,
     EventSink,
     InboundEvent,
+    RateLimited,
     SentMessage,
 )
 from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, Typing
@@ -78,6 +79,12 @@ MAX_TEXT = 4000
 """Characters per message: Slack accepts 40,000 but clients truncate beyond ~4,000."""
 REMEMBERED = 10_000
 DEFAULT_API_URL = "https://slack.com/api/"
+CHUNK_EVENT = "commonos_chunk"
+"""The metadata ``event_type`` of a reply chunk (its payload: ``{"chunk": <outbox key>}``)."""
+LOOKUP_LIMIT = 100
+"""Latest messages read when looking for a chunk that was in flight at a crash."""
+LOOKUP_MARGIN = 60.0
+"""Seconds before the send began that the lookup starts from (clocks differ)."""
 
 SlackMode = Literal["socket", "http"]
 
@@ -295,8 +302,8 @@ class SlackAdapter:
     async def perform(self, call: Call) -> SentMessage | None:
         """One outbound call (:mod:`adapters.calls`)."""
         match call:
-            case Send(chat, text, buttons, markup, key):
-                return await self._send(chat, text, buttons, markup, key)
+            case Send(chat, text, buttons, markup, key, in_flight_since):
+                return await self._send(chat, text, buttons, markup, key, in_flight_since)
             case Edit(message, text, buttons, markup):
                 await self._edit(message, text, buttons, markup)
             case Delete(message):
@@ -310,8 +317,21 @@ class SlackAdapter:
         return None
 
     async def _send(
-        self, chat: ChatRef, text: str, buttons: ButtonRows, markup: bool, key: str | None
+        self,
+        chat: ChatRef,
+        text: str,
+        buttons: ButtonRows,
+        markup: bool,
+        key: str | None,
+        in_flight_since: float | None = None,
     ) -> SentMessage:
+        """Post a message; a reply chunk (``key``) carries its key as metadata, and one
+        whose earlier send was in flight at a crash is looked for first: found, it is not
+        posted again (docs/architecture.md, "Exactly once")."""
+        if key is not None and in_flight_since is not None:
+            found = await self._posted(chat, key, in_flight_since)
+            if found is not None:
+                return found
         body = text if markup else neutralise_plain(text)
         await self._clear_status(chat)
         with platform_errors():
@@ -322,10 +342,43 @@ class SlackAdapter:
                 blocks=message_blocks(body, buttons, markup=markup) or None,
                 mrkdwn=markup,
                 unfurl_links=False,
+                metadata=chunk_metadata(key) if key is not None else None,
             )
         if chat.thread_id is not None:
             self._joined.put(str(self._thread_key(chat)), True)
         return SentMessage(chat, str(response["ts"]))
+
+    async def _posted(self, chat: ChatRef, key: str, since: float) -> SentMessage | None:
+        """The message carrying chunk ``key`` that an earlier run posted (its send was in
+        flight at a crash), looked up in the conversation's latest messages since the send
+        began; None when Slack has none, or the lookup failed (then the chunk is posted:
+        at least once). ``RateLimited`` goes up, so the send waits and tries again."""
+        try:
+            messages = await self._latest(chat, f"{since - LOOKUP_MARGIN:.6f}")
+        except RateLimited:
+            raise
+        except AdapterError as exc:
+            _log.warning("slack: chunk %s not looked up in %s (%s); posting it", key, chat, exc)
+            return None
+        found = next((m for m in messages if _carries(m, key)), None)
+        return None if found is None else SentMessage(chat, str(found["ts"]))
+
+    async def _latest(self, chat: ChatRef, oldest: str) -> list[Any]:
+        """The conversation's messages after ``oldest`` with their metadata: the channel's
+        (a DM's top level) or the thread's."""
+        with platform_errors():
+            if chat.thread_id is None:
+                response = await self.client.conversations_history(
+                    channel=chat.chat_id, oldest=oldest, limit=LOOKUP_LIMIT,
+                    include_all_metadata=True,
+                )  # fmt: skip
+            else:
+                response = await self.client.conversations_replies(
+                    channel=chat.chat_id, ts=chat.thread_id, oldest=oldest, limit=LOOKUP_LIMIT,
+                    include_all_metadata=True,
+                )  # fmt: skip
+        messages = response.get("messages")
+        return messages if isinstance(messages, list) else []
 
     def _thread_key(self, chat: ChatRef) -> object:
         return self.key_rule(
@@ -374,3 +427,16 @@ class SlackAdapter:
             return await self.client.assistant_threads_setStatus(
                 channel_id=channel, thread_ts=thread_ts, status=status
             )
+
+
+def chunk_metadata(key: str) -> dict[str, Any]:
+    """The message metadata that names the outbox chunk a message carries."""
+    return {"event_type": CHUNK_EVENT, "event_payload": {"chunk": key}}
+
+
+def _carries(message: Any, key: str) -> bool:
+    metadata = message.get("metadata") if isinstance(message, dict) else None
+    if not isinstance(metadata, dict) or metadata.get("event_type") != CHUNK_EVENT:
+        return False
+    payload = metadata.get("event_payload")
+    return isinstance(payload, dict) and payload.get("chunk") == key

@@ -59,11 +59,11 @@ from adapters.health import Health
 from adapters.render.markdown import CommonMarkRenderer
 from adapters.web.access import AccessGate
 from adapters.web.feed import Feed, Feeds, Json
-from adapters.web.history import load_history
+from adapters.web.history import chunk_message_id, load_history
 from adapters.web.inbox import PLATFORM, WebInbox, WebMessage
 from adapters.web.render import plain_html, to_html
 from adapters.web.routes import ChatRoutes
-from core.store.base import Store
+from core.store.base import Store, turn_of_chunk
 
 _log = logging.getLogger(__name__)
 
@@ -274,7 +274,11 @@ class WebAdapter:
         self, chat: ChatRef, text: str, buttons: ButtonRows, markup: bool, key: str | None
     ) -> SentMessage:
         feed = await self.feed(chat.chat_id)
-        message_id = f"{self.feeds.epoch}-{next(self._ids)}"
+        if key is not None and (shown := _shown_chunk(feed, key)) is not None:
+            return SentMessage(chat, shown)  # sent before (a replay): the page shows it once
+        message_id = (
+            f"{self.feeds.epoch}-{next(self._ids)}" if key is None else chunk_message_id(key)
+        )
         feed.add(
             {
                 "id": message_id,
@@ -315,6 +319,16 @@ class WebAdapter:
         shown by the page until the rendered reply replaces it."""
         feed = await self.feed(chat.chat_id)
         feed.live_text(text, mode)
+
+
+def _shown_chunk(feed: Feed, key: str) -> str | None:
+    """The feed id already showing reply chunk ``key``: the chunk itself (sent earlier in
+    this run), or its turn's whole reply loaded from the store (a chunk in flight when
+    the last run stopped, sent again by the replay)."""
+    if chunk_message_id(key) in feed.messages:
+        return chunk_message_id(key)
+    turn = turn_of_chunk(key)
+    return next((m["id"] for m in feed.messages.values() if m.get("turn") == turn), None)
 
 
 def _buttons(rows: ButtonRows) -> list[list[Json]]:

@@ -73,6 +73,9 @@ class Feed:
     """The live reply's text so far ("" when none is shown)."""
     live_sealed: bool = False
     """The turn ended: the next reply replaces the live text."""
+    history_loaded: bool = False
+    """The conversation's stored history is in ``messages`` (a feed made first for a
+    replayed message's busy state gets it on its first read)."""
     _listeners: set[asyncio.Queue[FeedEvent]] = field(default_factory=set)
 
     # changing ------------------------------------------------------------------------
@@ -192,17 +195,23 @@ class Feeds:
         self._feeds: BoundedMap[str, Feed] = BoundedMap(capacity)
 
     def get(self, conversation: str, history: list[Json] | None = None) -> Feed:
-        """The conversation's feed, created (holding ``history``'s messages) when new."""
+        """The conversation's feed, created when new; ``history`` (its stored messages)
+        goes before what it shows, once."""
         feed = self._feeds.get(conversation)
         if feed is None:
             feed = Feed(self.epoch)
-            for message in history or []:
-                feed.messages[message["id"]] = message
+        if history is not None and not feed.history_loaded:
+            shown = feed.messages
+            feed.messages = {message["id"]: message for message in history}
+            feed.messages.update(shown)
+            feed.history_loaded = True
         self._feeds.put(conversation, feed)
         return feed
 
     def known(self, conversation: str) -> bool:
-        return conversation in self._feeds
+        """The conversation has a feed with its history loaded."""
+        feed = self._feeds.get(conversation)
+        return feed is not None and feed.history_loaded
 
     @property
     def listeners(self) -> int:

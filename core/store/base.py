@@ -146,6 +146,16 @@ class InboundRecord:
     state: InboundState = "pending"
 
 
+def chunk_key(turn_id: str, index: int) -> str:
+    """The id of chunk ``index`` of ``turn_id``'s reply (``"<turn id>.<index>"``)."""
+    return f"{turn_id}.{index}"
+
+
+def turn_of_chunk(key: str) -> str:
+    """The turn id in a :func:`chunk_key`."""
+    return key.rpartition(".")[0]
+
+
 @dataclass(frozen=True, slots=True)
 class OutboxChunk:
     """One outgoing chunk of a turn's reply, stored before it is sent.
@@ -169,7 +179,7 @@ class OutboxChunk:
     @property
     def key(self) -> str:
         """The chunk's id, stable across restarts: the idempotency key its sends carry."""
-        return f"{self.turn_id}.{self.index}"
+        return chunk_key(self.turn_id, self.index)
 
     @property
     def in_flight(self) -> bool:

@@ -17,6 +17,11 @@ moment *before* the library's send call returns to the bot. A library that regis
 after the send returns (discord.py ``View``) needs the test to wait for the bot's side too
 before pressing a button.
 
+Held answers: ``hold = hold_next(method, matching=None)`` lets the next call to ``method``
+(whose parameters ``matching`` accepts) be done by the platform (the message exists) and
+then keeps its HTTP answer until ``hold.release()``;
+``await hold.reached.wait()`` waits for that moment — a reply "in flight" for a crash test.
+
 Faults: ``fail_next(method, SimError.rate_limit(0.2) | .forbidden() | .not_found() |
 .server_error(502) | .platform(code, status))`` answers the next call(s) to ``method`` with
 the platform's own error shape. A request the simulator cannot handle (a simulator bug) is
@@ -94,6 +99,8 @@ class Call:
     at: float
     http_method: str = "POST"
     status: int | None = None
+    arrived: float = field(default_factory=time.monotonic)
+    """``time.monotonic()`` on arrival, whatever ``clock`` the sim reads (real time)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +138,21 @@ class SimError:
         return cls("platform", status, code)
 
 
+@dataclass(slots=True)
+class Hold:
+    """The answer to one call, kept back (see ``SimServer.hold_next``)."""
+
+    method: str
+    matching: Callable[[Json], bool] | None = None
+    """Which call's answer is held (by its parameters); None: the next call's."""
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the platform did the call and its answer is held."""
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def release(self) -> None:
+        self.released.set()
+
+
 class SimServer:
     """Lifecycle, change notification, call log and fault queue of one simulator."""
 
@@ -143,6 +165,8 @@ class SimServer:
         self.port = 0
         self._changed = asyncio.Condition()
         self._faults: dict[str, list[SimError]] = {}
+        self._holds: dict[str, list[Hold]] = {}
+        self._every_hold: list[Hold] = []
         self._tasks: set[asyncio.Task[Any]] = set()
         self._runner: web.AppRunner | None = None
         self._ids = itertools.count(1)
@@ -167,6 +191,8 @@ class SimServer:
 
     async def stop(self) -> None:
         self.closing = True
+        for hold in self._every_hold:
+            hold.release()
         await self.changed()
         for task in list(self._tasks):
             task.cancel()
@@ -227,6 +253,26 @@ class SimServer:
     def take_fault(self, method: str) -> SimError | None:
         queue = self._faults.get(method)
         return queue.pop(0) if queue else None
+
+    def hold_next(self, method: str, matching: Callable[[Json], bool] | None = None) -> Hold:
+        """Do the next call to ``method`` (whose parameters match), then hold its answer
+        until released."""
+        hold = Hold(method, matching)
+        self._holds.setdefault(method, []).append(hold)
+        self._every_hold.append(hold)
+        return hold
+
+    async def held(self, method: str, params: Any) -> None:
+        """Called by a handler once the call is done: waits while a hold keeps the answer
+        (released on ``stop`` too)."""
+        queue = self._holds.get(method, [])
+        hold = next((h for h in queue if h.matching is None or h.matching(params)), None)
+        if hold is None:
+            return
+        queue.remove(hold)
+        hold.reached.set()
+        await self.changed()
+        await hold.released.wait()
 
     def internal_error(self, exc: Exception) -> None:
         """Keep and log a simulator bug; the request gets a clear 400 instead of a retried 500."""

@@ -94,8 +94,13 @@ async def get_channel(sim: DiscordSim, request: web.Request, body: Json) -> Json
 
 async def create_message(sim: DiscordSim, request: web.Request, body: Json) -> Json:
     channel = _channel(sim, request)
+    nonce = _nonce(body)
+    if nonce is not None and body.get("enforce_nonce") is True:
+        earlier = sim.by_nonce(channel.id, sim.bot.id, nonce)
+        if earlier is not None:  # Discord returns the message the nonce made; none is new
+            return earlier.raw
     _check_content(body, creating=True)
-    extra = _content_fields(body)
+    extra = _content_fields(body) | ({"nonce": nonce} if nonce is not None else {})
     ref = body.get("message_reference")
     if ref:  # snowflakes go back as strings, whatever the client sent
         ids = ("message_id", "channel_id", "guild_id")
@@ -106,7 +111,22 @@ async def create_message(sim: DiscordSim, request: web.Request, body: Json) -> J
                                "Unknown message")  # fmt: skip
         extra |= {"type": 19, "message_reference": ref,
                   "referenced_message": target.raw if target else None}  # fmt: skip
-    return await _post_bot_message(sim, channel, body.get("content") or "", extra)
+    raw = await _post_bot_message(sim, channel, body.get("content") or "", extra)
+    if nonce is not None:
+        message = sim.find_message(channel.id, raw["id"])
+        assert message is not None
+        sim.remember_nonce(message, nonce)
+    return raw
+
+
+def _nonce(body: Json) -> str | None:
+    """The send's nonce as Discord keeps it (an integer or a string of at most 25)."""
+    nonce = body.get("nonce")
+    if nonce is None:
+        return None
+    if isinstance(nonce, bool) or not isinstance(nonce, (int, str)) or len(str(nonce)) > 25:
+        raise invalid_form("nonce", "BASE_TYPE_MAX_LENGTH", "Must be 25 or fewer in length.")
+    return str(nonce)
 
 
 async def get_message(sim: DiscordSim, request: web.Request, body: Json) -> Json:

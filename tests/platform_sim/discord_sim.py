@@ -29,7 +29,10 @@ older than ``token_lifetime`` s (401, 50027 Invalid Webhook Token), the
 MESSAGE_CONTENT intent (content blanked in guild messages that don't mention the bot),
 GUILD_MESSAGES / DIRECT_MESSAGES intents, privileged intents (close 4014), bad token (401 /
 close 4004), per-route buckets with ``X-RateLimit-*`` headers and 429 + ``Via`` +
-``retry_after``. The bot's own messages and edits are echoed back over the gateway.
+``retry_after``, a message ``nonce`` of at most 25 characters and ``enforce_nonce`` (the
+same nonce from the same author in the same channel within ``nonce_window`` s returns the
+message it made; none is created). The bot's own messages and edits are echoed back over
+the gateway.
 Faults: ``fail_next("create_message", SimError.rate_limit(0.2))``; ``drop_connection(how)``
 with ``reconnect`` (op 7, client resumes), ``invalid_session`` (op 9) or ``close``
 (``code=4000`` unless given: ``drop_connection("close", code=4004)``);
@@ -59,6 +62,8 @@ from tests.platform_sim.discord_payloads import ALICE, BOB, DcChannel, DcGuild, 
 TOKEN = "TEST.DISCORD.TOKEN"
 GUILD, GENERAL = "1000", "2000"
 TOKEN_LIFETIME = 15 * 60.0
+NONCE_WINDOW = 5 * 60.0
+"""Discord: a nonce is "checked for uniqueness in the past few minutes"."""
 Handler = Callable[["DiscordSim", web.Request, Json], Awaitable[Any]]
 __all__ = ["ALICE", "BOB", "GENERAL", "GUILD", "DcApiError", "DiscordSim", "Interaction"]
 
@@ -118,6 +123,7 @@ class DiscordSim(SimServer):
         interaction_window: float = 3.0,
         bucket: Bucket | None = None,
         token_lifetime: float = TOKEN_LIFETIME,
+        nonce_window: float = NONCE_WINDOW,
     ) -> None:
         super().__init__()
         self.token = token
@@ -129,6 +135,9 @@ class DiscordSim(SimServer):
         self.token_lifetime = token_lifetime
         """Seconds an interaction's webhook token works (set 0 to expire every token)."""
         self.bucket = bucket or Bucket()
+        self.nonce_window = nonce_window
+        """Seconds an ``enforce_nonce`` send returns the message its nonce made."""
+        self.nonces: dict[tuple[str, str, str], tuple[SimMessage, float]] = {}
         self.gateway = Gateway(self)
         general = DcChannel(GENERAL, dp.GUILD_TEXT, "general", GUILD)
         self.guilds = {GUILD: DcGuild(GUILD, "Test Guild", [general], [ALICE, BOB, self.bot])}
@@ -185,6 +194,16 @@ class DiscordSim(SimServer):
 
     def bot_messages(self, channel: str | DcChannel) -> list[SimMessage]:
         return [m for m in self.messages(channel) if m.from_bot]
+
+    def by_nonce(self, channel_id: str, author_id: str, nonce: str) -> SimMessage | None:
+        """The message ``author_id`` made in the channel with ``nonce`` within the window."""
+        found = self.nonces.get((channel_id, author_id, nonce))
+        if found is None or time.monotonic() - found[1] > self.nonce_window:
+            return None
+        return found[0]
+
+    def remember_nonce(self, message: SimMessage, nonce: str) -> None:
+        self.nonces[(message.chat, message.author, nonce)] = (message, time.monotonic())
 
     def find_message(self, channel_id: str, message_id: str) -> SimMessage | None:
         return next((m for m in self._messages.get(channel_id, []) if m.id == message_id), None)
@@ -366,6 +385,7 @@ class DiscordSim(SimServer):
         headers = self.bucket_headers(name, request)
         try:
             response = await self._answer(name, request, body, HANDLERS, headers)
+            await self.held(name, fields)
         except DcApiError as exc:
             response = _json(exc.body(), exc.status, headers | _rate_headers(exc))
         except Exception as exc:  # a simulator bug: fail the call at once, loudly

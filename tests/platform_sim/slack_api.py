@@ -37,6 +37,7 @@ async def handle_api(sim: SlackSim, request: web.Request) -> web.Response:
     call = sim.record(method, params, request.method)
     try:
         result = await _answer(sim, method, request, params)
+        await sim.held(method, params)
         response = web.json_response({"ok": True, **result})
     except SlackApiFailure as exc:
         response = _failure(exc)
@@ -114,9 +115,27 @@ async def chat_post_message(sim: SlackSim, p: Json) -> Json:
         raw["thread_ts"] = str(thread)
         if sim.statuses.get((channel, str(thread))):  # a post clears the thread's status
             sim.statuses[(channel, str(thread))] = ""
-    sim.store(channel, raw)
-    await sim.deliver_event(sim.event_of(channel, raw))
-    return {"channel": channel, "ts": raw["ts"], "message": raw}
+    metadata = _metadata(p.get("metadata"))
+    kept = sim.store(channel, raw | ({"metadata": metadata} if metadata else {})).raw
+    await sim.deliver_event(sim.event_of(channel, raw))  # events carry no metadata
+    return {"channel": channel, "ts": raw["ts"], "message": kept}
+
+
+def _metadata(value: Any) -> Json | None:
+    """A message's ``metadata`` as Slack keeps it: ``{event_type, event_payload}``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise SlackApiFailure("invalid_metadata_format") from None
+    if not isinstance(value, dict):
+        raise SlackApiFailure("invalid_metadata_format")
+    kind, payload = value.get("event_type"), value.get("event_payload")
+    if not isinstance(kind, str) or not kind or not isinstance(payload, dict):
+        raise SlackApiFailure("invalid_metadata_schema")
+    return {"event_type": kind, "event_payload": payload}
 
 
 async def chat_update(sim: SlackSim, p: Json) -> Json:
@@ -169,9 +188,37 @@ async def conversations_replies(sim: SlackSim, p: Json) -> Json:
     parent = sim.find_message(channel, ts)
     if parent is None:
         raise SlackApiFailure("thread_not_found")
-    replies = [m.raw for m in sim.messages(channel) if m.thread == ts and m.id != ts]
+    replies = [m for m in sim.messages(channel) if m.thread == ts and m.id != ts]
     head = parent.raw | ({"thread_ts": ts, "reply_count": len(replies)} if replies else {})
-    return {"messages": [head, *replies], "has_more": False}
+    shown = [head, *(m.raw for m in _between(replies, p))]
+    return {"messages": [_as_read(raw, p) for raw in shown], "has_more": False}
+
+
+async def conversations_history(sim: SlackSim, p: Json) -> Json:
+    """A channel's top-level messages, newest first, ``limit`` a page (``oldest`` /
+    ``latest`` bound them, exclusive); thread replies are not in it."""
+    channel = _channel(sim, p)
+    top = [m for m in sim.messages(channel) if m.thread in (None, m.id) and not m.deleted]
+    found = list(reversed(_between(top, p)))
+    limit = int(p.get("limit") or 100)
+    page = found[:limit]
+    return {"messages": [_as_read(m.raw, p) for m in page], "has_more": len(found) > limit}
+
+
+def _between(messages: list[SimMessage], p: Json) -> list[SimMessage]:
+    oldest, latest = float(p.get("oldest") or 0), float(p.get("latest") or "inf")
+    return [m for m in messages if oldest < float(m.id) < latest]
+
+
+def _as_read(raw: Json, p: Json) -> Json:
+    """A message as a history read returns it: its metadata only with include_all_metadata."""
+    if _truthy(p.get("include_all_metadata")):
+        return raw
+    return {k: v for k, v in raw.items() if k != "metadata"}
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or str(value).lower() in ("1", "true")
 
 
 async def conversations_info(sim: SlackSim, p: Json) -> Json:
@@ -216,6 +263,7 @@ METHODS: dict[str, Method] = {
     "chat.delete": chat_delete,
     "chat.postEphemeral": chat_post_ephemeral,
     "conversations.replies": conversations_replies,
+    "conversations.history": conversations_history,
     "conversations.info": conversations_info,
     "users.info": users_info,
     "reactions.add": reactions_add,

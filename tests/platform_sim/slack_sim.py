@@ -29,7 +29,11 @@ Enforced (Slack's error strings, HTTP 200 ``ok: false``): ``not_authed``/``inval
 ``channel_not_found``, ``no_text``, ``msg_too_long`` (> 40000 chars), ``invalid_blocks`` (> 50
 blocks, unknown block types, text lengths, > 25 elements, duplicate ids),
 ``message_not_found``, ``cant_update_message``/``cant_delete_message`` (not the bot's),
-``thread_not_found``, ``user_not_found``, ``already_reacted``, ``unknown_method``; rate
+``thread_not_found``, ``user_not_found``, ``already_reacted``, ``unknown_method``,
+``invalid_metadata_format``/``invalid_metadata_schema``. A post's ``metadata``
+(``{event_type, event_payload}``) is kept on the message and returned by
+``conversations.history``/``conversations.replies`` only with ``include_all_metadata``
+(events carry none); ``oldest``/``latest`` bound both reads (exclusive); rate
 limits answer HTTP 429 ``ratelimited`` with ``Retry-After`` (whole seconds). Events not acked
 within ``ack_timeout`` s are redelivered with ``retry_attempt``/``retry_reason`` (Socket Mode)
 or ``X-Slack-Retry-Num`` (HTTP), up to 3 retries. The bot's own posts are echoed as events.

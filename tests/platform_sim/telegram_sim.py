@@ -455,6 +455,7 @@ class TelegramSim(SimServer):
             if "_malformed" in params:
                 raise bad_request("can't parse JSON object")
             result = await self._answer(request, method, params)
+            await self.held(method, params)
             response = web.json_response({"ok": True, "result": result})
         except TgApiError as exc:
             response = web.json_response(exc.body(), status=exc.status)
