@@ -182,9 +182,9 @@ class Outbound:
         self.capabilities = adapter.capabilities
         self.scheduler = scheduler
         self._traffic = traffic
-        inner = fold([*middlewares, *([traffic] if traffic else [])], adapter.perform)
+        rest = fold([*middlewares, *([traffic] if traffic else [])], adapter.perform)
         head = unscheduled if scheduler is None else partial(schedule, scheduler)
-        self._perform = partial(head, next=inner)
+        self._perform = partial(head, next=rest)
 
     @classmethod
     def paced(cls, adapter: Adapter, traffic: Traffic | None = None) -> Outbound:
