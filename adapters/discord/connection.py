@@ -198,6 +198,7 @@ def _guarded(
 ) -> Callable[[Any], None]:
     def parse_or_quarantine(data: Any) -> None:
         try:
+            _check_before_parse(event, data)
             parse(data)
         except Exception as exc:
             if event in MUST_PARSE:
@@ -207,6 +208,23 @@ def _guarded(
         dispatched(event)
 
     return parse_or_quarantine
+
+
+COMPONENT_INTERACTION = 3
+
+
+def _check_before_parse(event: str, data: Any) -> None:
+    """Refuse what discord.py would parse but then trip over in a task of its own, where no
+    guard can catch it: a component interaction (a button press) whose message has no
+    ``components`` list makes ``View.from_message`` raise inside discord.py's dynamic-item
+    task. Discord always sends the pressed message's components."""
+    if event != "INTERACTION_CREATE" or not isinstance(data, dict):
+        return
+    if data.get("type") != COMPONENT_INTERACTION or "message" not in data:
+        return
+    message = data["message"]
+    if not isinstance(message, dict) or not isinstance(message.get("components"), list):
+        raise ValueError("a button press whose message carries no components list")
 
 
 def dead_letter_id(event: str, data: Any) -> str:

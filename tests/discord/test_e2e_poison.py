@@ -173,6 +173,7 @@ NAMED = [
     ("press", "version", DELETE),
     ("press", "id", DELETE),
     ("press", "message", "not a message"),
+    ("press", "message.components", DELETE),  # discord.py's dynamic-item task would raise
     ("press", "data", {"custom_id": 7, "component_type": "button"}),  # unknown shape
     ("command", "member.user", DELETE),
     ("dm message", "author.username", DELETE),
