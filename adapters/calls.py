@@ -1,8 +1,8 @@
 """Outbound calls as values: what the gateway asks a platform to do.
 
 Every intent is one frozen value (docs/architecture.md, "The outbound pipeline"). The
-gateway runs each through one fold of middlewares built once per bot (redact → count →
-schedule) that ends in the adapter's single ``perform(call)``, the way an httpx request
+gateway runs each through one fold of middlewares built once per bot (schedule → redact →
+count) that ends in the adapter's single ``perform(call)``, the way an httpx request
 ends in a transport's ``handle_async_request``::
 
     Send(chat, text, buttons, markup, key)   → SentMessage   a new message

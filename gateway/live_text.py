@@ -7,8 +7,8 @@ text goes out as an ordinary call through the bot's pipeline (:mod:`gateway.pipe
 
     append   add ``text`` to the chat's live reply (start one if there is none)
     replace  the live reply becomes ``text`` ("" removes it)
-    seal     the turn ended: the next reply sent to the chat (``send``/``edit`` with
-             markup) takes the live reply's place; a live reply never replaced is
+    seal     the turn ended: the next reply sent to the chat (a ``Send``/``Edit``
+             with markup) takes the live reply's place; a live reply never replaced is
              removed once the chat has nothing left running
 
 Per turn, :func:`live_reply` gives the engine's ``on_text`` listener (:class:`LiveReply`)

@@ -23,7 +23,7 @@ message is stored before Slack hears it arrived. Turns run in the gateway's work
 Outbound: ``chat.postMessage`` into the conversation's thread, ``chat.update``,
 ``chat.delete``; buttons as Block Kit (:mod:`adapters.slack.blocks`); a press's answer as
 an ephemeral message to the presser (``chat.postEphemeral``: a refusal reveals nothing to
-the channel); ``typing`` as the thread's status (:mod:`adapters.slack.status`). Failures
+the channel); ``Typing`` as the thread's status (:mod:`adapters.slack.status`). Failures
 are raised as the adapter error tree (:mod:`adapters.slack.errors`); ``ratelimited`` is
 :class:`~adapters.base.RateLimited`, which the gateway waits out and retries — Slack
 refused the call, so nothing is duplicated.

@@ -11,11 +11,12 @@ with ``aiohttp.web``. The browser talks to it through:
 * ``POST /api/press`` ``{conversation, message, data}`` — a button on a message (approval
   cards, clarify choices), delivered as a ``button`` event like Telegram's presses.
 
-Outbound, the gateway calls ``send``/``edit``/``delete`` as for any platform; the text is
-rendered to sanitised HTML here (:mod:`adapters.web.render`) and published to the
-conversation's feed. A streaming reply's text comes through ``live_text`` as it arrives
-(``Capabilities.live_text``) and goes to the page as ``delta`` events, until the rendered
-reply takes its place (:mod:`adapters.web.feed`). A conversation's session key is
+Outbound, the gateway's pipeline makes ``Send``/``Edit``/``Delete`` calls through
+:meth:`WebAdapter.perform` as for any platform; the text is rendered to sanitised HTML here
+(:mod:`adapters.web.render`) and published to the conversation's feed. A streaming reply's
+text comes as ``LiveText`` calls as it arrives (``Capabilities.live_text``) and goes to
+the page as ``delta`` events, until the rendered reply takes its place
+(:mod:`adapters.web.feed`). A conversation's session key is
 ``web:dm:<conversation id>``; the person at the browser is ``settings.user``
 (platform-qualified ``web:<user>``), never a name taken from a request.
 
