@@ -9,6 +9,7 @@ platform. :func:`register` adds one at run time (plugins, tests).
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +42,23 @@ AdapterFactory = Callable[[Any, AdapterContext], Adapter]
 
 
 @dataclass(frozen=True, slots=True)
+class RouteHost:
+    """A platform whose adapter serves HTTP lets the gateway serve routes beside it
+    (``/healthz``, ``/metrics``, ``/dashboard``; docs/architecture.md §14)."""
+
+    add_routes: Callable[[Callable[[Any], None]], None]
+    """Call with an installer of routes (given the server's ``aiohttp`` application),
+    before the adapter starts."""
+    operator: str
+    """Who is at the browser (the platform's user id)."""
+    closing: asyncio.Event
+    """Set when the server is shutting down: long-lived responses end."""
+
+
+RouteHostOf = Callable[[Adapter], RouteHost]
+
+
+@dataclass(frozen=True, slots=True)
 class Platform:
     """One chat platform, as the gateway sees it before any SDK is imported."""
 
@@ -50,6 +68,8 @@ class Platform:
     """None: the section is understood but no adapter is built yet."""
     on_by_default: bool = False
     """Runs with its default section when the config file has none (the web chat)."""
+    route_host: RouteHostOf | None = None
+    """The adapter serves HTTP, and other routes may be served beside its own."""
 
 
 _registered: dict[str, Platform] = {}

@@ -34,11 +34,11 @@ from adapters.session_keys import parse_session_key
 from core.approver import ApprovalRequest, Decision
 from core.store.base import ApprovalRecord, Store
 from gateway.chat_commands import short_id
+from gateway.chat_syntax import approval_payload, choice_payload
 from gateway.chats import ChatDirectory, Place
-from gateway.commands import approval_payload, choice_payload
 from gateway.pipeline import Outbound
+from gateway.previews import preview, redact, shorten
 from gateway.rate_limits import MAX_ATTEMPTS, Sleep, with_rate_limits
-from gateway.redact import preview, redact, shorten
 
 logger = logging.getLogger(__name__)
 

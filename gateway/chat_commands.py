@@ -22,8 +22,8 @@ from core.bounded import BoundedMap
 from core.dispatcher import Dispatcher, StopOutcome
 from core.store.base import Store
 from gateway.access import user_of
+from gateway.chat_syntax import canonical, help_text, stop_payload
 from gateway.chats import ChatDirectory
-from gateway.commands import canonical, help_text, stop_payload
 from gateway.messages import (
     APPROVED,
     DENIED,

@@ -52,8 +52,8 @@ from core.agent.step import ModelSlow, TurnNotice
 from core.tasks import TaskSet
 from core.types import TurnStatus
 from gateway.pipeline import Latest, Outbound
+from gateway.previews import preview
 from gateway.rate_limits import Sleep, with_rate_limits
-from gateway.redact import preview
 
 logger = logging.getLogger(__name__)
 

@@ -36,8 +36,7 @@ from core.dispatcher import Dispatcher, SubmitOutcome
 from core.store.base import Store
 from gateway.access import AccessControl, user_of
 from gateway.chat_commands import ChatCommands, Reply, StopButtons
-from gateway.chats import ChatDirectory
-from gateway.commands import (
+from gateway.chat_syntax import (
     COMMANDS,
     ApprovalPress,
     ChoicePress,
@@ -46,6 +45,7 @@ from gateway.commands import (
     command_menu,
     parse_press,
 )
+from gateway.chats import ChatDirectory
 from gateway.delivery import Delivery
 from gateway.messages import (
     ACKS,

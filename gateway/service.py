@@ -21,7 +21,7 @@ it from the configuration. Composed by hand, the service first, then its adapter
   its key rule (``adapters.session_keys.key_rule``) and awaits ``sink(event)`` (the
   router). The sink returns quickly: turns run in the Dispatcher's workers.
 * The command menu to register (``setMyCommands``) is
-  :func:`gateway.commands.command_menu`, passed to the adapter when it is built.
+  :func:`gateway.chat_syntax.command_menu`, passed to the adapter when it is built.
 * Requesters and approvers are compared platform-qualified (``"telegram:12345"``, see
   :func:`gateway.access.qualified`): ``approvers`` holds bare ids per platform and the
   service qualifies them, so an id configured for one platform approves only there.

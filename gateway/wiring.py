@@ -28,7 +28,7 @@ from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from core.tools.sandbox import Sandbox, Unavailable
 from gateway.access import AccessPolicy
-from gateway.commands import command_menu
+from gateway.chat_syntax import command_menu
 from gateway.config import Config
 from gateway.containment import profile_workspaces, unprobed_sandboxes
 from gateway.log_redaction import config_secrets

@@ -16,7 +16,7 @@ from pydantic import BeforeValidator, ValidationInfo, model_validator
 
 from adapters.base import Adapter
 from adapters.config import Listen, PlatformSection, invalid, secret_field, show
-from adapters.platforms import AdapterContext, Platform
+from adapters.platforms import AdapterContext, Platform, RouteHost
 
 LISTEN_ENV = "COMMONOS_WEB_LISTEN"
 NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
@@ -77,4 +77,13 @@ def build(section: WebSection, context: AdapterContext) -> Adapter:
     return WebAdapter(context.store, settings)
 
 
-PLATFORM = Platform("web", WebSection, build, on_by_default=True)
+def route_host(adapter: Adapter) -> RouteHost:
+    """The web chat's server, where the gateway serves its dashboard and health routes."""
+    from adapters.web.adapter import WebAdapter
+
+    if not isinstance(adapter, WebAdapter):
+        raise TypeError(f"not the web chat's adapter: {adapter!r}")
+    return RouteHost(adapter.add_routes, adapter.settings.user, adapter.closing)
+
+
+PLATFORM = Platform("web", WebSection, build, on_by_default=True, route_host=route_host)

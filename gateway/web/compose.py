@@ -8,6 +8,7 @@ when they are a ``[approvals] web`` approver.
 
 from __future__ import annotations
 
+from adapters.platforms import RouteHost, platforms
 from adapters.web.adapter import WebAdapter
 from gateway.access import qualified
 from gateway.config import Config
@@ -26,20 +27,29 @@ def web_operators(config: Config) -> frozenset[str]:
 
 
 def web_adapter_of(service: GatewayService) -> WebAdapter:
-    """The service's web adapter: the web chat's server is where the routes go."""
+    """The service's web chat adapter (for tests and benchmarks that drive the web chat)."""
     adapter = service.directory.adapter("web")
     if not isinstance(adapter, WebAdapter):
         raise LookupError("the service has no web adapter")
     return adapter
 
 
+def route_host_of(service: GatewayService) -> RouteHost | None:
+    """The first running platform whose registration says its adapter serves HTTP
+    (``Platform.route_host``: the web chat), or None."""
+    for name, platform in platforms().items():
+        adapter = service.directory.adapter(name)
+        if platform.route_host is not None and adapter is not None:
+            return platform.route_host(adapter)
+    return None
+
+
 def mount_web(service: GatewayService, metrics: GatewayMetrics) -> None:
-    """Serve ``/healthz``, ``/metrics`` and ``/dashboard`` on the web adapter's server
-    (nothing when the web chat is off)."""
-    try:
-        adapter = web_adapter_of(service)
-    except LookupError:
+    """Serve ``/healthz``, ``/metrics`` and ``/dashboard`` beside the platform that serves
+    HTTP (nothing when none runs: the web chat is off)."""
+    host = route_host_of(service)
+    if host is None:
         return
     metrics.bind(service)
-    adapter.add_routes(lambda app: install_health(app, service, metrics))
-    adapter.add_routes(lambda app: install_dashboard(app, service, metrics, adapter))
+    host.add_routes(lambda app: install_health(app, service, metrics))
+    host.add_routes(lambda app: install_dashboard(app, service, metrics, host))

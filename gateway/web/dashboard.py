@@ -21,11 +21,11 @@ from typing import Any
 
 from aiohttp import web
 
+from adapters.platforms import RouteHost
 from adapters.session_keys import parse_session_key
-from adapters.web import WebAdapter
 from adapters.web.sse import HEARTBEAT, HEARTBEAT_FRAME, frame, open_stream
 from gateway.access import qualified
-from gateway.redact import preview, redact, shorten
+from gateway.previews import preview, redact, shorten
 from gateway.service import GatewayService
 from gateway.web.health import health_json
 from gateway.web.metrics import GatewayMetrics
@@ -90,17 +90,15 @@ def platform_of(session_key: str) -> str:
 
 
 def install_dashboard(
-    app: web.Application, service: GatewayService, metrics: GatewayMetrics, adapter: WebAdapter
+    app: web.Application, service: GatewayService, metrics: GatewayMetrics, host: RouteHost
 ) -> None:
-    Dashboard(service, metrics, adapter).install(app)
+    Dashboard(service, metrics, host).install(app)
 
 
 class Dashboard:
-    def __init__(
-        self, service: GatewayService, metrics: GatewayMetrics, adapter: WebAdapter
-    ) -> None:
-        self.service, self.metrics, self.adapter = service, metrics, adapter
-        self.user = qualified("web", adapter.settings.user)
+    def __init__(self, service: GatewayService, metrics: GatewayMetrics, host: RouteHost) -> None:
+        self.service, self.metrics, self.host = service, metrics, host
+        self.user = qualified("web", host.operator)
 
     def install(self, app: web.Application) -> None:
         app.router.add_get("/dashboard", self.page)
@@ -120,7 +118,7 @@ class Dashboard:
         sent: str | None = None
         quiet = 0.0
         try:
-            while not self.adapter.closing.is_set():
+            while not self.host.closing.is_set():
                 state = json.dumps(dashboard_state(self.service, self.metrics), sort_keys=True)
                 if state != sent:
                     await response.write(frame("state", json.loads(state)))

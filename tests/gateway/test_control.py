@@ -11,7 +11,7 @@ from core.redaction import remember_secrets
 from core.store.base import ApprovalRecord
 from core.store.sqlite import open_store
 from gateway.chat_commands import ChatCommands
-from gateway.commands import COMMANDS, ChoicePress, parse_press
+from gateway.chat_syntax import COMMANDS, ChoicePress, parse_press
 from gateway.router import Router
 from tests.gateway.fakes import Call, FakeAdapter, Step, event
 from tests.gateway.harness import (

@@ -27,7 +27,7 @@ from core.store.sqlite import SqliteStore
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from gateway.access import AccessPolicy
-from gateway.commands import command_menu
+from gateway.chat_syntax import command_menu
 from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService
 from tests.platform_sim.base import SimMessage
