@@ -21,7 +21,7 @@ the item received (advance an offset, answer 200, acknowledge an envelope). A du
 (a redelivery after a restart, a retried POST) is refused by the store and never delivered
 twice. Each item is handed over in its own tracked task, started in arrival order, so a
 long-running sink call never blocks a later ``/stop``. The event handed over carries its
-:class:`~adapters.receipt.Receipt`; the item is marked done once the handle returned *and* the
+:class:`~adapters.base.Receipt`; the item is marked done once the handle returned *and* the
 receipt says True — at once for what the sink handled whole (a command, a press, a folded
 or refused message), after the reply's delivery for a turn: an item whose turn a shutdown
 cut short replays next run, one answered before a restart never runs again. The sink (the

@@ -8,7 +8,7 @@ model server. One message warms everything up; the next one is traced with
 Counted (only functions of ``core``, ``adapters`` and ``gateway``, on the event loop's
 thread; a resumed coroutine counts as the same function):
 
-* modules and functions entered;
+* modules and functions entered (a dataclass's generated methods are not counted);
 * layer crossings: distinct caller → callee pairs whose layers differ (the caller is the
   nearest frame of ours below the callee).
 """
@@ -30,6 +30,8 @@ from tests.platform_sim.telegram_sim import TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_text
 
 LAYERS = ("core", "adapters", "gateway")
+GENERATED = "__create_fn__"
+"""dataclasses' generated ``__init__``/``__eq__``…: not functions anyone wrote or reads."""
 CHAT = 4242
 SETTLE_SECONDS = 10.0
 
@@ -61,7 +63,10 @@ def _ours(frame: FrameType) -> tuple[str, str] | None:
     module = frame.f_globals.get("__name__", "")
     if not isinstance(module, str) or module.split(".", 1)[0] not in LAYERS:
         return None
-    return module, frame.f_code.co_qualname
+    name = frame.f_code.co_qualname
+    if name.startswith(GENERATED):
+        return None
+    return module, name
 
 
 def _nearest_ours(frame: FrameType | None) -> tuple[str, str] | None:

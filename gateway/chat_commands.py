@@ -39,7 +39,6 @@ from gateway.messages import (
     unknown_command,
     usage,
 )
-from gateway.stopped_turns import StoppedTurns
 
 logger = logging.getLogger(__name__)
 
@@ -280,3 +279,25 @@ class StopButtons:
         self._stopped.acknowledge(turn_id)
         self.forget(stop_id)
         return stopped(outcome)
+
+
+REMEMBERED_STOPS = 10_000
+
+
+class StoppedTurns:
+    """Turns whose ``/stop`` was acknowledged (bounded; oldest forgotten first): their reply
+    is suppressed even if it still completed (the stop raced the final answer)."""
+
+    def __init__(self, *, capacity: int = REMEMBERED_STOPS) -> None:
+        self._stopped: BoundedMap[str, None] = BoundedMap(capacity)
+
+    def acknowledge(self, turn_id: str) -> None:
+        """``/stop`` told the user this turn stopped: its reply must not follow."""
+        self._stopped.put(turn_id, None)
+
+    def was_stopped(self, turn_id: str) -> bool:
+        """True (once) when a ``/stop`` was acknowledged for ``turn_id``."""
+        if turn_id not in self._stopped:
+            return False
+        del self._stopped[turn_id]
+        return True

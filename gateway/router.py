@@ -14,7 +14,7 @@ plane* and acts at once, never queued behind a running turn: ``/stop``, ``/steer
 * A button press is answered (an ``AnswerPress`` call) exactly once, whatever happens.
 * A message queued behind a running turn is acknowledged ("⏳ Queued …"), at most once
   per ``ack_interval`` seconds per session.
-* Receipts: an event that becomes a turn hands its :class:`~adapters.receipt.Receipt` the
+* Receipts: an event that becomes a turn hands its :class:`~adapters.base.Receipt` the
   turn's ``handled`` outcome (:class:`core.dispatcher.SubmitOutcome`): True once the reply
   was delivered, False when a shutdown cut it short. Anything else — a command, a press,
   a folded or refused message, a stranger's — is handled whole when the router returns,
@@ -35,7 +35,7 @@ from core.approvals import Approvals
 from core.dispatcher import Dispatcher, SubmitOutcome
 from core.store.base import Store
 from gateway.access import AccessControl, user_of
-from gateway.chat_commands import ChatCommands, Reply, StopButtons
+from gateway.chat_commands import ChatCommands, Reply, StopButtons, StoppedTurns
 from gateway.chat_syntax import (
     COMMANDS,
     ApprovalPress,
@@ -56,7 +56,6 @@ from gateway.messages import (
     stopped,
 )
 from gateway.pipeline import Outbound
-from gateway.stopped_turns import StoppedTurns
 
 logger = logging.getLogger(__name__)
 

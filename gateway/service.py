@@ -25,7 +25,7 @@ it from the configuration. Composed by hand, the service first, then its adapter
 * Requesters and approvers are compared platform-qualified (``"telegram:12345"``, see
   :func:`gateway.access.qualified`): ``approvers`` holds bare ids per platform and the
   service qualifies them, so an id configured for one platform approves only there.
-* Each event carries a :class:`~adapters.receipt.Receipt`, settled True once the turn it
+* Each event carries a :class:`~adapters.base.Receipt`, settled True once the turn it
   started has delivered its reply (or at once when it started none: a command), False
   when a shutdown cut it short — the turn, or the delivery of its reply. An adapter with a
   durable inbox awaits it and marks the update done only after True, and replays it
@@ -73,13 +73,13 @@ from core.store.base import ApprovalRecord, Store
 from core.tools.base import ToolRegistry
 from gateway.access import AccessControl, AccessPolicy, qualified
 from gateway.approval_card import ChatApprover
+from gateway.chat_commands import StoppedTurns
 from gateway.chats import ChatDirectory
 from gateway.delivery import TYPING_DELAY, TYPING_INTERVAL, Delivery, Typing
 from gateway.live_text import live_reply
 from gateway.pipeline import Traffic
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.router import Router
-from gateway.stopped_turns import StoppedTurns
 
 logger = logging.getLogger(__name__)
 

@@ -1,12 +1,11 @@
-"""The receipt an inbound event carries (adapters/receipt.py)."""
+"""The receipt an inbound event carries (adapters/base.py)."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
 
-from adapters.base import InboundEvent
-from adapters.receipt import Receipt
+from adapters.base import InboundEvent, Receipt
 from tests.gateway.fakes import Person, event
 
 

@@ -3,7 +3,7 @@
 True once a turn's reply was delivered, at once for what the router handles whole (a
 command, a press, a folded or refused message) and for queued messages dropped by /stop;
 False when a shutdown cut the handling short, so a durable inbox replays the update
-(``adapters/receipt.py``, ``docs/architecture.md`` §3 step 10)."""
+(``adapters/base.py``, ``docs/architecture.md`` §3 step 10)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ scripted model server over real HTTP, a real SQLite file, composed by ``GatewayS
 One :class:`Gateway` is one run of the service; calling the ``gateway`` fixture again
 builds another on the same database and simulator, as a process restart would. An update
 counts as handled once its own turn's reply went out, unless a stop cut that turn short
-(the event's receipt, :mod:`adapters.receipt`).
+(the event's receipt, :class:`adapters.base.Receipt`).
 """
 
 from __future__ import annotations
