@@ -31,14 +31,25 @@ ExitReason = Literal[
 
 ApprovalState = Literal["pending", "approved", "denied", "timed_out", "cancelled"]
 
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
+"""Why the model stopped: it was done, hit its output limit, called tools, or was filtered
+(``None`` on a reply when the server did not say; ``docs/turn-loop.md`` §17)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """One tool call as the model asked for it; ``arguments`` is the raw JSON text."""
+    """One tool call as the model asked for it; ``arguments`` is its JSON text.
+
+    ``unparsed`` is the model's own text when it was not JSON (a generation cut off inside
+    the arguments): ``arguments`` is then ``"{}"``, so what is stored and sent back is valid,
+    and the call is never run (``core/model/arguments.py``, ``docs/turn-loop.md`` §5). It is
+    not part of the wire form nor stored with the message.
+    """
 
     id: str
     name: str
     arguments: str
+    unparsed: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -110,7 +121,7 @@ class ModelReply:
 
     content: str | None
     tool_calls: tuple[ToolCall, ...] = ()
-    finish_reason: str | None = None
+    finish_reason: FinishReason | None = None
     usage: Usage = field(default_factory=Usage)
 
     def to_message(self) -> ChatMessage:

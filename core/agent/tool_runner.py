@@ -5,7 +5,9 @@ something); then the calls run one at a time. Outcomes come back in the order th
 asked for them. For each call:
 
 1. look the tool up — an unknown name, or arguments that are not a JSON object, become an
-   error result (the model can correct itself), never a crash;
+   error result (the model can correct itself), never a crash; a call whose arguments the
+   model client found not to be JSON (``ToolCall.unparsed``, a generation cut off inside
+   them) is never run, and its error result quotes the broken text;
 2. fire ``pre_tool_call`` (tool_name, arguments, risk, call_id, session_key, session_id,
    turn_id) — every hook is asked and the results combine by precedence
    (:meth:`HookRegistry.decide`): any ``Block`` wins, then ``AskUser``, then ``Modify``.
@@ -185,6 +187,8 @@ class ToolRunner:
         if tool is None:
             known = ", ".join(self._env.tools.names()) or "none"
             return _Attempt(f"Unknown tool: {call.name!r} (available: {known})", is_error=True)
+        if call.unparsed is not None:
+            return _Attempt(unparsed_result(call.name, call.unparsed), is_error=True)
         arguments, problem = parse_arguments(call.arguments)
         if arguments is None:
             return _Attempt(f"Invalid arguments for {call.name}: {problem}", is_error=True)
@@ -392,6 +396,30 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str]:
     if not isinstance(value, dict):
         return None, f"expected a JSON object, got {type(value).__name__}"
     return value, ""
+
+
+UNPARSED_SHOWN = 200
+"""Characters of broken arguments quoted back to the model."""
+
+
+def unparsed_result(tool_name: str, unparsed: str) -> str:
+    """The error result of a call whose arguments were not JSON: it is never run
+    (``docs/turn-loop.md`` §5); the model's text is quoted so it can see where it broke."""
+    shown = unparsed if len(unparsed) <= UNPARSED_SHOWN else unparsed[:UNPARSED_SHOWN] + "…"
+    logger.warning("tool call %s not run: its arguments are not JSON: %r", tool_name, unparsed)
+    return (
+        f"Invalid arguments for {tool_name}: not valid JSON (cut off?): {json.dumps(shown)}"
+        f"{_json_problem(unparsed)}. The tool was not run; call the tool again with complete "
+        "arguments."
+    )
+
+
+def _json_problem(text: str) -> str:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as error:
+        return f" ({error.msg} at position {error.pos})"
+    return ""
 
 
 def _request_id(decision: Decision) -> str | None:

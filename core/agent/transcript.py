@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from core.agent.repair import repaired
 from core.agent.scope import TurnScope
 from core.store.base import Store, StoredMessage, ToolCallRecord
 from core.types import ChatMessage, ToolCall
@@ -56,7 +57,7 @@ class Transcript:
         """``calls``: the records of the history's unanswered tool calls, for the
         placeholders (:func:`load_call_records`); a call without one never started."""
         self.system_prompt = system_prompt
-        entries = [Entry(m.message, m.id, m.turn_id) for m in history]
+        entries = repaired([Entry(m.message, m.id, m.turn_id) for m in history])
         self.entries = heal(entries, calls or {})
         self.turn_start = len(self.entries)
         self.model_context = ""

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from core.agent.answer import shown_answer, without_tool_markup
 from core.agent.budget import CallKind, LoopGate, WrapUpReminder
 from core.agent.control import TurnControl
 from core.agent.model_call import ModelCaller, readable_failure
@@ -146,6 +147,7 @@ class TurnRun:
             text = readable_failure(error)
             return TurnEnd("failed", "model_error", text, str(error), stopped_early=True)
         self.input_tokens += reply.usage.prompt_tokens
+        reply, markup = without_tool_markup(reply)
         if kind == "grace":
             reply = self._grace_reply(reply)
         entry = await store_reply(
@@ -153,7 +155,7 @@ class TurnRun:
         )
         if not reply.tool_calls:
             try:
-                return await self._final(reply, kind, entry)
+                return await self._final(reply, kind, entry, markup)
             except Cancelled as stopped:  # /stop while an after-reply hook ran
                 return stop_end(stopped.reason)
         return await self._run_tools(reply)
@@ -182,7 +184,9 @@ class TurnRun:
         )
         return await self._parts.caller.call(request, self.gate.calls, self._control.token)
 
-    async def _final(self, reply: ModelReply, kind: CallKind, entry: Entry | None) -> TurnEnd:
+    async def _final(
+        self, reply: ModelReply, kind: CallKind, entry: Entry | None, markup: bool
+    ) -> TurnEnd:
         raw = reply.content or ""
         hooks, scope = self._parts.hooks, self._scope.hook_args()
         guard = self._control.token.guard
@@ -191,10 +195,11 @@ class TurnRun:
             store = self._parts.store
             await replace_reply_text(store, self._scope, self._transcript, entry, text)
         await guard(hooks.notify("post_llm_call", **scope, reply=text))
+        shown = shown_answer(text, reply.finish_reason, markup)
         if kind == "grace":
             exhausted = budget_end(self.gate.calls)
-            return replace(exhausted, reply=text) if text else exhausted
-        return TurnEnd("completed", "text_response", text)
+            return replace(exhausted, reply=shown) if text else exhausted
+        return TurnEnd("completed", "text_response", shown)
 
     async def _store_tool_message(self, message: ChatMessage) -> None:
         stored_id = await self._parts.store.append_message(

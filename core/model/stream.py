@@ -6,6 +6,9 @@ as ``choices[0].delta.tool_calls`` entries keyed by ``index``: the first entry f
 carries ``id`` and ``function.name``; later ones carry ``function.arguments`` fragments to be
 concatenated in order. Several calls may be interleaved. A final chunk with empty
 ``choices`` may carry ``usage``. An ``{"error": ...}`` chunk raises a classified error.
+The assembled calls' arguments are checked like a whole reply's
+(:func:`core.model.arguments.checked_call`): a call cut off by ``finish_reason: length``
+inside its arguments comes out with ``{}`` and its text in ``unparsed``.
 
 Text is made valid (:func:`core.text.valid_text`) where it leaves: each fragment handed
 out for display, and the joined reply text, arguments and names — joining first, so a
@@ -19,11 +22,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.model.arguments import checked_call
 from core.model.classify import bad_response, classify_error_object
 from core.model.errors import ModelError
-from core.model.wire import Json, parse_json, parse_usage
+from core.model.wire import Json, finish_reason, parse_json, parse_usage
 from core.text import valid_json, valid_text
-from core.types import ModelReply, ToolCall, Usage
+from core.types import FinishReason, ModelReply, ToolCall, Usage
 
 
 @dataclass(slots=True)
@@ -51,7 +55,7 @@ class _PartialCall:
         if not self.name:
             raise ModelError(bad_response(f"streamed tool call #{position} has no function name"))
         call_id = valid_text(self.id) or f"call_{position}"
-        return ToolCall(call_id, valid_text(self.name), valid_text("".join(self.arguments)))
+        return checked_call(call_id, valid_text(self.name), valid_text("".join(self.arguments)))
 
 
 @dataclass(slots=True)
@@ -62,7 +66,8 @@ class StreamAssembler:
     _data: list[str] = field(default_factory=list)
     _text: list[str] = field(default_factory=list)
     _calls: dict[int, _PartialCall] = field(default_factory=dict)
-    _finish_reason: str | None = None
+    _finish_reason: FinishReason | None = None
+    _finished: bool = False
     _usage: Usage = field(default_factory=Usage)
 
     def feed_line(self, line: str) -> str | None:
@@ -79,7 +84,7 @@ class StreamAssembler:
         return self._dispatch() if self._data else None
 
     def reply(self) -> ModelReply:
-        if not self.done and self._finish_reason is None:
+        if not self.done and not self._finished:
             raise ModelError(bad_response("model stream ended before [DONE] or a finish_reason"))
         calls = tuple(self._calls[i].finish(n) for n, i in enumerate(sorted(self._calls)))
         return ModelReply(
@@ -110,7 +115,8 @@ class StreamAssembler:
             return None
         choice: Json = choices[0]
         if isinstance(choice.get("finish_reason"), str):
-            self._finish_reason = choice["finish_reason"]
+            self._finished = True
+            self._finish_reason = finish_reason(choice["finish_reason"])
         delta = choice.get("delta")
         return self._apply_delta(delta) if isinstance(delta, dict) else None
 

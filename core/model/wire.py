@@ -3,6 +3,9 @@
 Parsing is strict about what we need (``choices[0].message``) and lenient about the rest
 (missing ``usage``, tool-call ``arguments`` given as an object instead of JSON text). A
 reply we cannot use raises :class:`ModelError` of kind ``bad_response`` naming what is wrong.
+Tool-call arguments that are not JSON (a generation cut off inside them) are replaced by
+``{}`` with the model's text kept on the call (:mod:`core.model.arguments`), and
+``finish_reason`` is read into :data:`core.types.FinishReason` (``docs/turn-loop.md`` §17).
 
 Both directions go through :mod:`core.text`: a lone surrogate in our messages or in the
 server's decoded reply becomes U+FFFD, so the body we send is always valid UTF-8 JSON and
@@ -14,13 +17,26 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from core.model.arguments import checked_call
 from core.model.base import ModelRequest
 from core.model.classify import bad_response, classify_error_object, quote
 from core.model.errors import ModelError
 from core.text import valid_json, valid_text
-from core.types import ModelReply, ToolCall, Usage
+from core.types import FinishReason, ModelReply, ToolCall, Usage
 
 Json = dict[str, Any]
+
+_FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "content_filter": "content_filter",
+    "function_call": "tool_calls",  # the legacy functions API
+    "max_tokens": "length",  # some proxies pass on the upstream's word
+    "eos": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+}
 
 
 def request_body(model: str, request: ModelRequest, *, stream_usage: bool) -> Json:
@@ -63,7 +79,7 @@ def parse_reply(payload: Any, status: int | None = None) -> ModelReply:
     return ModelReply(
         content=_content(message.get("content")),
         tool_calls=tuple(_tool_call(raw, n) for n, raw in enumerate(_list(message, "tool_calls"))),
-        finish_reason=_optional_str(choice.get("finish_reason")),
+        finish_reason=finish_reason(choice.get("finish_reason")),
         usage=parse_usage(payload.get("usage")),
     )
 
@@ -86,6 +102,11 @@ def parse_usage(raw: object) -> Usage:
     )
 
 
+def finish_reason(raw: object) -> FinishReason | None:
+    """The server's ``finish_reason`` in our words; ``None`` when absent or unknown."""
+    return _FINISH_REASONS.get(raw) if isinstance(raw, str) else None
+
+
 def arguments_text(raw: object) -> str:
     """Tool-call arguments as JSON text (some servers send an object, not a string)."""
     if isinstance(raw, str):
@@ -103,10 +124,10 @@ def _tool_call(raw: object, position: int) -> ToolCall:
     if not isinstance(name, str) or not name:
         raise ModelError(bad_response(f"tool call #{position} has no function name"))
     call_id = raw.get("id")
-    return ToolCall(
-        id=call_id if isinstance(call_id, str) and call_id else f"call_{position}",
-        name=name,
-        arguments=arguments_text(function.get("arguments")),
+    return checked_call(
+        call_id if isinstance(call_id, str) and call_id else f"call_{position}",
+        name,
+        arguments_text(function.get("arguments")),
     )
 
 
@@ -121,10 +142,6 @@ def _content(raw: object) -> str | None:
 def _list(obj: Json, key: str) -> list[Any]:
     value = obj.get(key)
     return value if isinstance(value, list) else []
-
-
-def _optional_str(raw: object) -> str | None:
-    return raw if isinstance(raw, str) else None
 
 
 def _int(raw: object) -> int:

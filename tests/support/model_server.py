@@ -45,6 +45,12 @@ The pieces live in ``tests.support.model_replies`` (``Reply``, ``reply_*``,
 ``ReceivedRequest``) and ``tests.support.model_wire`` (the JSON/SSE shapes); this module
 re-exports the former, so ``from tests.support.model_server import ...`` is enough.
 
+Strict mode (``server.strict = True``, the block at the end of this module): a request a
+strict server rejects — a tool call whose arguments are not JSON (llama.cpp's HTTP 500 with
+its exact body), a tool result without its call, an assistant message with no content and
+no tool calls (OpenAI's HTTP 400) — is answered with that error, uses up no scripted reply,
+and is kept in ``server.rejected``.
+
 Waiting is event-driven: ``await server.wait_for_requests(n)`` returns once ``n`` requests
 arrived; each ``ReceivedRequest.closed`` is an ``asyncio.Event`` set when the client went
 away before the reply was complete (``closed_at`` is its ``time.monotonic()``).
@@ -113,6 +119,9 @@ class ScriptedModelServer:
         self.requests: list[ReceivedRequest] = []
         self.unscripted = 0
         self.models: list[str] = ["scripted-model"]
+        self.strict = False
+        """Reject what a strict server rejects before any reply is taken (see below)."""
+        self.rejected: list[ReceivedRequest] = []
 
     # lifecycle -------------------------------------------------------------------------
 
@@ -213,6 +222,10 @@ class ScriptedModelServer:
     def _next(self, received: ReceivedRequest) -> Reply:
         if received.body is None:
             return reply_error(400, "request body is not JSON", type="invalid_request_error")
+        rejection = strict_rejection(received.messages) if self.strict else None
+        if rejection is not None:
+            self.rejected.append(received)
+            return rejection
         if self._script:
             item = self._script.pop(0)
             return item(received) if callable(item) else item
@@ -268,3 +281,62 @@ class ScriptedModelServer:
             await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+# strict mode ---------------------------------------------------------------------------
+#
+# ``server.strict = True`` answers as llama.cpp's ``llama-server --jinja`` does a request
+# whose history holds a tool call with arguments that are not JSON: HTTP 500 with its exact
+# body (recorded; docs: /work/shared/research/real-model-servers.md, I1) — and as OpenAI
+# does a tool result without its call or an assistant message with no content and no tool
+# calls (HTTP 400). The script is not used up by a rejected request; ``server.rejected``
+# keeps them.
+
+LLAMA_ARGUMENTS_ERROR = "Failed to parse tool call arguments as JSON: "
+LLAMA_PARSE_ERRORS = {
+    "{": "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error while "
+    "parsing object key - unexpected end of input; expected string literal",
+    "": "[json.exception.parse_error.101] parse error at line 1, column 1: attempting to parse "
+    "an empty input; check that your input string or stream contains the expected JSON",
+}
+OPENAI_ORPHAN_TOOL = (
+    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message "
+    "with 'tool_calls'."
+)
+OPENAI_NULL_CONTENT = "Invalid value for 'content': expected a string, got null."
+
+
+def strict_rejection(messages: list[Json]) -> Reply | None:
+    """The strict server's error for ``messages``, or ``None`` when it accepts them."""
+    calls: set[str] = set()
+    for message in messages:
+        if message.get("role") == "tool":
+            if message.get("tool_call_id") not in calls:
+                return reply_error(400, OPENAI_ORPHAN_TOOL, type="invalid_request_error")
+            continue
+        calls = set()
+        for call in message.get("tool_calls") or ():
+            calls.add(call.get("id"))
+            problem = _arguments_problem(call.get("function", {}).get("arguments"))
+            if problem is not None:
+                error = {"code": 500, "message": LLAMA_ARGUMENTS_ERROR + problem}
+                return reply_json({"error": {**error, "type": "server_error"}}, status=500)
+        if message.get("role") == "assistant" and not calls and not message.get("content"):
+            return reply_error(400, OPENAI_NULL_CONTENT, type="invalid_request_error")
+    return None
+
+
+def _arguments_problem(arguments: object) -> str | None:
+    """What nlohmann::json (llama.cpp's parser) says of ``arguments``; ``None`` if JSON."""
+    if not isinstance(arguments, str):
+        return "[json.exception.type_error.302] type must be string"
+    try:
+        json.loads(arguments, parse_constant=_no_constant)
+    except ValueError as error:
+        known = LLAMA_PARSE_ERRORS.get(arguments)
+        return known or f"[json.exception.parse_error.101] parse error: {error}"
+    return None
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"syntax error while parsing value - invalid literal {name}")
