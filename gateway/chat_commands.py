@@ -14,27 +14,34 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from adapters.base import Button, ButtonRows, Capabilities, InboundEvent
+from core.agent.compaction import Compacted
+from core.agent.context import ContextUse
 from core.agent.control import TurnControl
 from core.agent.profile import BusyPolicy
 from core.approvals import Approvals, ResolveOutcome
 from core.approver import ApprovalRequest
 from core.bounded import BoundedMap
 from core.dispatcher import Dispatcher, StopOutcome
+from core.model.errors import ModelError
 from core.store.base import Store
 from gateway.access import user_of
 from gateway.chat_syntax import canonical, help_text, stop_payload
 from gateway.chats import ChatDirectory
 from gateway.messages import (
     APPROVED,
+    COMPACT_FAILED,
+    COMPACT_WHEN_IDLE,
     DENIED,
     NEW_SESSION,
     NO_LONGER_VALID,
     NO_PENDING,
+    NOTHING_TO_COMPACT,
     NOTHING_TO_STOP,
     REDIRECTED,
     RESOLVE_ANSWERS,
     STEERED,
     UNKNOWN_APPROVAL,
+    compacted,
     stopped,
     unknown_command,
     usage,
@@ -43,6 +50,14 @@ from gateway.messages import (
 logger = logging.getLogger(__name__)
 
 Reply = str | None
+
+
+class SessionContext(Protocol):
+    """The context of a session key's agent (``docs/turn-loop.md`` §18)."""
+
+    async def context_use(self, session_key: str) -> ContextUse | None: ...
+
+    async def compact(self, session_key: str) -> Compacted | None: ...
 
 
 class SubmitText(Protocol):
@@ -77,9 +92,11 @@ class ChatCommands:
         submit: SubmitText,
         stopped: StoppedTurns,
         directory: ChatDirectory,
+        context: SessionContext | None = None,
     ) -> None:
         self._dispatcher, self._approvals, self._store = dispatcher, approvals, store
         self._submit, self._stopped, self._directory = submit, stopped, directory
+        self._context = context
 
     async def run(self, event: InboundEvent) -> Reply:
         name = canonical(event.command or "")
@@ -149,7 +166,26 @@ class ChatCommands:
         if waiting:
             ids = ", ".join(short_id(r.id) for r in waiting)
             parts.append(f"{len(waiting)} approval(s) waiting: {ids}")
+        use = await self._context.context_use(key) if self._context is not None else None
+        if use is not None:
+            parts.append(use.describe())
         return " · ".join(parts)
+
+    async def _cmd_compact(self, event: InboundEvent, key: str, args: str) -> Reply:
+        """Summarise the session's older turns now (waits for a running turn to end)."""
+        if self._context is None:
+            return NOTHING_TO_COMPACT
+        if self._dispatcher.status(key).running:
+            return COMPACT_WHEN_IDLE
+        try:
+            done = await self._context.compact(key)
+        except ModelError as error:
+            logger.warning("/compact of %s: the summary call failed: %s", key, error)
+            return COMPACT_FAILED
+        if done is None:
+            return NOTHING_TO_COMPACT
+        use = await self._context.context_use(key)
+        return compacted(done.summarised, use.describe() if use is not None else None)
 
     async def _cmd_approve(self, event: InboundEvent, key: str, args: str) -> Reply:
         return await self._decide(event, key, args, "approved")

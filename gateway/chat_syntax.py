@@ -38,6 +38,7 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("redirect", "Correct the current task"),
     CommandInfo("queue", "Run this after the current task"),
     CommandInfo("status", "What I am doing"),
+    CommandInfo("compact", "Summarise the older messages to free the context"),
     CommandInfo("approve", "Approve the pending request (optionally by id)"),
     CommandInfo("deny", "Deny the pending request (optionally by id and reason)"),
 )

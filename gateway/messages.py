@@ -24,6 +24,9 @@ STRANGER: Final = "Sorry — you are not allowed to use this bot."
 NO_LONGER_VALID: Final = "This button is no longer valid."
 SOMETHING_WENT_WRONG: Final = "Something went wrong."
 UNKNOWN_APPROVAL: Final = "No such pending request."
+NOTHING_TO_COMPACT: Final = "Nothing to compact: the conversation is short enough."
+COMPACT_WHEN_IDLE: Final = "A task is running; send /compact again when it is done."
+COMPACT_FAILED: Final = "The summary could not be made (the model did not answer); nothing changed."
 
 ACKS: Final[dict[str, str]] = {
     "queued": QUEUED,
@@ -42,6 +45,12 @@ RESOLVE_ANSWERS: Final[dict[str, str]] = {
     "invalid": "That is not one of the options — use the buttons.",
 }
 """What an answer to an approval is told, by :data:`core.approvals.ResolveResult`."""
+
+
+def compacted(count: int, use: str | None) -> str:
+    """What ``/compact`` says once the older messages are summarised."""
+    said = f"🗜 Compacted: {count} older message(s) summarised (kept in the store)."
+    return f"{said} {use[:1].upper()}{use[1:]}." if use else said
 
 
 def usage(command: str) -> str:

@@ -35,7 +35,13 @@ from core.approvals import Approvals
 from core.dispatcher import Dispatcher, SubmitOutcome
 from core.store.base import Store
 from gateway.access import AccessControl, user_of
-from gateway.chat_commands import ChatCommands, Reply, StopButtons, StoppedTurns
+from gateway.chat_commands import (
+    ChatCommands,
+    Reply,
+    SessionContext,
+    StopButtons,
+    StoppedTurns,
+)
 from gateway.chat_syntax import (
     COMMANDS,
     ApprovalPress,
@@ -76,12 +82,13 @@ class Router:
         stopped: StoppedTurns,
         ack_interval: float = ACK_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
+        context: SessionContext | None = None,
     ) -> None:
         self._dispatcher, self._approvals = dispatcher, approvals
         self._access, self._directory = access, directory
         self._delivery = delivery
         self._commands = ChatCommands(
-            dispatcher, approvals, store, self.submit_text, stopped, directory
+            dispatcher, approvals, store, self.submit_text, stopped, directory, context
         )
         self.stop_buttons = StopButtons(dispatcher, approvals, stopped)
         """The Stop buttons of running turns' progress messages."""

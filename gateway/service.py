@@ -59,6 +59,8 @@ from functools import partial
 
 from adapters.base import Adapter, SentMessage
 from adapters.session_keys import parse_session_key
+from core.agent.compaction import Compacted
+from core.agent.context import ContextUse
 from core.agent.control import TurnControl
 from core.agent.loop import CommonAgent
 from core.agent.profile import AgentProfile, BusyPolicy
@@ -206,6 +208,7 @@ class GatewayService:
             delivery=self.delivery,
             stopped=self.stopped_turns,
             clock=self._clock,
+            context=self,
         )
 
     # lifecycle ------------------------------------------------------------------------
@@ -253,6 +256,14 @@ class GatewayService:
     # per session key ------------------------------------------------------------------
     def profile_for(self, session_key: str) -> AgentProfile:
         return self.agent_for(session_key).profile
+
+    async def context_use(self, session_key: str) -> ContextUse | None:
+        """How full the session's context is (``/status``, docs/turn-loop.md §18)."""
+        return await self.agent_for(session_key).context_use(session_key)
+
+    async def compact(self, session_key: str) -> Compacted | None:
+        """Summarise the session's older turns now (``/compact``)."""
+        return await self.agent_for(session_key).compact(session_key)
 
     def agent_for(self, session_key: str) -> CommonAgent:
         platform = parse_session_key(session_key).platform

@@ -66,6 +66,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.agent.budget import IterationBudget, LoopGate
+from core.agent.compaction import Compacted, Compactor, ContextLimits
+from core.agent.context import ContextUse, summary_first
 from core.agent.control import TurnControl
 from core.agent.external import ExternalRuntime
 from core.agent.model_call import ModelCaller
@@ -150,6 +152,8 @@ class CommonAgent:
         self.retry = retry or RetryPolicy()
         self.locks = SessionLocks()
         self.soul = SoulFile(profile.soul, profile.soul_path)
+        self.compactor = _compactor(store, model, self.retry, profile)
+        """Context management (``docs/turn-loop.md`` §18); None when the window is unknown."""
 
     async def run_turn(
         self,
@@ -216,6 +220,29 @@ class CommonAgent:
         await self._session_end_hooks(scope, control.token, end)
         return True
 
+    # context (``/status``, ``/compact``; docs/turn-loop.md §18) ------------------------
+    async def context_use(self, session_key: str) -> ContextUse | None:
+        """How full the open session's next request would be; None without a session or
+        a known window."""
+        session = await self.store.get_active_session(session_key)
+        if session is None or self.compactor is None:
+            return None
+        prompt = session.system_prompt or ""
+        return await self.compactor.session_use(session.id, prompt, self.tools.specs())
+
+    async def compact(self, session_key: str) -> Compacted | None:
+        """Compact the open session now (``/compact``), between turns (it waits for the
+        session's lock); None when there is nothing to compact."""
+        if self.compactor is None:
+            return None
+        async with self.locks.hold(session_key):
+            session = await self.store.get_active_session(session_key)
+            if session is None:
+                return None
+            history = summary_first(await self.store.load_active_messages(session.id))
+            transcript = Transcript("", history)
+            return await self.compactor.compact(session.id, None, transcript, CancellationToken())
+
     # step 2 ---------------------------------------------------------------------------
     async def _open(
         self,
@@ -230,7 +257,7 @@ class CommonAgent:
         A replayed update whose answer is stored gets that answer back instead (a
         :class:`TurnResult`, no turn started)."""
         session, is_new = await self._session(key)
-        history = await self.store.load_active_messages(session.id)
+        history = summary_first(await self.store.load_active_messages(session.id))
         replayed = await self._replayed(session.id, message.origin, history)
         if replayed is not None:
             answer = stored_answer(history, replayed.id)
@@ -417,6 +444,7 @@ class CommonAgent:
             specs=self.tools.specs(),
             caller=caller,
             runner=ToolRunner(env),
+            compactor=self.compactor,
         )
 
     def _child_runner(self, call_id: str, turn: _OpenTurn) -> RunChild:
@@ -474,6 +502,15 @@ class CommonAgent:
         except (Cancelled, TimeoutError) as cut:
             why = "stopped" if isinstance(cut, Cancelled) else "timed out"
             logger.warning("turn %s: %s hook %s; going on", scope.turn_id, name, why)
+
+
+def _compactor(
+    store: Store, model: ModelClient, retry: RetryPolicy, profile: AgentProfile
+) -> Compactor | None:
+    if profile.context_window is None:
+        return None
+    limits = ContextLimits(profile.context_window, profile.compact_at)
+    return Compactor(store, model, retry, limits)
 
 
 def _result(scope: TurnScope, end: TurnEnd, iterations: int) -> TurnResult:

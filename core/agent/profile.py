@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from core.agent.context import DEFAULT_COMPACT_AT
 from core.tools.sandbox import Workspaces, WorkspaceScope
 
 BusyPolicy = Literal["queue", "interrupt", "steer"]
@@ -40,6 +41,11 @@ class AgentProfile:
     stop_clears_queue: bool = True
     """``/stop`` drops the session's queued messages too (False: they run next)."""
     stream: bool = False
+    context_window: int | None = None
+    """The model's context window in tokens (``[model] context_window``, default 32768 in
+    the gateway); None: unknown, nothing is compacted nor cut (``docs/turn-loop.md`` §18)."""
+    compact_at: float = DEFAULT_COMPACT_AT
+    """Compact when the next request would pass this share of the window."""
     external_runtime: tuple[str, ...] | None = None
     """Command line of an external runtime that takes over whole turns (JSON lines)."""
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from core.agent.context import as_sent
 from core.agent.repair import repaired
 from core.agent.scope import TurnScope
 from core.store.base import Store, StoredMessage, ToolCallRecord
@@ -80,6 +81,13 @@ class Transcript:
                 return entry
         return None
 
+    def replace_head(self, count: int, summary: Entry) -> None:
+        """Put the compaction ``summary`` in place of the first ``count`` entries, which
+        all come before this turn (:mod:`core.agent.compaction`)."""
+        assert count <= self.turn_start
+        self.entries[:count] = [summary]
+        self.turn_start -= count - 1
+
     @property
     def user_entry(self) -> Entry:
         """This turn's user message (the first entry added after the history)."""
@@ -103,7 +111,7 @@ class Transcript:
             user = messages[self.turn_start]
             prefixed = f"{self.model_context}\n\n{user.text()}"
             messages[self.turn_start] = replace(user, content=prefixed)
-        return [system, *(m for m in messages if not is_empty_reply(m))]
+        return [system, *as_sent(m for m in messages if not is_empty_reply(m))]
 
 
 def is_empty_reply(message: ChatMessage) -> bool:

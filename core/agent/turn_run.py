@@ -23,11 +23,12 @@ of :meth:`TurnRun.loop` except ``asyncio.CancelledError`` (the task itself was c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
 from core.agent.answer import shown_answer, without_tool_markup
 from core.agent.budget import CallKind, LoopGate, WrapUpReminder
+from core.agent.compaction import TOO_LONG_REPLY, Compactor, ContextKeeper, ContextOverflow
 from core.agent.control import TurnControl
 from core.agent.model_call import ModelCaller, readable_failure
 from core.agent.profile import AgentProfile
@@ -94,6 +95,8 @@ class TurnParts:
     specs: Sequence[ToolSpec]
     caller: ModelCaller
     runner: ToolRunner
+    compactor: Compactor | None = None
+    """Context management (``docs/turn-loop.md`` §18); None: the window is unknown."""
 
 
 class TurnRun:
@@ -114,6 +117,9 @@ class TurnRun:
         self._step_callback = step_callback
         self._steer = SteerChannel(control, transcript, parts.store)
         self._wrap_up = WrapUpReminder(parts.clock, parts.profile.run_budget_seconds)
+        self._context = ContextKeeper(
+            parts.compactor, scope, transcript, control.token, parts.specs
+        )
         self.input_tokens = 0
 
     async def loop(self) -> TurnEnd:
@@ -143,6 +149,9 @@ class TurnRun:
             reply = await self._call_model(kind)
         except Cancelled as stopped:
             return stop_end(stopped.reason)
+        except ContextOverflow as overflow:  # compacted and retried: still too long
+            error = str(overflow)
+            return TurnEnd("failed", "model_error", TOO_LONG_REPLY, error, stopped_early=True)
         except ModelError as error:
             text = readable_failure(error)
             return TurnEnd("failed", "model_error", text, str(error), stopped_early=True)
@@ -176,17 +185,25 @@ class TurnRun:
 
     async def _call_model(self, kind: CallKind) -> ModelReply:
         extra: dict[str, object] = {"tool_choice": "none"} if kind == "grace" else {}
-        request = ModelRequest(
-            messages=self._transcript.for_model(),
-            tools=self._parts.specs,
-            stream=self._parts.profile.stream,
-            extra=extra,
-        )
-        return await self._parts.caller.call(request, self.gate.calls, self._control.token)
+
+        def build(messages: list[ChatMessage]) -> ModelRequest:
+            return ModelRequest(
+                messages=messages,
+                tools=self._parts.specs,
+                stream=self._parts.profile.stream,
+                extra=extra,
+            )
+
+        def send(request: ModelRequest) -> Awaitable[ModelReply]:
+            return self._parts.caller.call(request, self.gate.calls, self._control.token)
+
+        return await self._context.call(build, send)
 
     async def _final(
         self, reply: ModelReply, kind: CallKind, entry: Entry | None, markup: bool
     ) -> TurnEnd:
+        """The answer: hooks on its text, then the chat's reply says when it was cut off,
+        empty or an unreadable tool call (``docs/turn-loop.md`` §17)."""
         raw = reply.content or ""
         hooks, scope = self._parts.hooks, self._scope.hook_args()
         guard = self._control.token.guard

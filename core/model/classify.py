@@ -31,9 +31,13 @@ import httpx
 from core.model.errors import ErrorClassification
 
 _CONTEXT_WORDS = (
-    "context_length_exceeded",
-    "maximum context length",
-    "context length",
+    # The one list of context-overflow wordings (docs/turn-loop.md §18); the real bodies
+    # are test data in tests/support/model_errors.py.
+    "context_length_exceeded",  # OpenAI: code
+    "maximum context length",  # OpenAI, vLLM: "This model's maximum context length is …"
+    "context length",  # Ollama: "the input length exceeds the context length"
+    "exceed_context_size_error",  # llama.cpp llama-server: type
+    "available context size",  # llama.cpp: "request (N tokens) exceeds the available …"
     "context window",
     "too many tokens",
     "prompt is too long",

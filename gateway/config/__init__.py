@@ -252,8 +252,12 @@ def _with_defaults(
     workspace = profile.workspace
     if workspace == UNSET:
         workspace = gateway.data_dir / "workspaces" / profile.name
+    context = {
+        "context_window": profile.context_window or model.context_window,
+        "compact_at": profile.compact_at or model.compact_at,
+    }
     return profile.model_copy(
-        update={"model": profile.model or model.model, "workspace": workspace}
+        update={"model": profile.model or model.model, "workspace": workspace, **context}
     )
 
 

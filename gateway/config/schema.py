@@ -32,6 +32,7 @@ from adapters.config import (
     secret_field,
     show,
 )
+from core.agent.context import DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_WINDOW
 from core.agent.profile import DEFAULT_MAX_ITERATIONS, AgentProfile, BusyPolicy
 from core.tools import limits
 from core.tools.sandbox import SandboxKind, WorkspaceScope
@@ -79,6 +80,14 @@ def _existing_file(value: object, info: ValidationInfo) -> Path:
     return path
 
 
+def _share(value: object) -> float:
+    """A share of the context window: a number above 0 and at most 1."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1:
+        return float(value)
+    raise invalid(f"expected a number above 0 and at most 1, got {show(value)}")
+
+
+Share = Annotated[float, BeforeValidator(_share)]
 ConfigPath = Annotated[Path, BeforeValidator(_path)]
 ExistingFile = Annotated[Path, BeforeValidator(_existing_file)]
 
@@ -110,6 +119,10 @@ class ModelSection(Section):
     max_retries: NonNegativeInt = 3
     slow_notice_seconds: SecondsOrOff = 20.0
     """Tell the chat after this long without an answer from the model; 0: never."""
+    context_window: PositiveInt = DEFAULT_CONTEXT_WINDOW
+    """The model's context window in tokens (a profile may override it)."""
+    compact_at: Share = DEFAULT_COMPACT_AT
+    """Compact older turns when the next request would pass this share of the window."""
 
     @model_validator(mode="before")
     @classmethod
@@ -153,6 +166,10 @@ class ProfileSection(Section):
     queue_limit: PositiveInt = 20
     stop_clears_queue: Flag = True
     """Whether ``/stop`` also drops the messages queued behind the stopped turn."""
+    context_window: PositiveInt | None = None
+    """Default: ``[model] context_window`` (filled in by the loader)."""
+    compact_at: Share | None = None
+    """Default: ``[model] compact_at`` (filled in by the loader)."""
     stream: Flag = False
     external_runtime: Texts | None = None
     workspace_scope: Annotated[WorkspaceScope, BeforeValidator(choice("session", "profile"))] = (
@@ -237,6 +254,8 @@ class ProfileSection(Section):
             queue_limit=self.queue_limit,
             stop_clears_queue=self.stop_clears_queue,
             stream=self.stream,
+            context_window=self.context_window,
+            compact_at=self.compact_at or DEFAULT_COMPACT_AT,
             external_runtime=self.external_runtime,
         )
 
