@@ -153,6 +153,11 @@ def _build_model(section: ModelSection) -> ModelClient:
         log.warning("model: using the offline demo provider — no API key configured")
     else:
         log.info("model: %s at %s", section.model, section.base_url)
+    if section.timeout is not None:
+        log.warning(
+            "[model] timeout is deprecated; set connect_timeout, first_byte_timeout and "
+            "idle_timeout (it stands in for each of them not set)"
+        )
     try:
         return build_model_client(
             section.provider,
@@ -160,7 +165,7 @@ def _build_model(section: ModelSection) -> ModelClient:
             api_key=section.api_key,
             model=section.model,
             headers=section.headers,
-            timeout=section.timeout,
+            timeouts=section.timeouts(),
         )
     except ValueError as exc:
         raise StartupError(f"model: {exc}") from exc

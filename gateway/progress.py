@@ -31,9 +31,12 @@ for. :meth:`age` tells how long the view has existed: a turn that ran long ends 
 message instead (an edit notifies nobody), and :meth:`finish` with ``remove=True`` then
 deletes the progress message at ``CLEANUP`` priority, never waited for.
 
-The engine's turn notices (``on_notice``, e.g. :class:`core.agent.step.ModelSlow`) are
-shown whatever the mode: :meth:`ProgressView.notice` sends each as its own plain message
-(:func:`notice_text`) from a tracked task, so the engine never waits for the chat.
+The engine's turn notices (``on_notice``, :class:`core.agent.step.ModelSlow`) are shown
+whatever the mode, as one plain message of their own (:func:`notice_text`) written by a
+tracked task, so the engine never waits for the chat: the first notice sends it, a later
+one (the retry under way) edits it, and it is deleted when the answer comes — on
+:class:`core.agent.step.ModelSlowEnded` (the stream flows again), at the next step, or
+when the turn ends (:meth:`ProgressView.finish`), after the reply.
 """
 
 from __future__ import annotations
@@ -104,14 +107,13 @@ class _Line:
 DEFAULT_CONFIG = ProgressConfig()
 
 
-def notice_text(notice: TurnNotice) -> str:
-    """What the chat reads for a turn notice."""
-    if isinstance(notice, ModelSlow):
-        if notice.max_attempts <= 1:
-            return "⏳ The model is not answering yet; still waiting. Send /stop to give up."
+def notice_text(notice: ModelSlow) -> str:
+    """What the chat reads for a slow model: waiting, or retrying only when a retry is."""
+    if notice.retrying:
         tries = f"attempt {notice.attempt} of {notice.max_attempts}"
-        return f"⏳ The model is not answering, retrying… ({tries}). Send /stop to give up."
-    return "⏳ Still working…"
+        return f"⏳ The model did not answer; retrying ({tries})… Send /stop to give up."
+    waited = f"{notice.waited:.0f} s" if notice.waited >= 1 else f"{notice.waited:.1f} s"
+    return f"⏳ The model has not answered for {waited}; still waiting. Send /stop to give up."
 
 
 def emoji_for(tool: str) -> str:
@@ -153,6 +155,11 @@ class ProgressView:
         self._wake = asyncio.Event()
         self._flush = TaskSet(logger)
         self._notices = TaskSet(logger)
+        self._notice_wanted: str | None = None
+        """The notice text to show; None: none (remove the one shown)."""
+        self._notice_shown: str | None = None
+        self._notice_message: SentMessage | None = None
+        self._notice_writing = False
         self._started = False
         self._closing = False
         self._delete = False
@@ -170,6 +177,7 @@ class ProgressView:
     # feeding ------------------------------------------------------------------------
     def step(self, iteration: int, prev_tools: list[dict[str, Any]]) -> None:
         """The engine's ``step_callback``: record the tools of the last step."""
+        self._want_notice(None)  # a new model call: the last one's notice is stale
         if not self._enabled or self._closing or self._broken or not prev_tools:
             return
         for tool in prev_tools:
@@ -202,32 +210,61 @@ class ProgressView:
         self._wake.set()
 
     def notice(self, notice: TurnNotice) -> None:
-        """The engine's ``on_notice``: send the notice as a plain message of its own."""
+        """The engine's ``on_notice``: show, update or remove the notice message."""
         if self._closing:
             return
-        self._notices.spawn(self._send_notice(notice_text(notice)), name=f"notice:{self._chat}")
+        self._want_notice(notice_text(notice) if isinstance(notice, ModelSlow) else None)
 
-    async def _send_notice(self, text: str) -> None:
-        async def send() -> None:
-            await self._outbound.perform(
-                Send(self._chat, text, markup=False, priority=Priority.URGENT)
-            )
+    def _want_notice(self, text: str | None) -> None:
+        self._notice_wanted = text
+        if text != self._notice_shown and not self._notice_writing:
+            self._notice_writing = True
+            self._notices.spawn(self._write_notices(), name=f"notice:{self._chat}")
 
+    async def _write_notices(self) -> None:
+        """Until the notice shown is the one wanted: send, edit or delete it."""
         try:
-            await with_rate_limits(
-                send, attempts=NOTICE_ATTEMPTS, sleep=self._sleep, chat=self._chat, what="notice"
-            )
+            while (wanted := self._notice_wanted) != self._notice_shown:
+                await self._write_notice(wanted)
+                self._notice_shown = wanted
         except RateLimited:
             return  # logged by with_rate_limits
         except Exception:
-            logger.warning("notice in %s not sent", self._chat, exc_info=True)
+            logger.warning("notice in %s not written", self._chat, exc_info=True)
+        finally:
+            self._notice_writing = False
+
+    async def _write_notice(self, text: str | None) -> None:
+        message = self._notice_message
+        if text is None:
+            if message is not None:
+                self._notice_message = None
+                await self._outbound.perform(Delete(message))
+            return
+
+        async def write() -> None:
+            if message is None:
+                send = Send(self._chat, text, markup=False, priority=Priority.URGENT)
+                self._notice_message = await self._outbound.perform(send)
+            else:
+                with contextlib.suppress(NotModified):
+                    edit = Edit(message, text, markup=False, priority=Priority.URGENT)
+                    await self._outbound.perform(edit)
+
+        await with_rate_limits(
+            write, attempts=NOTICE_ATTEMPTS, sleep=self._sleep, chat=self._chat, what="notice"
+        )
+
+    async def _remove_notice(self) -> None:
+        """The answer came: delete the notice (time-boxed by ``finish_timeout``)."""
+        self._want_notice(None)
+        await self._notices.aclose(self._finish_timeout)
 
     # ending ---------------------------------------------------------------------------
     async def hand_over(self) -> SentMessage | None:
         """Stop the view and give its message to the reply (None: none was sent). A write
         still queued is dropped; one in flight is waited for (time-boxed)."""
-        self._closing = self._handed = True
-        await self._notices.aclose(self._finish_timeout)
+        self._closing = self._handed = True  # the notice goes in finish(), after the reply
         await self._flush.aclose(self._finish_timeout if self._in_flight else 0.0)
         return self._message
 
@@ -236,10 +273,10 @@ class ProgressView:
     ) -> None:
         """The reply went out: write the final state (or delete), then wait (time-boxed)
         for the task; past ``finish_timeout`` the final state is given up (logged)."""
+        self._closing = True
+        await self._remove_notice()
         if self._handed:
             return
-        self._closing = True
-        await self._notices.aclose(self._finish_timeout)
         if not self._started:
             return
         if self._config.cleanup or remove:

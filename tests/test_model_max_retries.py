@@ -58,7 +58,7 @@ async def test_max_retries_zero_makes_exactly_one_request(
     _, outcome = await run_one_turn(config, store)
 
     assert len(model_server.requests) == 1
-    assert outcome.startswith("failed/model_error: The model is unavailable right now")
+    assert outcome.startswith("failed/model_error: The model server is unavailable right now")
     assert "503" in outcome
 
 

@@ -7,10 +7,15 @@ result decides whether :func:`core.model.retry.call_with_retry` tries again (at 
 runs under ``token.guard``: cancelling the turn aborts the in-flight request at once and
 nothing partial is kept.
 
-When the call has gone ``RetryPolicy.slow_notice_seconds`` without an answer, the turn's
-notice callback gets one :class:`core.agent.step.ModelSlow` (the attempt in flight, the
-last error) — so a hung model is never silence; the call itself goes on until it answers,
-its retries are spent (:func:`readable_failure` is then the reply) or the turn is stopped.
+When nothing has arrived from the call for ``RetryPolicy.slow_notice_seconds`` (every
+streamed chunk resets the wait), the turn's notice callback gets a
+:class:`core.agent.step.ModelSlow` (:mod:`core.agent.slow_notice`) — so a hung model is
+never silence, and a flowing stream never gets one; the call itself goes on until it
+answers, its retries are spent or the turn is stopped.
+
+A call that fails for good is logged once (WARNING: the kind, the server's status and
+message; the log handlers mask secrets) and :func:`readable_failure` is the user's reply:
+what kind of failure it was, in words (``docs/turn-loop.md`` §4, "Failures").
 
 With a streaming request and an ``on_text`` listener, the call's text goes to it as it
 arrives (:class:`core.agent.reply_text.TextRelay`, ``docs/turn-loop.md`` §16): reset when
@@ -22,32 +27,27 @@ good. The relay is drained before ``call`` returns or raises.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from core.agent.failure_text import readable_failure
 from core.agent.reply_text import TextRelay
 from core.agent.scope import TurnScope
-from core.agent.step import ModelSlow, NoticeCallback, TextCallback, notify_notice
+from core.agent.slow_notice import SilenceWatch
+from core.agent.step import NoticeCallback, TextCallback, TurnNotice, notify_notice
 from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient, ModelRequest
 from core.model.errors import ErrorClassification, ModelError
 from core.model.retry import RetryPolicy, call_with_retry
+from core.redaction import redact
 from core.types import ModelReply
 
-_UNAVAILABLE = "The model is unavailable right now ({detail}). Nothing was lost; try again."
-_REJECTED = "The model could not answer this request ({detail}). Nothing was lost."
+__all__ = ["ModelCaller", "readable_failure"]
 
-
-@dataclass(slots=True)
-class _Attempts:
-    """How far one model call got: the attempt in flight and the last failure."""
-
-    started: float
-    number: int = 0
-    last_error: str | None = None
+logger = logging.getLogger(__name__)
 
 
 class ModelCaller:
@@ -96,10 +96,17 @@ class ModelCaller:
         token: CancellationToken,
         relay: TextRelay | None,
     ) -> ModelReply:
-        attempts = _Attempts(time.monotonic())
+        watch = SilenceWatch(
+            self._policy.slow_notice_seconds,
+            iteration,
+            self._policy.max_attempts,
+            lambda notice: self._tell(notice, token),
+        )
+        if request.stream:
+            request = replace(request, on_activity=watch.heard)
 
         async def attempt() -> ModelReply:
-            attempts.number += 1
+            watch.attempt_started()
             if relay is not None:
                 relay.reset("retry")  # the last attempt's text, if reclassify did not drop it
             messages = [m.to_wire() for m in request.messages]
@@ -113,7 +120,7 @@ class ModelCaller:
             return reply
 
         async def on_error(error: ModelError) -> None:
-            attempts.last_error = _detail(error)
+            watch.failed(_detail(error))
             await self._hooks.notify(
                 "api_request_error", **self._scope, iteration=iteration, error=error
             )
@@ -123,60 +130,50 @@ class ModelCaller:
                 "transform_api_error_classification", found, **self._scope, iteration=iteration
             )
             if relay is not None:  # drop the failed attempt's text now, not after the backoff
-                relay.reset("retry" if self._retries(final, attempts.number) else "failed")
+                relay.reset("retry" if self._retries(final, watch.attempt) else "failed")
             return final
 
         def retrying() -> Awaitable[ModelReply]:
             policy = self._policy
             return call_with_retry(attempt, policy, reclassify=reclassify, on_error=on_error)
 
-        return await token.guard(self._watched(retrying, iteration, attempts, token))
+        try:
+            return await token.guard(self._watched(retrying, watch))
+        except ModelError as error:
+            self._log_failure(error, iteration, watch.attempt)
+            raise
+
+    def _log_failure(self, error: ModelError, iteration: int, attempts: int) -> None:
+        """The one log line of a call that failed for good (retries spent or none allowed)."""
+        found = error.classification
+        status = "no HTTP status" if found.status is None else f"HTTP {found.status}"
+        logger.warning(
+            "turn %s: model call %d failed after %d attempt(s): %s (%s): %s",
+            self._scope["turn_id"], iteration, attempts, found.kind, status, redact(found.message),
+        )  # fmt: skip
 
     def _retries(self, found: ErrorClassification, attempt: int) -> bool:
         """Whether :func:`call_with_retry` makes another attempt after this failure."""
         return self._policy.delay(found, attempt, random.Random(0)) is not None
 
     async def _watched(
-        self,
-        start: Callable[[], Awaitable[ModelReply]],
-        iteration: int,
-        attempts: _Attempts,
-        token: CancellationToken,
+        self, start: Callable[[], Awaitable[ModelReply]], watch: SilenceWatch
     ) -> ModelReply:
-        """``start()``, with a notice timer beside it while it runs."""
-        seconds = self._policy.slow_notice_seconds
-        if self._on_notice is None or seconds <= 0:
+        """``start()``, with its silence watch beside it while it runs."""
+        if self._on_notice is None or self._policy.slow_notice_seconds <= 0:
             return await start()
-        timer = asyncio.create_task(
-            self._notice_after(seconds, iteration, attempts, token),
-            name=f"model-slow:{self._scope['turn_id']}:{iteration}",
-        )
+        watcher = asyncio.create_task(watch.run(), name=f"model-slow:{self._scope['turn_id']}")
         try:
             return await start()
         finally:
-            timer.cancel()
-            await asyncio.wait({timer})  # the notice callback is itself time-boxed
+            watcher.cancel()
+            await asyncio.wait({watcher})  # the notice callback is itself time-boxed
+            await watch.close()
 
-    async def _notice_after(
-        self, seconds: float, iteration: int, attempts: _Attempts, token: CancellationToken
-    ) -> None:
-        await asyncio.sleep(seconds)
-        notice = ModelSlow(
-            iteration=iteration,
-            attempt=max(attempts.number, 1),
-            max_attempts=self._policy.max_attempts,
-            waited=time.monotonic() - attempts.started,
-            last_error=attempts.last_error,
-        )
+    async def _tell(self, notice: TurnNotice, token: CancellationToken) -> None:
         await notify_notice(self._on_notice, notice, token)
 
 
 def _detail(error: ModelError) -> str:
     found = error.classification
     return f"{found.kind}: {found.status}" if found.status is not None else found.kind
-
-
-def readable_failure(error: ModelError) -> str:
-    """What the user reads when the model call finally failed."""
-    template = _UNAVAILABLE if error.classification.retryable else _REJECTED
-    return template.format(detail=_detail(error))

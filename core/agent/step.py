@@ -9,7 +9,9 @@ empty list on the first iteration (and whenever the turn has not called a tool y
 
 **Turn notices.** Events the user should hear about while the turn runs, as data
 (:data:`TurnNotice`); the gateway decides how to show them. Today: :class:`ModelSlow`, a
-model call (its retries included) that has not answered for a while.
+model call (its retries included) from which nothing has arrived for a while, and
+:class:`ModelSlowEnded`, its answer flowing after all (``docs/turn-loop.md`` §4;
+:mod:`core.agent.slow_notice`).
 
 **Reply text** (``docs/turn-loop.md`` §16). With a streaming profile, the text of the
 model call in flight as it arrives (:data:`TextEvent`): :class:`ReplyText` with the text
@@ -43,7 +45,7 @@ OBSERVER_SECONDS = 1.0
 
 @dataclass(frozen=True, slots=True)
 class ModelSlow:
-    """A model call has gone ``waited`` seconds without an answer and is still trying."""
+    """Nothing has arrived from a model call for ``waited`` seconds; it is still trying."""
 
     iteration: int
     """The 1-based model call of the turn."""
@@ -51,12 +53,25 @@ class ModelSlow:
     """The HTTP attempt in flight (1 = the first try)."""
     max_attempts: int
     waited: float
+    """Seconds since anything arrived (the call's start or its last streamed chunk)."""
     last_error: str | None = None
-    """What the last failed attempt was (e.g. ``"timeout"``, ``"server_error: 503"``)."""
+    """What the last failed attempt was (e.g. ``"timeout"``, ``"server: 503"``)."""
+
+    @property
+    def retrying(self) -> bool:
+        """An attempt failed and another is under way (not: the first one still waits)."""
+        return self.attempt > 1
 
 
-TurnNotice = ModelSlow
-"""Every notice a turn can give (one kind so far)."""
+@dataclass(frozen=True, slots=True)
+class ModelSlowEnded:
+    """The call ``iteration`` reported by :class:`ModelSlow` is answering after all."""
+
+    iteration: int
+
+
+TurnNotice = ModelSlow | ModelSlowEnded
+"""Every notice a turn can give."""
 
 NoticeCallback = Callable[[TurnNotice], Any]
 """``on_notice(notice)``; sync or async, never affects the turn."""

@@ -16,6 +16,10 @@ from core.types import ChatMessage, ModelReply, ToolSpec
 DeltaCallback = Callable[[str], Awaitable[None]]
 """Receives each streamed text fragment, in order (only when streaming)."""
 
+ActivityCallback = Callable[[], None]
+"""Told, synchronously and cheaply, each time a streamed reply sends an event (text,
+tool-call pieces, usage; not keep-alive comments): the reply is flowing."""
+
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
@@ -23,6 +27,7 @@ class ModelRequest:
     tools: Sequence[ToolSpec] = ()
     stream: bool = False
     on_delta: DeltaCallback | None = None
+    on_activity: ActivityCallback | None = None
     extra: dict[str, object] = field(default_factory=dict)
     """Extra top-level request fields (temperature, max_tokens, ...)."""
 

@@ -51,11 +51,13 @@ class ErrorClassification:
 
 
 class ModelError(Exception):
-    """A failed model call; ``classification`` says what kind and whether to retry."""
+    """A failed model call; ``classification`` says what kind and whether to retry;
+    ``server`` is the host it was sent to, when the client knows (for the user's text)."""
 
-    def __init__(self, classification: ErrorClassification) -> None:
+    def __init__(self, classification: ErrorClassification, *, server: str | None = None) -> None:
         super().__init__(f"{classification.kind}: {classification.message}")
         self.classification = classification
+        self.server = server
 
     @property
     def kind(self) -> ErrorKind:

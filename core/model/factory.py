@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from core.model.base import ModelClient
 from core.model.demo import DemoModel
 from core.model.openai_client import OpenAIClient
+from core.model.timeouts import Timeouts
 
 PROVIDERS = ("demo", "openai")
 
@@ -29,10 +30,13 @@ def build_model_client(
     api_key: str | None = None,
     model: str | None = None,
     headers: Mapping[str, str] | None = None,
-    timeout: float = 120.0,
+    timeouts: Timeouts | None = None,
+    timeout: float | None = None,
     stream_usage: bool = True,
 ) -> ModelClient:
-    """A client for ``provider``; ``base_url`` and ``model`` are required for ``openai``."""
+    """A client for ``provider``; ``base_url`` and ``model`` are required for ``openai``.
+    ``timeouts`` are the client's bounds (:mod:`core.model.timeouts`); ``timeout`` is the
+    deprecated single value."""
     if provider == "demo":
         return DemoModel(model or "demo")
     if provider != "openai":
@@ -46,6 +50,7 @@ def build_model_client(
         model=model,
         api_key=api_key,
         headers=headers,
+        timeouts=timeouts,
         timeout=timeout,
         stream_usage=stream_usage,
     )

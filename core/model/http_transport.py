@@ -33,8 +33,11 @@ _NOT_FORWARDED = {"host", "content-length", "transfer-encoding", "connection"}
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
-    def __init__(self, *, trust_env: bool = True) -> None:
+    def __init__(self, *, trust_env: bool = True, idle_timeout: float | None = None) -> None:
+        """``idle_timeout``: the longest gap between body bytes once the first arrived
+        (None: httpx's ``read`` timeout bounds every wait)."""
         self._trust_env = trust_env
+        self._idle_timeout = idle_timeout
         self._session: aiohttp.ClientSession | None = None
         self._proxies: dict[tuple[str, str | None], Proxy] = {}
 
@@ -55,7 +58,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return httpx.Response(
             response.status,
             headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers],
-            stream=_Body(response, request),
+            stream=_Body(response, request, self._idle_timeout),
             request=request,
         )
 
@@ -82,17 +85,33 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
 
 
 class _Body(httpx.AsyncByteStream):
-    """A reply's body as aiohttp reads it; closing it early closes the connection."""
+    """A reply's body as aiohttp reads it; closing it early closes the connection. After the
+    first bytes the socket's read timeout becomes ``idle_timeout`` (module doc)."""
 
-    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
-        self._response, self._request = response, request
+    def __init__(
+        self, response: aiohttp.ClientResponse, request: httpx.Request, idle: float | None
+    ) -> None:
+        self._response, self._request, self._idle = response, request, idle
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        first = True
         try:
             async for chunk in self._response.content.iter_any():
+                if first:
+                    first = False
+                    self._now_flowing()
                 yield chunk
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise _translated(exc, self._request) from exc
+
+    def _now_flowing(self) -> None:
+        """The first bytes came: from now on each gap is bounded by the idle timeout."""
+        connection = self._response.connection
+        protocol = None if connection is None else connection.protocol
+        if self._idle is None or protocol is None:
+            return
+        protocol.read_timeout = self._idle
+        protocol.start_timeout()  # re-arm the timer with the new length, from now
 
     async def aclose(self) -> None:
         if self._response.content.at_eof():

@@ -8,8 +8,14 @@ One call is one HTTP request: ``POST {base_url}/chat/completions``. Retries live
   each text fragment goes to ``request.on_delta`` as it arrives. A server that ignores
   ``stream`` and answers with plain JSON is accepted (one delta with the whole text).
 - Failures raise :class:`ModelError` classified by :mod:`core.model.classify`.
-- ``timeout`` bounds connecting and each wait for bytes (not the whole reply), so a long
-  stream that keeps producing is never cut, and a silent server is.
+- Three timeouts, never one total (``docs/turn-loop.md`` §4, "Timeouts"):
+  ``connect_timeout`` bounds connecting, ``first_byte_timeout`` the wait for the first
+  byte of the answer (in non-stream mode: the whole generation), ``idle_timeout`` each
+  gap between chunks once the reply flows (an SSE ``:`` ping counts). A long stream that
+  keeps producing is never cut, and a silent server is. ``timeout`` is the deprecated
+  single value: it stands in for each of the three not given.
+- ``request.on_activity`` hears every streamed ``data:`` event (text, tool-call pieces,
+  usage; not the keep-alive comments): the engine's slow-model notice is about silence.
 - Cancelling the awaiting task aborts the request: httpx closes the connection at once and
   the cancellation propagates; nothing partial is returned.
 """
@@ -18,14 +24,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from importlib import metadata
+from urllib.parse import urlsplit
 
 import httpx
 
-from core.model.base import DeltaCallback, ModelRequest
+from core.model.base import ActivityCallback, DeltaCallback, ModelRequest
 from core.model.classify import bad_response, classify_status, classify_transport
 from core.model.errors import ModelError
 from core.model.http_transport import AiohttpTransport
 from core.model.stream import StreamAssembler
+from core.model.timeouts import Timeouts
 from core.model.wire import Json, parse_json, parse_reply, request_body
 from core.types import ModelReply
 
@@ -40,21 +48,26 @@ class OpenAIClient:
         model: str,
         api_key: str | None = None,
         headers: Mapping[str, str] | None = None,
-        timeout: float = 120.0,
+        timeouts: Timeouts | None = None,
+        timeout: float | None = None,
         stream_usage: bool = True,
         trust_env: bool = True,
     ) -> None:
-        """``stream_usage`` asks for token usage in streams (``stream_options``); turn it
-        off for servers that reject that field. ``trust_env`` lets httpx use proxy env vars.
+        """``timeouts``: the three bounds (:mod:`core.model.timeouts`); without them,
+        ``timeout`` (deprecated) is each of the three, else the defaults. ``stream_usage`` asks for
+        token usage in streams (``stream_options``); turn it off for servers that reject
+        that field. ``trust_env`` lets httpx use proxy env vars.
         """
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._model = model
         self._stream_usage = stream_usage
+        limits = timeouts if timeouts is not None else Timeouts.given(legacy=timeout)
+        self.timeouts = limits
         self._http = httpx.AsyncClient(
             headers=_headers(api_key, headers),
-            timeout=httpx.Timeout(timeout),
+            timeout=limits.for_httpx(),
             trust_env=trust_env,
-            transport=AiohttpTransport(trust_env=trust_env),
+            transport=AiohttpTransport(trust_env=trust_env, idle_timeout=limits.idle),
         )
 
     @property
@@ -69,10 +82,11 @@ class OpenAIClient:
         body = request_body(self._model, request, stream_usage=self._stream_usage)
         try:
             if request.stream:
-                return await self._stream(body, request.on_delta)
+                return await self._stream(body, request.on_delta, request.on_activity)
             return await self._post(body)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise ModelError(classify_transport(exc, self._url)) from exc
+            found = classify_transport(exc, self._url)
+            raise ModelError(found, server=_host(self._url)) from exc
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -81,7 +95,9 @@ class OpenAIClient:
         response = await self._http.post(self._url, json=body)
         return _whole_reply(response)
 
-    async def _stream(self, body: Json, on_delta: DeltaCallback | None) -> ModelReply:
+    async def _stream(
+        self, body: Json, on_delta: DeltaCallback | None, on_activity: ActivityCallback | None
+    ) -> ModelReply:
         async with self._http.stream("POST", self._url, json=body) as response:
             if response.is_error or not _is_event_stream(response):
                 await response.aread()
@@ -89,12 +105,16 @@ class OpenAIClient:
                 if on_delta is not None and reply.content:
                     await on_delta(reply.content)
                 return reply
-            return await _assemble(response, on_delta)
+            return await _assemble(response, on_delta, on_activity)
 
 
-async def _assemble(response: httpx.Response, on_delta: DeltaCallback | None) -> ModelReply:
+async def _assemble(
+    response: httpx.Response, on_delta: DeltaCallback | None, on_activity: ActivityCallback | None
+) -> ModelReply:
     assembler = StreamAssembler()
     async for line in response.aiter_lines():
+        if on_activity is not None and line.startswith("data:"):
+            on_activity()
         await _emit(assembler.feed_line(line), on_delta)
         if assembler.done:
             break
@@ -118,6 +138,14 @@ def _whole_reply(response: httpx.Response) -> ModelReply:
         raise ModelError(bad_response(message, status=status))
     payload = parse_json(response.text, f"model reply (HTTP {status})", status)
     return parse_reply(payload, status)
+
+
+def _host(url: str) -> str | None:
+    """``host:port`` of ``url`` for the user's text (None when the URL does not parse)."""
+    try:
+        return urlsplit(url).netloc or None
+    except ValueError:
+        return None
 
 
 def _is_event_stream(response: httpx.Response) -> bool:

@@ -119,4 +119,4 @@ async def _settle(
     except Exception:
         _log.exception("error reclassification failed; keeping %s", error.kind)
         return error
-    return error if found == error.classification else ModelError(found)
+    return error if found == error.classification else ModelError(found, server=error.server)

@@ -34,6 +34,7 @@ from adapters.config import (
 )
 from core.agent.context import DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_WINDOW
 from core.agent.profile import DEFAULT_MAX_ITERATIONS, AgentProfile, BusyPolicy
+from core.model.timeouts import Timeouts
 from core.tools import limits
 from core.tools.sandbox import SandboxKind, WorkspaceScope
 
@@ -115,7 +116,16 @@ class ModelSection(Section):
     model: Text = "demo"
     """Default: ``gpt-4o-mini`` for openai, ``demo`` for the demo."""
     headers: Headers = Field(default_factory=dict)
-    timeout: PositiveNumber = 120.0
+    connect_timeout: PositiveNumber | None = None
+    """Seconds to open the connection. Default: 10 (or ``timeout`` when that is set)."""
+    first_byte_timeout: PositiveNumber | None = None
+    """Seconds from the request to the first byte of the answer (non-stream: the whole
+    answer). Default: 120 (or ``timeout``)."""
+    idle_timeout: PositiveNumber | None = None
+    """Longest gap between two stream chunks (keep-alive pings count). Default: 60 (or
+    ``timeout``)."""
+    timeout: PositiveNumber | None = None
+    """Deprecated: one value for each of the three above that is not set."""
     max_retries: NonNegativeInt = 3
     slow_notice_seconds: SecondsOrOff = 20.0
     """Tell the chat after this long without an answer from the model; 0: never."""
@@ -147,6 +157,15 @@ class ModelSection(Section):
             if missing:
                 yield missing
 
+    def timeouts(self) -> Timeouts:
+        """The client's three bounds (:mod:`core.model.timeouts`)."""
+        return Timeouts.given(
+            connect=self.connect_timeout,
+            first_byte=self.first_byte_timeout,
+            idle=self.idle_timeout,
+            legacy=self.timeout,
+        )
+
 
 class ProfileSection(Section):
     name: str = Field(default="", exclude=True)
@@ -170,7 +189,9 @@ class ProfileSection(Section):
     """Default: ``[model] context_window`` (filled in by the loader)."""
     compact_at: Share | None = None
     """Default: ``[model] compact_at`` (filled in by the loader)."""
-    stream: Flag = False
+    stream: Flag = True
+    """Stream the answer (SSE): text shows as it comes and the idle timeout, not the
+    whole generation, bounds a long answer. ``false`` for servers that cannot stream."""
     external_runtime: Texts | None = None
     workspace_scope: Annotated[WorkspaceScope, BeforeValidator(choice("session", "profile"))] = (
         "session"

@@ -32,9 +32,9 @@ async def test_a_model_that_keeps_failing_ends_the_turn_failed_and_readable(rig:
     result = await rig.turn("hi")
 
     assert (result.status, result.exit_reason) == ("failed", "model_error")
-    assert (
-        result.reply
-        == "The model is unavailable right now (server: 502). Nothing was lost; try again."
+    assert result.reply == (
+        "The model server is unavailable right now (HTTP 502: bad gateway). "
+        "Nothing was lost; try again."
     )
     assert len(rig.server.requests) == 3
     turn = await rig.store.get_turn(result.turn_id)
@@ -51,7 +51,10 @@ async def test_a_non_retryable_error_is_not_retried(rig: Rig) -> None:
     result = await rig.turn("hi")
 
     assert (result.status, result.exit_reason) == ("failed", "model_error")
-    assert result.reply == "The model could not answer this request (auth: 401). Nothing was lost."
+    assert (
+        result.reply
+        == "The model server refused the API key (HTTP 401: bad key). Check [model] api_key."
+    )
     assert len(rig.server.requests) == 1
 
 

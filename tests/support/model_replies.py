@@ -38,6 +38,10 @@ class Reply:
     until: asyncio.Event | None = None
     stall_after: int | None = None
     abort_after: int | None = None
+    gap: float = 0.0
+    """Streaming: seconds between two events (a slow but flowing stream)."""
+    ping_every: float | None = None
+    """Streaming: while waiting (``gap``, a stall), an SSE ``:`` comment this often."""
 
 
 ScriptItem = Reply | Callable[["ReceivedRequest"], Reply]

@@ -34,7 +34,10 @@ Replies (all return a :class:`Reply`; keyword options below apply to every one):
 Keyword options on every reply: ``delay=0.2`` (seconds before answering), ``hold=True`` with
 ``until=event`` (wait before answering), ``stall_after=n`` (streaming: send ``n`` events,
 then wait like ``hold``), ``abort_after=n`` (streaming: send ``n`` events, then drop the
-connection), ``headers={...}``, ``usage=(prompt, completion)``.
+connection), ``headers={...}``, ``usage=(prompt, completion)``; for timing (the block
+"paced streams" at the end): ``gap=0.05`` (streaming: seconds between events),
+``ping_every=0.05`` (streaming: a ``:`` keep-alive comment this often while it waits,
+in a gap or a stall, as llama-server does every 30 s).
 
 A script item may also be a function ``(ReceivedRequest) -> Reply`` to answer from the
 request. When the script is used up, ``server.default`` answers (e.g. for a benchmark:
@@ -62,6 +65,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Awaitable
 
 from aiohttp import web
 
@@ -271,8 +275,10 @@ class ScriptedModelServer:
         response.headers["Cache-Control"] = "no-cache"
         await response.prepare(request)
         for number, event in enumerate(stream_events(reply, received, received.index)):
+            if number and reply.gap:
+                await _pinging(response, reply, asyncio.sleep(reply.gap))
             if number == reply.stall_after:
-                await self._hold(reply)
+                await _pinging(response, reply, self._hold(reply))
             if number == reply.abort_after and request.transport is not None:
                 request.transport.abort()  # drop the connection mid-body, like a crash
                 return response
@@ -340,3 +346,25 @@ def _arguments_problem(arguments: object) -> str | None:
 
 def _no_constant(name: str) -> object:
     raise ValueError(f"syntax error while parsing value - invalid literal {name}")
+
+
+# paced streams -------------------------------------------------------------------------
+#
+# ``gap`` spaces a stream's events out (a slow model that keeps producing); ``ping_every``
+# writes llama-server's ``:`` keep-alive comment while the stream waits (a gap or a stall).
+
+
+async def _pinging(response: web.StreamResponse, reply: Reply, wait: Awaitable[None]) -> None:
+    """Await ``wait``, writing a keep-alive comment every ``reply.ping_every`` seconds."""
+    if reply.ping_every is None:
+        await wait
+        return
+    waiting = asyncio.ensure_future(wait)
+    try:
+        while not waiting.done():
+            await asyncio.wait({waiting}, timeout=reply.ping_every)
+            if not waiting.done():
+                await response.write(b":\n\n")
+    finally:
+        waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
