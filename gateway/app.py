@@ -166,6 +166,7 @@ def _build_model(section: ModelSection) -> ModelClient:
             model=section.model,
             headers=section.headers,
             timeouts=section.timeouts(),
+            request_fields=section.request_fields(),
         )
     except ValueError as exc:
         raise StartupError(f"model: {exc}") from exc

@@ -23,6 +23,7 @@ from core.text import valid_text
 from core.tools.base import ToolRegistry
 from core.types import ChatMessage
 from tests.engine.conftest import FakeClock, HookLog, Presenter, Rig, echo_tool
+from tests.support.model_replies import without_clock_note
 from tests.support.model_server import (
     ScriptedModelServer,
     reply_sse,
@@ -83,7 +84,7 @@ async def test_lone_surrogates_in_user_text_and_reply_are_stored_repaired(
         ("assistant", f"hi {FFFD} there"),
     ]
     [body] = sent_bodies(rig)
-    assert body["messages"][-1]["content"] == f"a{FFFD}b"
+    assert without_clock_note(body["messages"])[-1]["content"] == f"a{FFFD}b"
 
 
 async def test_surrogates_in_tool_arguments_do_not_crash_the_turn(rig: Rig) -> None:
@@ -120,7 +121,7 @@ async def test_emoji_rtl_zero_width_and_control_characters_round_trip(
 
     assert result.reply == ODD_BUT_VALID
     assert [m.content for m in await rig.stored()] == [ODD_BUT_VALID, ODD_BUT_VALID]
-    assert sent_bodies(rig)[0]["messages"][-1]["content"] == ODD_BUT_VALID
+    assert without_clock_note(sent_bodies(rig)[0]["messages"])[-1]["content"] == ODD_BUT_VALID
 
 
 async def test_store_repairs_every_text_it_writes(store: SqliteStore) -> None:

@@ -15,7 +15,9 @@ The steps, as ``docs/turn-loop.md`` §2 describes them:
    saying what their record knows (:func:`core.agent.transcript.load_call_records`).
 3. **System prompt** — stable + context (restored or rebuilt, :mod:`core.agent.prompt`;
    it names the session's workspace, :meth:`AgentProfile.session_workspace`, the directory
-   the tools get as ``ToolContext.workspace``) + volatile (the clock's current time).
+   the tools get as ``ToolContext.workspace``) as the system message; volatile (the clock's
+   current time) as a note after this turn's user message, for the model only, so the
+   bytes before the tools and the history never change with the clock.
 4. **Session hooks** — ``on_session_start`` for a new session, once: in its first turn
    whose record was started, even one stopped or failed before this step (then it fires
    at the finish, before ``agent_loop_stopped``/``on_session_end``); ``pre_llm_call`` once
@@ -72,7 +74,13 @@ from core.agent.control import TurnControl
 from core.agent.external import ExternalRuntime
 from core.agent.model_call import ModelCaller
 from core.agent.profile import AgentProfile
-from core.agent.prompt import Runtime, SoulFile, restore_or_build_prefix, system_prompt
+from core.agent.prompt import (
+    Runtime,
+    SoulFile,
+    clock_note,
+    restore_or_build_prefix,
+    system_prompt,
+)
 from core.agent.replay import redelivery, stored_answer
 from core.agent.scope import TurnScope
 from core.agent.session_lock import SessionLocks
@@ -299,7 +307,7 @@ class CommonAgent:
         if not await self._resume_replayed(turn):
             await self._store_user_message(turn)
         await record_redirects(turn.control, turn.transcript, self.store)
-        turn.transcript.system_prompt = await self._system_prompt(turn.session)
+        await self._system_prompt(turn.session, turn.transcript)
         await self._session_hooks(turn, turn.message.text)
 
     async def _store_user_message(self, turn: _OpenTurn) -> None:
@@ -328,14 +336,21 @@ class CommonAgent:
             return session, False
         return await self.store.create_session(key, self.profile.name), True
 
-    async def _system_prompt(self, session: SessionRecord) -> str:
+    async def _system_prompt(self, session: SessionRecord, transcript: Transcript) -> None:
+        """The cached prefix as the system message; the volatile tier as the clock note on
+        this turn's user message — in the system message only for the external runtime
+        (``docs/turn-loop.md`` §2 step 3)."""
         profile = self.profile
         tools = tuple(self.tools.names())
         soul = self.soul.current()
         workspace = str(profile.session_workspace(session.key))
         runtime = Runtime(self.model.model, tools, soul, profile.name, workspace)
         prefix = await restore_or_build_prefix(self.store, session, self.profile, runtime)
-        return system_prompt(prefix, self.clock())
+        now = self.clock()
+        if profile.external_runtime:
+            transcript.system_prompt = system_prompt(prefix, now)
+        else:
+            transcript.system_prompt, transcript.volatile_note = prefix, clock_note(now)
 
     async def _session_hooks(self, turn: _OpenTurn, text: str) -> None:
         await self._session_start(turn)

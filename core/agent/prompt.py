@@ -6,7 +6,14 @@
 * **context** — built once per session and frozen: the session key, profile, the
   session's workspace (the directory its tools work in, not the profile's root when each
   session has its own), tool names and the session's start date. Stored with the session;
-* **volatile** — the current time, rebuilt every turn and sent *after* the cached prefix.
+* **volatile** — the current time, rebuilt every turn. It is *not* in the system message:
+  a chat template renders the tools block after the system text (Qwen/Hermes-style
+  templates, llama-server), so a clock there changes the bytes before the tools and the
+  whole history once a minute and the server's prompt cache misses. It rides as a short
+  note, :func:`clock_note`, at the end of this turn's user message, for the model only and
+  never stored (:func:`user_for_model`) — ``docs/turn-loop.md`` §2 step 3, "Cache-safe
+  prompts". The external runtime, which builds its own prompt, still gets it as the last
+  paragraph of the system message (:func:`system_prompt`).
 
 The stable+context *prefix* is stored on the session (``Store.save_session_prompt``) with a
 fingerprint of the runtime it was built for: the model name, the enabled tool names, a
@@ -87,8 +94,21 @@ def volatile_tier(now: float) -> str:
     return f"Current time: {_utc(now).strftime('%A %Y-%m-%d %H:%M UTC')}"
 
 
+def clock_note(now: float) -> str:
+    """The volatile tier as the note at the end of this turn's user message."""
+    return f"[{volatile_tier(now)}]"
+
+
+def user_for_model(text: str, context: str, note: str) -> str:
+    """This turn's user message as the model sees it: the ``pre_llm_call`` context in
+    front, the volatile note (:func:`clock_note`) after; neither is stored."""
+    parts = [part for part in (context, text, note) if part]
+    return "\n\n".join(parts)
+
+
 def system_prompt(prefix: str, now: float) -> str:
-    """The full system message: the cached prefix, then the volatile tier."""
+    """The cached prefix with the volatile tier as its last paragraph — only for the
+    external runtime, which renders its own prompt (``docs/turn-loop.md`` §14)."""
     return f"{prefix}\n\n{volatile_tier(now)}"
 
 

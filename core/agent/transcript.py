@@ -3,9 +3,11 @@
 A transcript holds the session's active history (oldest first), then this turn's user
 message, then everything the turn adds. It renders the request for the model:
 
-* the system prompt (stable + context + volatile tiers) goes first and is never stored;
-* the ``pre_llm_call`` context goes in front of this turn's user message *for the model
-  only* — the stored user message never contains it (``docs/turn-loop.md`` §2, step 4).
+* the system prompt (stable + context tiers, byte-identical across turns) goes first and is
+  never stored;
+* the ``pre_llm_call`` context goes in front of this turn's user message and the volatile
+  tier (the clock note) after it, *for the model only* — the stored user message never
+  contains either (``docs/turn-loop.md`` §2, steps 3 and 4).
 
 History from a process that died mid-tools may hold an assistant tool call without its
 result; providers reject such a request, so :func:`heal` adds a placeholder result (for the
@@ -21,6 +23,11 @@ call answered with tool calls only, a model that said nothing) is never stored
 store still holds from before, since a strict provider rejects the whole request for it
 (``docs/turn-loop.md`` §3).
 
+Rows an older version stored that a strict server rejects — tool-call arguments that are
+not JSON, a tool result without its call — are repaired in memory on load
+(:func:`core.agent.repair.repaired`: ``{}`` is sent, the orphan left out; the store keeps
+them).
+
 A replayed update resumes on its own stored user message (:meth:`Transcript.resume_at`):
 the turn sees the history up to that message and what its own turn already did, never the
 turns that came after it (those stay in the store).
@@ -32,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from core.agent.context import as_sent
+from core.agent.prompt import user_for_model
 from core.agent.repair import repaired
 from core.agent.scope import TurnScope
 from core.store.base import Store, StoredMessage, ToolCallRecord
@@ -63,6 +71,9 @@ class Transcript:
         self.turn_start = len(self.entries)
         self.model_context = ""
         """``pre_llm_call`` context, sent in front of the user message, never stored."""
+        self.volatile_note = ""
+        """The volatile tier (:func:`core.agent.prompt.clock_note`), sent after the user
+        message, never stored."""
 
     def add(self, message: ChatMessage, stored_id: int | None) -> Entry:
         entry = Entry(message, stored_id)
@@ -107,10 +118,10 @@ class Transcript:
         """The request's messages: the system prompt, then every entry but an empty reply."""
         system = ChatMessage(role="system", content=self.system_prompt)
         messages = [e.message for e in self.entries]
-        if self.model_context and len(messages) > self.turn_start:
+        if (self.model_context or self.volatile_note) and len(messages) > self.turn_start:
             user = messages[self.turn_start]
-            prefixed = f"{self.model_context}\n\n{user.text()}"
-            messages[self.turn_start] = replace(user, content=prefixed)
+            text = user_for_model(user.text(), self.model_context, self.volatile_note)
+            messages[self.turn_start] = replace(user, content=text)
         return [system, *as_sent(m for m in messages if not is_empty_reply(m))]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Sequence
 
 from core.model.base import ModelRequest
@@ -118,10 +119,15 @@ def _greeting(text: str) -> str:
     )
 
 
+_CLOCK_NOTE = re.compile(r"\n\n\[Current time: [^\]\n]*\]\s*\Z")
+"""The engine's volatile tier at the end of a user message (``docs/turn-loop.md`` §2 step
+3): what the user typed is the text before it."""
+
+
 def _last_user_text(messages: Sequence[ChatMessage]) -> str:
     for message in reversed(messages):
         if message.role == "user":
-            return message.text()
+            return _CLOCK_NOTE.sub("", message.text())
     return ""
 
 

@@ -33,10 +33,12 @@ def build_model_client(
     timeouts: Timeouts | None = None,
     timeout: float | None = None,
     stream_usage: bool = True,
+    request_fields: Mapping[str, object] | None = None,
 ) -> ModelClient:
     """A client for ``provider``; ``base_url`` and ``model`` are required for ``openai``.
     ``timeouts`` are the client's bounds (:mod:`core.model.timeouts`); ``timeout`` is the
-    deprecated single value."""
+    deprecated single value; ``request_fields`` go into every request body
+    (``[model] max_tokens``, ``temperature``, ``top_p``, ``extra_body``)."""
     if provider == "demo":
         return DemoModel(model or "demo")
     if provider != "openai":
@@ -53,4 +55,5 @@ def build_model_client(
         timeouts=timeouts,
         timeout=timeout,
         stream_usage=stream_usage,
+        request_fields=request_fields,
     )

@@ -32,6 +32,7 @@ from core.model.base import ActivityCallback, DeltaCallback, ModelRequest
 from core.model.classify import bad_response, classify_status, classify_transport
 from core.model.errors import ModelError
 from core.model.http_transport import AiohttpTransport
+from core.model.request_fields import with_fields
 from core.model.stream import StreamAssembler
 from core.model.timeouts import Timeouts
 from core.model.wire import Json, parse_json, parse_reply, request_body
@@ -52,12 +53,16 @@ class OpenAIClient:
         timeout: float | None = None,
         stream_usage: bool = True,
         trust_env: bool = True,
+        request_fields: Mapping[str, object] | None = None,
     ) -> None:
         """``timeouts``: the three bounds (:mod:`core.model.timeouts`); without them,
         ``timeout`` (deprecated) is each of the three, else the defaults. ``stream_usage`` asks for
         token usage in streams (``stream_options``); turn it off for servers that reject
-        that field. ``trust_env`` lets httpx use proxy env vars.
+        that field. ``trust_env`` lets httpx use proxy env vars. ``request_fields``
+        (``max_tokens``, ``temperature``, ...) go into every request body
+        (:mod:`core.model.request_fields`).
         """
+        self._fields = dict(request_fields or {})
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._model = model
         self._stream_usage = stream_usage
@@ -79,7 +84,9 @@ class OpenAIClient:
         return self._url
 
     async def complete(self, request: ModelRequest) -> ModelReply:
-        body = request_body(self._model, request, stream_usage=self._stream_usage)
+        body = with_fields(
+            request_body(self._model, request, stream_usage=self._stream_usage), self._fields
+        )
         try:
             if request.stream:
                 return await self._stream(body, request.on_delta, request.on_activity)

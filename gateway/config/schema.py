@@ -28,6 +28,7 @@ from adapters.config import (
     Text,
     Texts,
     choice,
+    got,
     invalid,
     secret_field,
     show,
@@ -108,6 +109,39 @@ class GatewaySection(Section):
         return self.data_dir / DB_FILENAME
 
 
+RESERVED_BODY_KEYS = ("model", "messages", "tools", "stream", "stream_options")
+"""Request fields ``extra_body`` cannot set: the gateway owns them."""
+NAMED_BODY_KEYS = ("max_tokens", "temperature", "top_p")
+
+
+def _between(low: float, high: float) -> Any:
+    """A number from ``low`` to ``high`` (both included)."""
+
+    def check(value: object) -> float:
+        what = f"a number from {low:g} to {high:g}"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise invalid(f"expected {what}, {got(value)}")
+        if not low <= value <= high:
+            raise invalid(f"expected {what}, got {value}")
+        return float(value)
+
+    return BeforeValidator(check)
+
+
+def _extra_body(value: object) -> object:
+    if not isinstance(value, dict):
+        raise invalid(f"expected a table, {got(value)}")
+    reserved = [key for key in RESERVED_BODY_KEYS if key in value]
+    if reserved:
+        names = ", ".join(reserved)
+        raise invalid(f"{names} cannot be set here: the gateway sends them itself")
+    named = [key for key in NAMED_BODY_KEYS if key in value]
+    if named:
+        key = named[0]
+        raise invalid(f"set {key} as [model] {key}, not in extra_body")
+    return value
+
+
 class ModelSection(Section):
     provider: Annotated[Provider, BeforeValidator(choice("openai", "demo"))] = "demo"
     """Default: ``openai`` when an API key is configured, else ``demo``."""
@@ -129,6 +163,21 @@ class ModelSection(Section):
     max_retries: NonNegativeInt = 3
     slow_notice_seconds: SecondsOrOff = 20.0
     """Tell the chat after this long without an answer from the model; 0: never."""
+    # request fields sent with every model call (docs/turn-loop.md §4, "Request fields")
+    max_tokens: PositiveInt | None = None
+    """The longest answer, in tokens; unset: the server's limit (llama-server: none)."""
+    temperature: Annotated[float, _between(0, 2)] | None = None
+    top_p: Annotated[float, _between(0, 1)] | None = None
+    extra_body: Annotated[dict[str, Any], BeforeValidator(_extra_body)] = Field(
+        default_factory=dict
+    )
+    """Any other top-level request fields, merged into every request body."""
+
+    def request_fields(self) -> dict[str, object]:
+        """The fields the model client adds to every request body."""
+        named = {key: getattr(self, key) for key in NAMED_BODY_KEYS}
+        return {**self.extra_body, **{k: v for k, v in named.items() if v is not None}}
+
     context_window: PositiveInt = DEFAULT_CONTEXT_WINDOW
     """The model's context window in tokens (a profile may override it)."""
     compact_at: Share = DEFAULT_COMPACT_AT

@@ -158,7 +158,8 @@ async def test_hooks_receive_the_documented_arguments(rig: Rig) -> None:
         False,
     )
     assert [k["iteration"] for k in rig.log.of("pre_api_request")] == [1, 2]
-    assert rig.log.of("pre_api_request")[0]["messages"][-1] == {"role": "user", "content": "go"}
+    sent = rig.log.of("pre_api_request")[0]["messages"][-1]  # the wire: with the clock note
+    assert sent == {"role": "user", "content": "go\n\n[Current time: Friday 2027-01-15 08:00 UTC]"}
     assert rig.log.of("post_llm_call")[0] == {**scope, "reply": "done"}
     assert rig.log.of("on_session_end")[0] == {
         **scope,

@@ -17,11 +17,13 @@ def system_of(rig: Rig, index: int) -> str:
 
 
 def prefix_of(system: str) -> str:
-    """The system message without its volatile tier (the last paragraph)."""
-    return system.rsplit("\n\n", 1)[0]
+    """The cached prefix: the whole system message (the volatile tier is not in it)."""
+    return system
 
 
-async def test_system_prompt_has_stable_context_and_volatile_tiers(rig: Rig) -> None:
+async def test_system_prompt_has_stable_and_context_tiers_and_the_clock_rides_on_the_user(
+    rig: Rig,
+) -> None:
     rig.server.script(reply_text("ok"))
 
     await rig.turn("hi")
@@ -30,7 +32,10 @@ async def test_system_prompt_has_stable_context_and_volatile_tiers(rig: Rig) -> 
     assert system.startswith("You are Test.\n\n## Session\n")
     assert f"Session: {KEY}" in system
     assert "Tools: echo" in system
-    assert system.endswith("Current time: Friday 2027-01-15 08:00 UTC")
+    assert "Current time" not in system
+    last = rig.server.requests[0].wire_messages[-1]
+    assert last == {"role": "user", "content": "hi\n\n[Current time: Friday 2027-01-15 08:00 UTC]"}
+    assert [m.content for m in await rig.stored()] == ["hi", "ok"]  # the note is never stored
 
 
 async def test_cached_prefix_is_byte_identical_on_later_turns(rig: Rig) -> None:
@@ -41,8 +46,10 @@ async def test_cached_prefix_is_byte_identical_on_later_turns(rig: Rig) -> None:
     await rig.turn("second")
 
     first, second = system_of(rig, 0), system_of(rig, 1)
-    assert first != second  # the volatile tier moved with the clock
-    assert prefix_of(first) == prefix_of(second)
+    assert first == second  # the volatile tier is no longer in the system message
+    later = rig.server.requests[1].wire_messages
+    assert later[1] == {"role": "user", "content": "first"}  # last turn's note is gone
+    assert later[-1]["content"] == "second\n\n[Current time: Friday 2027-01-15 09:00 UTC]"
     session = await rig.store.get_active_session(KEY)
     assert session is not None and session.system_prompt == prefix_of(first)
 

@@ -23,6 +23,7 @@ from tests.gateway.harness import (
     GatewayFactory,
     with_profile,
 )
+from tests.support.model_replies import CLOCK_NOTE
 
 DANGER = Step(None, tools=(("danger", {"command": "rm -rf build"}),))
 DANGER_DIST = Step(None, tools=(("danger", {"command": "rm -rf dist"}),))
@@ -249,7 +250,7 @@ async def test_steer_without_a_running_turn_becomes_an_ordinary_message(
     async with running(Step("sure")) as gw:
         await gw.say(ALICE, "/steer use python")
         await gw.idle()
-        assert gw.model.requests[0].messages[-1].text() == "use python"
+        assert CLOCK_NOTE.sub("", gw.model.requests[0].messages[-1].text()) == "use python"
         assert gw.adapter.texts() == ["sure"]
 
 

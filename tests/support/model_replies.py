@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -62,6 +63,16 @@ class ReceivedRequest:
 
     @property
     def messages(self) -> list[Json]:
+        """The conversation the request carries: :attr:`wire_messages` with the engine's
+        clock note (``\n\n[Current time: … UTC]``, the volatile prompt tier, which rides on
+        the last user message for the model only — ``docs/turn-loop.md`` §2 step 3) taken
+        off that message, so a test reads what the user said. The note must be exactly
+        where and how the engine puts it to be taken off."""
+        return without_clock_note(self.wire_messages)
+
+    @property
+    def wire_messages(self) -> list[Json]:
+        """The ``messages`` exactly as sent."""
         return list(self._field("messages", []))
 
     @property
@@ -88,6 +99,19 @@ class ReceivedRequest:
 
     def _field(self, key: str, default: Any) -> Any:
         return self.body.get(key, default) if isinstance(self.body, dict) else default
+
+
+CLOCK_NOTE = re.compile(r"\n\n\[Current time: [A-Z][a-z]+day \d{4}-\d\d-\d\d \d\d:\d\d UTC\]\Z")
+"""The volatile tier as :func:`core.agent.prompt.clock_note` appends it to a user message."""
+
+
+def without_clock_note(messages: Sequence[Json]) -> list[Json]:
+    """``messages`` with the clock note taken off the last user message (if it has one)."""
+    result = list(messages)
+    users = [n for n, m in enumerate(result) if m.get("role") == "user"]
+    if users and isinstance(content := result[users[-1]].get("content"), str):
+        result[users[-1]] = {**result[users[-1]], "content": CLOCK_NOTE.sub("", content)}
+    return result
 
 
 def reply_text(text: str, *, chunks: Sequence[str] | None = None, **options: Any) -> Reply:

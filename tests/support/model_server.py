@@ -54,6 +54,15 @@ its exact body), a tool result without its call, an assistant message with no co
 no tool calls (OpenAI's HTTP 400) — is answered with that error, uses up no scripted reply,
 and is kept in ``server.rejected``.
 
+Cache reuse (the block "prompt cache reuse" at the end): with
+``server.report_cache_reuse = True`` the server measures, for every request, how many
+leading bytes of its prompt equal the previous request's — like llama-server's
+``timings.cache_n`` — in ``server.cache_reuse`` (one figure per request, 0 for the first),
+and a non-streamed reply carries it as ``"timings": {"cache_n": n, "prompt_n": rest}``. The
+prompt is rendered in a chat template's order: the system text, *then* the tools block,
+then the other messages (Qwen/Hermes-style templates put the tools after the system text),
+so a byte that changes in the system message costs the tools and the whole history.
+
 Waiting is event-driven: ``await server.wait_for_requests(n)`` returns once ``n`` requests
 arrived; each ``ReceivedRequest.closed`` is an ``asyncio.Event`` set when the client went
 away before the reply was complete (``closed_at`` is its ``time.monotonic()``).
@@ -123,6 +132,8 @@ class ScriptedModelServer:
         self.requests: list[ReceivedRequest] = []
         self.unscripted = 0
         self.models: list[str] = ["scripted-model"]
+        self.report_cache_reuse = False
+        self.cache_reuse: list[int] = []
         self.strict = False
         """Reject what a strict server rejects before any reply is taken (see below)."""
         self.rejected: list[ReceivedRequest] = []
@@ -218,6 +229,8 @@ class ScriptedModelServer:
         received = ReceivedRequest(
             len(self.requests), request.path, dict(request.headers), raw, body, time.monotonic()
         )
+        if self.report_cache_reuse:
+            self.cache_reuse.append(cache_reuse(self.requests[-1:], received))
         async with self._arrived:
             self.requests.append(received)
             self._arrived.notify_all()
@@ -265,6 +278,8 @@ class ScriptedModelServer:
                 headers=headers,
             )
         payload = completion_json(reply, received, received.index)
+        if self.report_cache_reuse and isinstance(payload, dict):
+            payload["timings"] = cache_timings(self.cache_reuse[received.index], received)
         return web.json_response(payload, status=reply.status, headers=headers)
 
     async def _send_stream(
@@ -368,3 +383,35 @@ async def _pinging(response: web.StreamResponse, reply: Reply, wait: Awaitable[N
     finally:
         waiting.cancel()
     await asyncio.gather(waiting, return_exceptions=True)
+
+
+# prompt cache reuse --------------------------------------------------------------------
+#
+# What a prompt-caching server (llama-server's ``cache_n``, a provider's cached input
+# tokens) could reuse: the leading bytes a request's prompt shares with the previous one.
+
+
+def prompt_bytes(request: ReceivedRequest) -> bytes:
+    """The request as a chat template lays it out: model, system text, tools, the rest."""
+    messages = request.wire_messages
+    head = messages[:1] if messages and messages[0].get("role") == "system" else []
+    parts: list[object] = [request.model, *head, request.tools, *messages[len(head) :]]
+    return b"".join(json.dumps(part, ensure_ascii=False).encode() + b"\n" for part in parts)
+
+
+def cache_reuse(previous: list[ReceivedRequest], current: ReceivedRequest) -> int:
+    """Leading bytes of ``current``'s prompt equal to the previous request's (0: none)."""
+    if not previous:
+        return 0
+    before, now = prompt_bytes(previous[0]), prompt_bytes(current)
+    same = 0
+    for old, new in zip(before, now, strict=False):
+        if old != new:
+            break
+        same += 1
+    return same
+
+
+def cache_timings(reused: int, request: ReceivedRequest) -> dict[str, int]:
+    """llama-server-style ``timings``, counted in bytes: reused and freshly processed."""
+    return {"cache_n": reused, "prompt_n": len(prompt_bytes(request)) - reused}
