@@ -12,7 +12,8 @@ Each iteration, in this order::
     model call             pre_api_request → call → post_api_request (retries, hooks)
     store the reply        the assistant message, as the model sent it (never one with
                            neither text nor tool calls: ``docs/turn-loop.md`` §3)
-    no tool calls          transform_llm_output, post_llm_call → finish
+    no tool calls          transform_llm_output, post_llm_call → finish; the chat's reply
+                           says when the answer was cut off or empty (``answer.py``)
     tool calls             run the batch, store the results in the model's order, loop
 
 Every hook and the step callback run under the turn's token (each async hook function
