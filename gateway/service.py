@@ -67,7 +67,7 @@ from core.agent.profile import AgentProfile, BusyPolicy
 from core.agent.turn import TurnResult, UserMessage
 from core.approvals import Approvals
 from core.cancellation import drain_abandoned
-from core.dispatcher import Dispatcher
+from core.dispatcher import SHUTDOWN_GRACE_SECONDS, Dispatcher
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
@@ -236,9 +236,10 @@ class GatewayService:
             )
         return cancelled
 
-    async def stop(self) -> None:
-        """Stop turns (pending approvals end as cancelled), settle cards, stop adapters."""
-        await self.dispatcher.aclose()
+    async def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
+        """Stop turns (running ones get ``grace`` seconds to end, then are cancelled;
+        pending approvals end as cancelled), settle cards, stop adapters."""
+        await self.dispatcher.aclose(grace)
         await self.approvals.aclose()
         for view in list(self._views.values()):
             await view.aclose()

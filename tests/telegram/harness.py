@@ -19,6 +19,7 @@ from adapters.base import InboundEvent, PaceClock
 from adapters.session_keys import session_key
 from adapters.telegram import PollSettings, TelegramAdapter, TelegramSettings
 from core.agent.profile import AgentProfile, BusyPolicy
+from core.dispatcher import SHUTDOWN_GRACE_SECONDS
 from core.hooks.builtin import register_builtin_hooks
 from core.hooks.registry import HookRegistry
 from core.model.openai_client import OpenAIClient
@@ -164,12 +165,13 @@ class Gateway:
         await self.service.start()
         return self
 
-    async def stop(self) -> None:
-        """Stop gracefully: a turn cut short leaves its update to replay next run."""
+    async def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
+        """Stop gracefully (running turns get ``grace`` seconds): a turn cut short leaves
+        its update to replay next run."""
         if self.stopped:
             return
         self.stopping, self.stopped = True, True
-        await self.service.stop()
+        await self.service.stop(grace)
         await self.model.aclose()
 
     async def idle(self, key: str) -> None:

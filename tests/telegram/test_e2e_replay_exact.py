@@ -39,7 +39,7 @@ async def crash(run: Gateway, sim: TelegramSim, update_id: str) -> None:
     Telegram never saw the confirming getUpdates."""
     await run.adapter.stop()
     run.stopping = True
-    await run.stop()
+    await run.stop(grace=0)  # a kill waits for nothing
     update = next(u for u in sim.updates if u.update_id == int(update_id))
     update.confirmed_at = None
 

@@ -77,7 +77,7 @@ async def test_a_reply_cut_off_by_shutdown_is_sent_after_the_restart_exactly_onc
     first_run = await gateway(clock=MONOTONIC)  # a test clock would skip the 50 s wait
     said = await telegram_sim.user_says(ALICE.id, "what is 6 x 7?")
     await telegram_sim.wait_for(lambda: telegram_sim.calls_to("sendMessage"))
-    await first_run.stop()  # the turn completed, but its reply never went out
+    await first_run.stop(grace=0.5)  # the turn completed, but its reply never went out
     assert telegram_sim.bot_messages(ALICE.id) == []
     record = await store.get_inbound("telegram", said.event_id or "")
     assert record is not None and record.state != "done"

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from adapters.web import WebAdapter
+from core.dispatcher import SHUTDOWN_GRACE_SECONDS
 from core.model.base import ModelClient
 from core.store.sqlite import SqliteStore
 from gateway.config import Config, parse_config
@@ -88,9 +89,10 @@ async def compose(config: Config, store: SqliteStore, model: ModelClient) -> Run
     return Running(service, adapter, http)
 
 
-async def close(running: Running) -> None:
+async def close(running: Running, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
+    """Stop the run; its running turns get ``grace`` seconds (0: as a crash would)."""
     await running.http.close()
-    await running.service.stop()
+    await running.service.stop(grace)
 
 
 @dataclass

@@ -61,7 +61,7 @@ async def test_a_chunk_in_flight_at_a_crash_is_on_the_page_once_after_the_restar
         await asyncio.wait_for(dying.reached.wait(), WAIT)  # shown, not marked sent
         assert [m["role"] for m in await the_page(first, CONVERSATION)] == ["user", "bot"]
     finally:
-        await close(first)  # the crash: the feed is gone with the process
+        await close(first, grace=0)  # the crash: the feed is gone with the process
 
     second = await run(tmp_path, store, model_server)
     try:
