@@ -371,6 +371,12 @@ class DiscordAdapter:
         except StoreUnavailable as exc:
             _log.warning("discord item %s is unreadable and was not kept: %s", item_id, exc)
 
+    async def _reject_tracked(self, item_id: str, raw: str, error: object) -> None:
+        """:meth:`_reject` from one of discord.py's event tasks, tracked with the parse
+        failures so that :meth:`drain` also waits for it."""
+        letter = self._reject(item_id, raw, error)
+        await self._quarantine.spawn(letter, name=f"discord-dead-letter-{item_id}")
+
     async def on_message(self, message: discord.Message) -> None:
         try:
             if str(message.author.id) == self.bot_id or message.type not in USER_MESSAGES:
@@ -378,7 +384,7 @@ class DiscordAdapter:
             envelope = self._message_envelope(message)
         except Exception as exc:
             raw = raw_json(_known_fields(message))
-            await self._reject(f"MESSAGE_CREATE:{message.id}", raw, _unreadable(exc))
+            await self._reject_tracked(f"MESSAGE_CREATE:{message.id}", raw, _unreadable(exc))
             return
         await self._accept(envelope)
 
@@ -451,7 +457,7 @@ class DiscordAdapter:
     async def _reject_interaction(self, interaction: discord.Interaction, exc: Exception) -> None:
         raw = raw_json({"id": str(interaction.id), "type": interaction.type.value,
                         "data": interaction.data})  # fmt: skip
-        await self._reject(f"INTERACTION_CREATE:{interaction.id}", raw, _unreadable(exc))
+        await self._reject_tracked(f"INTERACTION_CREATE:{interaction.id}", raw, _unreadable(exc))
 
     async def on_press(self, interaction: discord.Interaction, custom_id: str) -> None:
         """A button press: read, deferred at once, then stored and handed over."""
