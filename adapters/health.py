@@ -24,6 +24,7 @@ import asyncio
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -36,6 +37,7 @@ Sleep = Callable[[float], Awaitable[None]]
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 60.0
 STABLE_SECONDS = 30.0
+RECENT_STATES = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +61,22 @@ class Fatal(Exception):
 
 class HealthCell:
     """The one :class:`Health` an adapter exposes as ``adapter.health``, changed by its
-    connection code through the methods below (each logs a change once)."""
+    connection code through the methods below (each logs a change once). ``recent`` keeps
+    the last states entered; :meth:`wait_for` wakes on each change."""
 
     def __init__(self, platform: str, clock: Clock = time.time) -> None:
         self.platform = platform
         self._clock = clock
         self.value = Health("starting", clock())
+        self.recent: deque[HealthState] = deque(["starting"], maxlen=RECENT_STATES)
+        self._changed = asyncio.Event()
         self._log = logging.getLogger(f"adapters.{platform}")
+
+    async def wait_for(self, condition: Callable[[HealthCell], bool]) -> Health:
+        """Until ``condition(self)`` holds, checked at each change (never polled)."""
+        while not condition(self):
+            await self._changed.wait()
+        return self.value
 
     def up(self) -> None:
         if self.value.state == "up":
@@ -79,6 +90,7 @@ class HealthCell:
             self._set("retrying", reason)
         else:  # keep `since`: retrying since the first failure
             self.value = Health("retrying", self.value.since, reason)
+            self._notify()
 
     def down(self, reason: str) -> None:
         if self.value.state != "down":
@@ -90,6 +102,12 @@ class HealthCell:
 
     def _set(self, state: HealthState, reason: str = "") -> None:
         self.value = Health(state, self._clock(), reason)
+        self.recent.append(state)
+        self._notify()
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
 
 @dataclass(slots=True)

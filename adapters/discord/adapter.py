@@ -249,7 +249,7 @@ class DiscordAdapter:
         self._presses: dict[str, discord.Interaction] = {}
         self._connection = TaskSet(_log)
         self._quarantine = TaskSet(_log)
-        self._health = HealthCell(PLATFORM)
+        self.health_cell = HealthCell(PLATFORM)
         self.timing = timing or Timing()
         """The reconnect backoff's clock and sleep (read by ``start``)."""
         self.link: GatewayLink | None = None
@@ -257,7 +257,7 @@ class DiscordAdapter:
     @property
     def health(self) -> Health:
         """The gateway connection's health (:mod:`adapters.health`)."""
-        return self._health.value
+        return self.health_cell.value
 
     @property
     def rate_limits(self) -> int:
@@ -282,7 +282,7 @@ class DiscordAdapter:
         client.add_dynamic_items(ButtonPress)
         tree = build_tree(client, self.settings.commands, self.on_command, self.on_command_error)
         self.client = client
-        self.link = link = GatewayLink(client, self._health)
+        self.link = link = GatewayLink(client, self.health_cell)
         guard_parsers(client, self._poison, link.dispatched)
         logging.getLogger("discord.http").addHandler(self._rate_limits)
         if not await self._login(client):
@@ -299,7 +299,7 @@ class DiscordAdapter:
         try:
             await client.login(self.token)
         except discord.LoginFailure as exc:
-            self._health.down(fatal_cause(exc) or str(exc))
+            self.health_cell.down(fatal_cause(exc) or str(exc))
             return False
         except discord.DiscordException as exc:
             raise translate(exc) from exc
@@ -308,7 +308,7 @@ class DiscordAdapter:
     def _supervisor(self, link: GatewayLink) -> Supervisor:
         timing = self.timing
         return Supervisor(
-            self._health, link.connect, fatal=fatal_cause, backoff=timing.backoff(),
+            self.health_cell, link.connect, fatal=fatal_cause, backoff=timing.backoff(),
             clock=timing.clock, sleep=timing.sleep,
         )  # fmt: skip
 
@@ -345,7 +345,7 @@ class DiscordAdapter:
         if self.client is not None:
             await self.client.close()
         await self._quarantine.aclose(grace=1.0)
-        self._health.stopped()
+        self.health_cell.stopped()
         logging.getLogger("discord.http").removeHandler(self._rate_limits)
 
     async def drain(self) -> None:

@@ -130,7 +130,7 @@ class SlackAdapter:
         self.settings = settings or SlackSettings()
         self.sleep = sleep
         """How a Socket Mode reconnection waits out its backoff (tests inject one)."""
-        self._health = HealthCell(PLATFORM, time.time)
+        self.health_cell = HealthCell(PLATFORM, time.time)
         self.store, self.key_rule = store, key_rule
         self.capabilities = Capabilities(
             max_text_length=MAX_TEXT,
@@ -156,7 +156,7 @@ class SlackAdapter:
 
     @property
     def health(self) -> Health:
-        return self._health.value
+        return self.health_cell.value
 
     # lifecycle -----------------------------------------------------------------------------
     async def start(self, sink: EventSink) -> None:
@@ -169,7 +169,7 @@ class SlackAdapter:
             fix = auth_refused(exc.__cause__ or exc, "auth.test")
             if fix is None:
                 raise
-            self._health.down(fix)
+            self.health_cell.down(fix)
             return
         self.identity = SlackIdentity(str(auth["user_id"]), auth.get("bot_id"))
         self.normalizer = Normalizer(
@@ -185,8 +185,8 @@ class SlackAdapter:
         self.receiver = self._receiver(self._bolt_app())
         await self.receiver.start()
         if self.settings.mode == "http":
-            self._health.up()
-        if self._health.value.state != "down":
+            self.health_cell.up()
+        if self.health_cell.value.state != "down":
             _log.info("slack: receiving as %s (%s mode)", self.identity.user_id, self.settings.mode)
 
     def _receiver(self, app: AsyncApp) -> Receiver:
@@ -195,7 +195,7 @@ class SlackAdapter:
             return HttpReceiver(app, s.http_host, s.http_port, s.http_path, s.signing_secret)
         return SocketReceiver(
             app, s.app_token, s.watchdog_seconds, s.ping_interval,
-            health=self._health, sleep=self.sleep,
+            health=self.health_cell, sleep=self.sleep,
         )  # fmt: skip
 
     def _bolt_app(self) -> AsyncApp:
@@ -221,7 +221,7 @@ class SlackAdapter:
         if self._inbox is not None:
             await self._inbox.close()
         await self.status.aclose()
-        self._health.stopped()
+        self.health_cell.stopped()
 
     async def drain(self) -> None:
         """Wait until the messages received so far have been handled and marked."""

@@ -147,7 +147,7 @@ class TelegramAdapter:
         clock: Clock = time.time,
     ) -> None:
         self.settings = settings or TelegramSettings()
-        self._health = HealthCell(PLATFORM, clock)
+        self.health_cell = HealthCell(PLATFORM, clock)
         self.store = store
         self.key_rule = key_rule
         self.capabilities = Capabilities(
@@ -185,7 +185,7 @@ class TelegramAdapter:
 
     @property
     def health(self) -> Health:
-        return self._health.value
+        return self.health_cell.value
 
     # lifecycle -----------------------------------------------------------------------------
     async def start(self, sink: EventSink) -> None:
@@ -197,7 +197,7 @@ class TelegramAdapter:
         except AdapterError as exc:
             if not isinstance(exc.__cause__, InvalidToken):
                 raise
-            self._health.down(TOKEN_REJECTED)
+            self.health_cell.down(TOKEN_REJECTED)
             return
         self.identity = BotIdentity(self.bot.id, self.bot.username)
         normalizer = Normalizer(self.identity, self.key_rule)
@@ -208,7 +208,7 @@ class TelegramAdapter:
             await self._start_webhook(self._inbox, self.settings.webhook)
         else:
             await self._start_polling(self._inbox)
-        self._health.up()
+        self.health_cell.up()
         _log.info("telegram: receiving as @%s", self.identity.username)
 
     async def _storage_notice(self, chat: ChatRef) -> None:
@@ -223,7 +223,7 @@ class TelegramAdapter:
             await self.bot.delete_webhook()
         self._poller = LongPoller(
             self.bot, inbox, self.settings.poll, self._raw_updates,
-            health=self._health,
+            health=self.health_cell,
         )  # fmt: skip
         self._polling.spawn(self._poller.run(), name="telegram-poll")
 
@@ -246,7 +246,7 @@ class TelegramAdapter:
         if self._inbox is not None:
             await self._inbox.close()
         await self.bot.shutdown()
-        self._health.stopped()
+        self.health_cell.stopped()
 
     @property
     def webhook_url(self) -> str | None:

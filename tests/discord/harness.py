@@ -133,16 +133,9 @@ class TestClock:
         return Timing(clock=self, sleep=self.sleep)
 
 
-async def until(condition: Callable[[], object], timeout: float = 5.0) -> None:
-    """Poll ``condition`` (bounded) for state the simulator cannot signal."""
-    async with asyncio.timeout(timeout):
-        while not condition():  # noqa: ASYNC110 - a health change is no event to wait on
-            await asyncio.sleep(0.005)
-
-
 def dm_key(channel: str) -> str:
     return f"discord:dm:{channel}"
 
 
 __all__ = ["ALICE", "BOB", "EDIT_INTERVAL", "STOPPED", "Gateway", "TestClock", "dm_key",
-           "until", "unwrap"]  # fmt: skip
+           "unwrap"]  # fmt: skip

@@ -14,8 +14,9 @@ import pytest
 from adapters.discord.connection import FATAL_CLOSES
 from gateway.web.compose import web_adapter_of
 from tests.discord.conftest import GatewayFactory, beating
-from tests.discord.harness import TestClock, until
+from tests.discord.harness import TestClock
 from tests.platform_sim.discord_sim import ALICE, DiscordSim
+from tests.support.health import health_reaches
 from tests.support.model_server import ScriptedModelServer, reply_text
 
 
@@ -127,7 +128,7 @@ async def test_a_rejected_token_is_one_error_and_discord_down(
     discord_sim.reset_token("RESET.IN.THE.PORTAL")
     caplog.clear()
     await discord_sim.drop_connection("close", code=4004 if how == "closed 4004" else 4000)
-    await until(lambda: run.adapter.health.state == "down")
+    await health_reaches(run.adapter, "down")
     assert run.adapter.health.reason == FATAL_CLOSES[4004]
     assert errors(caplog) == [f"discord: down: {FATAL_CLOSES[4004]}"]
     assert "token was rejected" in FATAL_CLOSES[4004] and "Developer Portal" in FATAL_CLOSES[4004]
@@ -148,7 +149,7 @@ async def test_healthz_is_503_naming_discord_once_it_is_down(
             assert response.status == 200
         discord_sim.reset_token("RESET.IN.THE.PORTAL")
         await discord_sim.drop_connection("close", code=4004)
-        await until(lambda: run.adapter.health.state == "down")
+        await health_reaches(run.adapter, "down")
         async with http.get(web.url.rstrip("/") + "/healthz") as response:
             assert response.status == 503
             body = await response.json()

@@ -5,9 +5,6 @@ next message is answered."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-
 import pytest
 from slack_sdk.errors import SlackApiError
 
@@ -16,17 +13,11 @@ from tests.platform_sim.base import SimError
 from tests.platform_sim.slack_sim import GENERAL, SlackSim
 from tests.slack.conftest import GatewayFactory
 from tests.support.backoff import TestSleep
+from tests.support.health import health_reaches
 from tests.support.model_replies import reply_text
 from tests.support.model_server import ScriptedModelServer
 
 WAIT = 10.0
-
-
-async def until(condition: Callable[[], bool], timeout: float = WAIT) -> None:
-    """Wait (a bounded poll: a health change has no event to wait on) until ``condition()``."""
-    async with asyncio.timeout(timeout):
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
 
 
 async def test_a_failed_reconnection_is_retrying_and_the_next_one_waits_the_backoff(
@@ -48,7 +39,7 @@ async def test_a_failed_reconnection_is_retrying_and_the_next_one_waits_the_back
     assert await receiver.check() is True
     receiver.watchdog_seconds = 60.0
     assert len(sleep.waits) == 1 and 0.1 <= sleep.waits[0] <= 1.0  # full jitter under 1 s
-    await until(lambda: run.adapter.health.state == "up")
+    await health_reaches(run.adapter, "up")
     asked = await slack_sim.user_says(GENERAL, f"{slack_sim.mention} there?")
     await slack_sim.wait_for_bot_message(GENERAL, lambda m: m.text == "back again")
     assert asked.id and run.adapter.health.since >= health.since

@@ -10,7 +10,6 @@ an injected sleep: no test waits on it.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
@@ -34,6 +33,7 @@ from tests.platform_sim.slack_sim import ALICE as SLACK_ALICE
 from tests.platform_sim.slack_sim import SlackSim
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.backoff import Ceiling, TestSleep
+from tests.support.health import health_reaches
 from tests.web.harness import WAIT, EventStream, Running, close, web_config
 from tests.web.test_health_metrics import scrape
 
@@ -91,13 +91,6 @@ async def gateways(tmp_path: Path, store: SqliteStore) -> AsyncIterator[GatewayF
     yield make
     for running in reversed(started):
         await close(running)
-
-
-async def until(condition: Callable[[], bool], timeout: float = WAIT) -> None:
-    """Wait (a bounded poll: a health change has no event to wait on) until ``condition()``."""
-    async with asyncio.timeout(timeout):
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
 
 
 async def healthz(running: Running) -> tuple[int, dict[str, Any]]:
@@ -160,7 +153,7 @@ async def test_telegram_poll_failures_are_retrying_then_up_and_the_next_message_
     assert (await dashboard_platforms(running))["telegram"]["state"] == "retrying"
 
     sleep.release()  # the next getUpdates gets the 502, the one after it answers
-    await until(lambda: telegram.health.state == "up")
+    await health_reaches(telegram, "up")
     assert sleep.waits == [0.05, 0.1]  # the backoff doubled (its jitter drew the ceiling)
     assert [c.status for c in telegram_sim.calls_to("getUpdates")][:3] == [499, 502, 200]
     await telegram_sim.user_says(ALICE.id, "still there?")
@@ -183,7 +176,7 @@ async def test_a_revoked_telegram_token_is_one_error_telegram_down_and_a_503_nam
     old_token = telegram_sim.token
     with caplog.at_level(logging.DEBUG):
         await telegram_sim.revoke_token()
-        await until(lambda: telegram.health.state == "down")
+        await health_reaches(telegram, "down")
         status, body = await healthz(running)
         metrics = await scrape(running)
         platforms = await dashboard_platforms(running)
@@ -209,7 +202,7 @@ async def test_a_slack_socket_closed_by_slack_is_reopened_and_the_next_dm_is_ans
     with caplog.at_level(logging.WARNING):
         assert await slack_sim.close_sockets() == 1  # no disconnect envelope first
         await slack_sim.wait_for(lambda: slack_sim.connections_opened == 2)
-        await until(lambda: "slack: connected again" in caplog.text)  # retrying → up
+        await health_reaches(slack, "up", after="retrying")
     assert slack.health.state == "up"
     dm = slack_sim.dm_channel(SLACK_ALICE)
     await slack_sim.user_says(dm, "are you back?", user=SLACK_ALICE)
@@ -229,7 +222,7 @@ async def test_revoked_slack_tokens_are_one_error_slack_down_and_a_503_naming_sl
     with caplog.at_level(logging.DEBUG):
         await slack_sim.revoke_tokens()
         await slack_sim.close_sockets()  # Slack drops the app's sockets; reopening is refused
-        await until(lambda: slack.health.state == "down")
+        await health_reaches(slack, "down")
         status, body = await healthz(running)
         metrics = await scrape(running)
     receiver = platform_adapter(slack, SlackAdapter).receiver
