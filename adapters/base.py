@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from adapters.health import Health
 from adapters.render import LengthUnit, Renderer
+from core.attachments import Attachment
 
 if TYPE_CHECKING:
     from adapters.calls import Call
@@ -157,6 +158,9 @@ class InboundEvent:
     adapter needs to answer the press (callback query id, interaction id, ...).
     ``receipt`` is this event's own :class:`Receipt` (not part of its
     value: never compared nor shown; ``dataclasses.replace`` keeps it).
+    ``attachments`` are the files the message carries, *offered* (not yet downloaded:
+    :mod:`core.attachments`); a caption is the message's ``text``. The gateway downloads
+    them with :meth:`Adapter.download` once the sender is admitted (docs/attachments.md).
     """
 
     kind: EventKind
@@ -174,6 +178,7 @@ class InboundEvent:
     press_id: str | None = None
     mentioned: bool = False
     reply_to_bot: bool = False
+    attachments: tuple[Attachment, ...] = ()
     receipt: Receipt = field(default_factory=Receipt, compare=False, repr=False)
 
 
@@ -259,6 +264,8 @@ class Capabilities:
     """Which call kinds each window counts: what the platform counts, nothing more."""
     pace_clock: PaceClock = MONOTONIC
     """The clock the windows are measured on (a test's clock in tests)."""
+    upload_limit: int = 0
+    """Bytes of the largest file a bot may send (``SendFile``); 0: it cannot send files."""
     live_text: bool = False
     """The chat can show a streaming reply's text as it arrives: the adapter then makes
     ``LiveText`` calls (see :mod:`gateway.live_text`); else the gateway sends none."""
@@ -299,6 +306,11 @@ class BadMarkup(AdapterError):
     pass
 
 
+class DownloadFailed(AdapterError):
+    """An attachment could not be fetched (gone, refused, the connection broke); the
+    message says why in words a user can read."""
+
+
 ButtonRows = Sequence[Sequence[Button]]
 
 
@@ -325,9 +337,16 @@ class Adapter(Protocol):
 
     async def stop(self) -> None: ...
 
+    def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """The bytes of an offered attachment this adapter made (its ``source``), in
+        chunks as they arrive — never the whole file in memory. The caller stops early
+        (``aclose``) when the file is over its limit. Failures raise
+        :class:`DownloadFailed`."""
+        ...
+
     async def perform(self, call: Call) -> SentMessage | None:
-        """Make one outbound call: a ``Send`` returns the message that arrived, every other
-        call None. ``AnswerPress`` is always made for a press (the answer may be empty);
-        ``Typing`` shows the indicator once (the caller refreshes it). Failures raise the
-        error tree above."""
+        """Make one outbound call: a ``Send`` (or ``SendFile``) returns the message that
+        arrived, every other call None. ``AnswerPress`` is always made for a press (the
+        answer may be empty); ``Typing`` shows the indicator once (the caller refreshes it).
+        Failures raise the error tree above."""
         ...

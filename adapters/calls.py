@@ -6,6 +6,7 @@ count) that ends in the adapter's single ``perform(call)``, the way an httpx req
 ends in a transport's ``handle_async_request``::
 
     Send(chat, text, buttons, markup, key)   → SentMessage   a new message
+    SendFile(chat, file, caption, key)       → SentMessage   a file (photo or document)
     Edit(message, text, buttons, markup)     → None          replace a message's text
     Delete(message)                          → None
     AnswerPress(event, text)                 → None          acknowledge a button press
@@ -31,6 +32,7 @@ from enum import IntEnum
 from typing import Literal
 
 from adapters.base import ButtonRows, ChatRef, InboundEvent, SentMessage
+from core.attachments import OutgoingFile
 
 LiveMode = Literal["append", "replace", "seal"]
 """``append`` adds to the chat's live reply, ``replace`` makes it the text ("" removes it),
@@ -61,6 +63,21 @@ class Send:
     in_flight_since: float | None = None
     """An earlier send of ``key`` began at this time (epoch seconds) and was never known to
     arrive (a crash in its window): a platform that can look for it first does (Slack)."""
+    priority: Priority = Priority.REPLY
+    coalesce: Hashable | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SendFile:
+    """Upload ``file`` (its bytes are read from ``file.path`` when the call is made) with
+    ``caption`` (plain text, already redacted). ``key`` is the outbox row's id, the
+    platform's idempotency key where it has one (as for :class:`Send`)."""
+
+    chat: ChatRef
+    file: OutgoingFile
+    caption: str = ""
+    key: str | None = None
+    in_flight_since: float | None = None
     priority: Priority = Priority.REPLY
     coalesce: Hashable | None = None
 
@@ -118,5 +135,5 @@ class LiveText:
     coalesce: Hashable | None = None
 
 
-Call = Send | Edit | Delete | AnswerPress | Typing | LiveText
+Call = Send | SendFile | Edit | Delete | AnswerPress | Typing | LiveText
 """Every outbound call; ``call.chat`` is where it goes."""

@@ -47,7 +47,7 @@ from adapters.base import (
     InboundEvent,
     SentMessage,
 )
-from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, Typing
+from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, SendFile, Typing
 from adapters.health import Health
 from core.redaction import redact
 from gateway.outbound import OutboundScheduler
@@ -102,6 +102,8 @@ async def redact_call(call: Call, next: Perform) -> SentMessage | None:
     match call:
         case Send() | Edit():
             call = replace(call, text=redact(call.text), buttons=_clean(call.buttons))
+        case SendFile():
+            call = replace(call, caption=redact(call.caption))
         case AnswerPress(text=str() as text):
             call = replace(call, text=redact(text))
         case LiveText():
@@ -117,7 +119,8 @@ def _clean(rows: ButtonRows) -> ButtonRows:
 
 # schedule -------------------------------------------------------------------------------
 KINDS: dict[type, tuple[CallKind, str]] = {
-    Send: ("send", "message"), Edit: ("edit", "edit"), Delete: ("delete", "delete"),
+    Send: ("send", "message"), SendFile: ("send", "file"), Edit: ("edit", "edit"),
+    Delete: ("delete", "delete"),
     AnswerPress: ("answer", "button answer"), Typing: ("typing", "typing"),
     LiveText: ("live", "live text"),
 }  # fmt: skip
@@ -197,7 +200,7 @@ class Outbound:
         return self.adapter.health
 
     @overload
-    async def perform(self, call: Send) -> SentMessage: ...
+    async def perform(self, call: Send | SendFile) -> SentMessage: ...
 
     @overload
     async def perform(self, call: Outgoing) -> SentMessage | None: ...
@@ -205,7 +208,7 @@ class Outbound:
     async def perform(self, call: Outgoing) -> SentMessage | None:
         """Make ``call``: a ``Send`` returns the message that arrived, the rest None."""
         result = await self._perform(call)
-        if isinstance(call, Send) and result is None:
+        if isinstance(call, Send | SendFile) and result is None:
             raise AdapterError(f"{self.platform}: a send returned no message")
         return result
 

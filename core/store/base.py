@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from core.attachments import Attachment, OutgoingFile
 from core.types import ApprovalState, ChatMessage, Content, ExitReason, TurnStatus
 
 InboundState = Literal["pending", "processing", "done", "failed"]
@@ -204,6 +205,50 @@ class DeadLetter:
     """Assigned by the store (:meth:`Store.add_dead_letter`); 0 before that."""
 
 
+AttachmentState = Literal["downloading", "saved", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class AttachmentRecord:
+    """One file of one inbound message (docs/attachments.md): ``origin`` is the message's
+    update (``"<platform>:<update id>"``), ``index`` its place among the message's files.
+    A row is written ``downloading`` before the first byte is fetched and ``saved`` once the
+    file is in the workspace (with its path, size and sha256), so a replayed update finds
+    its files saved and downloads none again. ``message_id`` links it to the stored user
+    message once that exists."""
+
+    origin: str
+    index: int
+    session_key: str
+    attachment: Attachment
+    state: AttachmentState
+    error: str = ""
+    message_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedFile:
+    """A file the agent sent (``send_file``), kept until it arrived: the outbox for files.
+    ``message_id`` is set once it arrived, ``started_at`` just before each upload (an
+    upload started and never marked was in flight when the process stopped)."""
+
+    session_id: str
+    turn_id: str
+    platform: str
+    chat_id: str
+    thread_id: str | None
+    file: OutgoingFile
+    queued_at: float
+    message_id: str | None = None
+    started_at: float | None = None
+    failed: str = ""
+    """Why it was given up (the platform refused it for good); "" while it may still go."""
+
+    @property
+    def in_flight(self) -> bool:
+        return self.started_at is not None and self.message_id is None
+
+
 class Store(Protocol):
     """Everything the engine and gateway persist."""
 
@@ -365,6 +410,38 @@ class Store(Protocol):
 
     async def mark_outbox_sent(self, turn_id: str, index: int, message_id: str) -> None:
         """Chunk ``index`` of ``turn_id`` arrived as ``message_id``."""
+        ...
+
+    # attachments ------------------------------------------------------------
+    async def put_attachment(self, record: AttachmentRecord) -> None:
+        """Write (or overwrite) the row of ``(record.origin, record.index)``."""
+        ...
+
+    async def attachments_of(self, origin: str) -> list[AttachmentRecord]:
+        """The rows of one inbound message, by index."""
+        ...
+
+    async def link_attachments(self, origin: str, message_id: int) -> None:
+        """The stored user message ``message_id`` is the one ``origin``'s files came with."""
+        ...
+
+    # files sent (outbox for files) ------------------------------------------
+    async def queue_file(self, queued: QueuedFile) -> bool:
+        """Keep a file to send; False when its key is already queued (nothing changes)."""
+        ...
+
+    async def unsent_files(self, session_id: str) -> list[QueuedFile]:
+        """The session's queued files not yet arrived nor given up, oldest first."""
+        ...
+
+    async def mark_file_started(self, key: str) -> None:
+        """An upload of ``key`` is about to begin (the first such time is kept)."""
+        ...
+
+    async def mark_file_sent(self, key: str, message_id: str) -> None: ...
+
+    async def mark_file_failed(self, key: str, reason: str) -> None:
+        """Give the file up (the platform refused it for good); it is not sent again."""
         ...
 
     # dead letters -----------------------------------------------------------
