@@ -250,6 +250,58 @@ COMMAND_SYNCS = Migration(
     ),
 )
 
+ATTACHMENTS_AND_FILES = Migration(
+    version=8,
+    name="attachments and queued files",
+    statements=(
+        # The files of each inbound message (origin, idx): written 'downloading' before the
+        # first byte and 'saved' once in the workspace, so a replayed update downloads
+        # nothing again; ``message_id`` links them to the stored user message.
+        """CREATE TABLE attachments (
+            origin TEXT NOT NULL,
+            idx INTEGER NOT NULL,
+            session_key TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            name TEXT NOT NULL,
+            mime TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            sha256 TEXT NOT NULL DEFAULT '',
+            path TEXT NOT NULL DEFAULT '',
+            source TEXT NOT NULL DEFAULT '',
+            transcript TEXT,
+            state TEXT NOT NULL,
+            error TEXT NOT NULL DEFAULT '',
+            message_id INTEGER,
+            created_at REAL NOT NULL,
+            UNIQUE (origin, idx)
+        )""",
+        # The files the agent sends (send_file), kept until they arrived: the outbox for
+        # files. ``started_at`` just before an upload, ``message_id`` once it arrived,
+        # ``failed`` (the reason) when the platform refused it for good.
+        """CREATE TABLE queued_files (
+            key TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL,
+            platform TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            thread_id TEXT,
+            path TEXT NOT NULL,
+            name TEXT NOT NULL,
+            mime TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            caption TEXT NOT NULL DEFAULT '',
+            queued_at REAL NOT NULL,
+            started_at REAL,
+            message_id TEXT,
+            sent_at REAL,
+            failed TEXT NOT NULL DEFAULT ''
+        )""",
+        """CREATE INDEX queued_files_unsent ON queued_files (session_id, queued_at)
+            WHERE message_id IS NULL AND failed = ''""",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = tuple(
     sorted(
         (
@@ -260,6 +312,7 @@ MIGRATIONS: tuple[Migration, ...] = tuple(
             OUTBOX,
             OUTBOX_STARTED,
             COMMAND_SYNCS,
+            ATTACHMENTS_AND_FILES,
         ),
         key=lambda m: m.version,
     )

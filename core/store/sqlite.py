@@ -53,13 +53,15 @@ from typing import NamedTuple
 
 import aiosqlite
 
-from core.store import rows
+from core.store import attachments, rows
 from core.store.base import (
     ApprovalRecord,
+    AttachmentRecord,
     DeadLetter,
     InboundRecord,
     InboundState,
     OutboxChunk,
+    QueuedFile,
     SessionRecord,
     Store,
     StoredMessage,
@@ -415,6 +417,34 @@ class SqliteStore:
         sql = "UPDATE outbox SET message_id = ?, sent_at = ? WHERE turn_id = ? AND chunk = ?"
         params = (message_id, time.time(), turn_id, index)
         await self._update_one(sql, params, f"outbox chunk {index} of turn {turn_id}")
+
+    # attachments and files sent (statements in core/store/attachments.py) -----------
+    async def put_attachment(self, record: AttachmentRecord) -> None:
+        await self._write(*attachments.put_attachment(record, time.time()))
+
+    async def attachments_of(self, origin: str) -> list[AttachmentRecord]:
+        found = await self._read(attachments.ATTACHMENTS_OF, (origin,))
+        return [attachments.attachment_from_row(row) for row in found]
+
+    async def link_attachments(self, origin: str, message_id: int) -> None:
+        await self._write(*attachments.link_attachments(origin, message_id))
+
+    async def queue_file(self, queued: QueuedFile) -> bool:
+        written = await self._write(*attachments.queue_file(queued))
+        return written.rowcount == 1
+
+    async def unsent_files(self, session_id: str) -> list[QueuedFile]:
+        found = await self._read(attachments.UNSENT_FILES, (session_id,))
+        return [attachments.queued_file_from_row(row) for row in found]
+
+    async def mark_file_started(self, key: str) -> None:
+        await self._update_one(*attachments.mark_file_started(key, time.time()))
+
+    async def mark_file_sent(self, key: str, message_id: str) -> None:
+        await self._update_one(*attachments.mark_file_sent(key, message_id, time.time()))
+
+    async def mark_file_failed(self, key: str, reason: str) -> None:
+        await self._update_one(*attachments.mark_file_failed(key, reason))
 
     # plumbing ---------------------------------------------------------------
     def _open_connection(self) -> aiosqlite.Connection:
