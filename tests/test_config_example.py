@@ -11,7 +11,14 @@ from pathlib import Path
 from adapters.platforms import platforms
 from gateway.config import load_config
 from gateway.config.render import warnings
-from gateway.config.schema import GatewaySection, ModelSection, ProfileSection, ProgressSection
+from gateway.config.schema import (
+    AttachmentsSection,
+    GatewaySection,
+    ModelSection,
+    ProfileSection,
+    ProgressSection,
+    TranscriptionSection,
+)
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "config.example.toml"
 HEADER = re.compile(r"^\[([a-z_.]+)\]\s*$")
@@ -37,6 +44,8 @@ def schema_keys() -> dict[str, set[str]]:
         "model": set(ModelSection.model_fields),
         "profiles.default": set(ProfileSection.model_fields) - {"name"},
         "progress": set(ProgressSection.model_fields),
+        "attachments": set(AttachmentsSection.model_fields),
+        "transcription": set(TranscriptionSection.model_fields),
         "approvals": set(platforms()),
         "access": set(platforms()),
     }

@@ -27,11 +27,13 @@ from adapters.platforms import platforms
 from gateway.config.render import mask, render_config
 from gateway.config.schema import (
     UNSET,
+    AttachmentsSection,
     Config,
     GatewaySection,
     ModelSection,
     ProfileSection,
     ProgressSection,
+    TranscriptionSection,
 )
 
 __all__ = [
@@ -53,6 +55,8 @@ CORE: dict[str, type[Section]] = {
     "gateway": GatewaySection,
     "model": ModelSection,
     "progress": ProgressSection,
+    "attachments": AttachmentsSection,
+    "transcription": TranscriptionSection,
 }
 USER_LISTS = ("approvals", "access")
 Problem = tuple[str, str]
@@ -171,6 +175,8 @@ class _Reader:
             model=core["model"],
             profiles=profiles,
             progress=core["progress"],
+            attachments=core["attachments"],
+            transcription=core["transcription"],
             approvals={p: ids for p, ids in lists["approvals"] if ids},
             access={p: ids for p, ids in lists["access"] if ids},
             sections=sections,

@@ -59,6 +59,8 @@ def _sections(config: Config) -> Iterator[tuple[str, object]]:
     for name, profile in config.profiles.items():
         yield f"profiles.{_key(name)}", profile
     yield "progress", config.progress
+    yield "attachments", config.attachments
+    yield "transcription", config.transcription
     yield "approvals", config.approvals
     yield "access", config.access
     yield from config.sections.items()

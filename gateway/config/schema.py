@@ -32,9 +32,11 @@ from adapters.config import (
     invalid,
     secret_field,
     show,
+    suggest,
 )
 from core.agent.context import DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_WINDOW
 from core.agent.profile import DEFAULT_MAX_ITERATIONS, AgentProfile, BusyPolicy
+from core.attachments import ATTACHMENT_KINDS, AttachmentKind
 from core.model.timeouts import Timeouts
 from core.tools import limits
 from core.tools.sandbox import SandboxKind, WorkspaceScope
@@ -242,6 +244,8 @@ class ProfileSection(Section):
     """Stream the answer (SSE): text shows as it comes and the idle timeout, not the
     whole generation, bounds a long answer. ``false`` for servers that cannot stream."""
     external_runtime: Texts | None = None
+    vision: Flag = False
+    """The profile's model accepts images: a photo is sent to it as an image, not a note."""
     workspace_scope: Annotated[WorkspaceScope, BeforeValidator(choice("session", "profile"))] = (
         "session"
     )
@@ -330,6 +334,53 @@ class ProfileSection(Section):
         )
 
 
+DEFAULT_MAX_BYTES = 20 * 1024 * 1024
+"""``[attachments] max_bytes``: the largest file a user may send (20 MB)."""
+DEFAULT_INLINE_BYTES = 16384
+"""``[attachments] inline_bytes``: a text file up to this size is inlined for the model."""
+
+
+def _kinds(value: object) -> object:
+    if not isinstance(value, list | tuple):
+        raise invalid(f"expected an array, {got(value)}")
+    unknown = [kind for kind in value if kind not in ATTACHMENT_KINDS]
+    if unknown:
+        expected = ", ".join(f'"{kind}"' for kind in ATTACHMENT_KINDS)
+        raise invalid(
+            f"expected kinds among {expected}, got {show(unknown[0])}"
+            f"{suggest(unknown[0], ATTACHMENT_KINDS)}"
+        )
+    return tuple(dict.fromkeys(value))
+
+
+class AttachmentsSection(Section):
+    """Files users send with their messages (docs/attachments.md)."""
+
+    max_bytes: PositiveInt = DEFAULT_MAX_BYTES
+    """The largest file taken in, in bytes; a larger one is refused with a reply."""
+    kinds: Annotated[tuple[AttachmentKind, ...], BeforeValidator(_kinds)] = ATTACHMENT_KINDS
+    """The kinds taken in; another kind is refused with a reply (no download)."""
+    inline_bytes: NonNegativeInt = DEFAULT_INLINE_BYTES
+    """A text file up to this size is shown to the model whole; 0: never inlined."""
+
+
+class TranscriptionSection(Section):
+    """An OpenAI-compatible ``/audio/transcriptions`` endpoint for voice notes and audio
+    files (OpenAI, Groq, a local whisper server). Off until ``base_url`` is set."""
+
+    base_url: HttpUrl | None = None
+    """The part before ``/audio/transcriptions``; unset: voice is not transcribed."""
+    model: Text = "whisper-1"
+    api_key: str | None = secret_field("COMMONOS_TRANSCRIPTION_API_KEY")
+    """Sent as a Bearer token; a local server may need none."""
+    timeout: PositiveNumber = 120.0
+    """Seconds one transcription may take, the upload included."""
+
+    @property
+    def configured(self) -> bool:
+        return self.base_url is not None
+
+
 class ProgressSection(Section):
     mode: Annotated[ProgressMode, BeforeValidator(choice("off", "new", "all"))] = "new"
     cleanup: Flag = True
@@ -352,6 +403,8 @@ class Config:
     model: ModelSection
     profiles: Mapping[str, ProfileSection]
     progress: ProgressSection = field(default_factory=ProgressSection)
+    attachments: AttachmentsSection = field(default_factory=AttachmentsSection)
+    transcription: TranscriptionSection = field(default_factory=TranscriptionSection)
     approvals: Mapping[str, frozenset[str]] = field(default_factory=dict)
     access: Mapping[str, frozenset[str]] = field(default_factory=dict)
     sections: Mapping[str, PlatformSection] = field(default_factory=dict)
@@ -392,7 +445,7 @@ class Config:
 
     def secrets(self) -> list[str]:
         """Every configured secret value (for masking in logs and chat)."""
-        found = self.model.secrets()
+        found = self.model.secrets() + self.transcription.secrets()
         for section in self.sections.values():
             found += section.secrets()
         return found
