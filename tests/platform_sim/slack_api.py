@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.platform_sim.base import Json, SimMessage
+from tests.platform_sim.slack_files import METHODS as FILE_METHODS
 from tests.platform_sim.slack_sim import (
     APP,
     BOT_ID,
@@ -267,6 +268,7 @@ METHODS: dict[str, Method] = {
     "conversations.info": conversations_info,
     "users.info": users_info,
     "reactions.add": reactions_add,
+    **FILE_METHODS,
 }
 
 

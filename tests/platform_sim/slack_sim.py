@@ -20,6 +20,11 @@ data, user=...)`` sends ``block_actions`` (``data`` matches a button's ``value``
 ``action_id``); ``await sim.use_command(channel, "/stop", "text", user=...)`` sends
 ``slash_commands`` (an ack with text becomes an ephemeral response, as does a
 ``response_url`` post unless ``response_type`` is ``in_channel``).
+Files: ``sim.add_file(...)`` / ``sim.audio_clip(...)`` then ``await sim.user_shares(channel,
+[file], "caption")``; the bot downloads ``url_private_download`` with its token (without
+it: Slack's sign-in page, 200 HTML), uploads by ``files.getUploadURLExternal`` /
+``files.completeUploadExternal``; ``sim.downloads``, ``sim.files.uploaded``, ``sim.scopes``
+(:mod:`tests.platform_sim.slack_files`).
 Conversation: ``messages``/``bot_messages``/``wait_for_bot_message`` (a thread reply has
 ``thread`` = parent ts), ``ephemerals``, reactions in ``raw``. Protocol: ``calls`` (method
 = Web API name, ``response_url`` for response-URL posts), ``envelopes`` (``Envelope`` with
@@ -51,14 +56,18 @@ import hmac
 import itertools
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 from aiohttp import ClientSession, ClientTimeout, WSMsgType, web
 
 from tests.platform_sim.base import Json, SimButton, SimError, SimMessage, SimServer
+
+if TYPE_CHECKING:
+    from tests.platform_sim.slack_files import SimFile
 
 TEAM, APP, BOT_USER, BOT_ID = "T0000FAKE", "A0000FAKE", "U0000BOT", "B0000BOT"
 GENERAL = "C0000GEN"
@@ -128,6 +137,13 @@ class SlackSim(SimServer):
         self.connections_opened = 0
         self.statuses: dict[tuple[str, str], str] = {}
         """``(channel, thread_ts)`` → the thread's assistant status ("" once cleared)."""
+        from tests.platform_sim.slack_files import DEFAULT_SCOPES, SlackFiles
+
+        self.files = SlackFiles(self)
+        """Shared, downloaded and uploaded files (:mod:`tests.platform_sim.slack_files`)."""
+        self.scopes: set[str] = set(DEFAULT_SCOPES)
+        """The bot token's scopes (take ``files:read`` away: downloads get the sign-in page)."""
+        self.uploads_disabled = False
         self._messages: dict[str, list[SimMessage]] = {}
         self._ts = itertools.count(1)
         self._writes: list[tuple[str, float]] = []
@@ -200,6 +216,38 @@ class SlackSim(SimServer):
         if self.mention in text:
             await self.deliver_event({**event, "type": "app_mention"})
         return msg
+
+    def add_file(self, name: str, content: bytes, mimetype: str, **kw: Any) -> SimFile:
+        """A file a user uploaded (share it with :meth:`user_shares`)."""
+        return self.files.add(name, content, mimetype, **kw)
+
+    def audio_clip(self, content: bytes, *, mimetype: str = "audio/webm") -> SimFile:
+        """A clip recorded in Slack's composer (file subtype ``slack_audio``)."""
+        ext = {"audio/webm": "webm", "audio/mp4": "m4a", "video/mp4": "mp4"}.get(mimetype, "webm")
+        return self.files.add(f"audio_message.{ext}", content, mimetype, subtype="slack_audio")
+
+    async def user_shares(
+        self,
+        channel: str,
+        files: list[SimFile],
+        text: str = "",
+        *,
+        user: SlackUser = ALICE,
+        thread: str | None = None,
+    ) -> SimMessage:
+        """A user's message carrying ``files`` (subtype ``file_share``, ``text`` the caption)."""
+        from tests.platform_sim.slack_files import user_shares
+
+        return await user_shares(self, channel, files, text=text, user=user, thread=thread)
+
+    @property
+    def downloads(self) -> Counter[str]:
+        """Completed downloads by file id (only authorised ones are served)."""
+        return self.files.downloads
+
+    def cut_next_download(self, after: int) -> None:
+        """The next served download breaks after ``after`` bytes."""
+        self.files.cut_after = after
 
     def event_of(self, channel: str, raw: Json) -> Json:
         im = self.channels[channel].get("is_im")
@@ -411,6 +459,9 @@ class SlackSim(SimServer):
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_post("/response/{channel}/{ts}/{user}", self._response_url)
         app.router.add_get("/link", self._socket)
+        from tests.platform_sim.slack_files import add_routes
+
+        add_routes(self, app)
 
     async def _api(self, request: web.Request) -> web.Response:
         from tests.platform_sim.slack_api import handle_api  # the API module imports this one
