@@ -15,6 +15,7 @@ from aiohttp import web
 
 from tests.platform_sim import discord_payloads as dp
 from tests.platform_sim.base import Json, SimMessage
+from tests.platform_sim.discord_files import FilePart, Upload
 from tests.platform_sim.discord_sim import (
     DcApiError,
     DiscordSim,
@@ -101,6 +102,8 @@ async def create_message(sim: DiscordSim, request: web.Request, body: Json) -> J
             return earlier.raw
     _check_content(body, creating=True)
     extra = _content_fields(body) | ({"nonce": nonce} if nonce is not None else {})
+    if files := request.get("files"):
+        extra["attachments"] = _uploaded(sim, channel, body, files)
     ref = body.get("message_reference")
     if ref:  # snowflakes go back as strings, whatever the client sent
         ids = ("message_id", "channel_id", "guild_id")
@@ -117,6 +120,19 @@ async def create_message(sim: DiscordSim, request: web.Request, body: Json) -> J
         assert message is not None
         sim.remember_nonce(message, nonce)
     return raw
+
+
+def _uploaded(
+    sim: DiscordSim, channel: dp.DcChannel, body: Json, files: list[FilePart]
+) -> list[Json]:
+    """The ``files[n]`` parts as the message's attachments (named as ``payload_json``'s
+    ``attachments`` entry of the same id names them, else by the part's file name)."""
+    names = {str(a.get("id")): a.get("filename") for a in body.get("attachments") or []}
+    made = []
+    for part in files:
+        name = str(names.get(str(part.index)) or part.filename)
+        made.append(sim.cdn.add(sim.snowflake(), channel.id, Upload(name, part.data)))
+    return [sim.cdn.to_json(cdn) for cdn in made]
 
 
 def _nonce(body: Json) -> str | None:

@@ -17,6 +17,12 @@ custom_id, user=...)`` -> :class:`Interaction` (``responses`` list its callbacks
 ``await sim.use_command(channel, name, {"opt": "v"})`` runs a slash command registered by
 ``tree.sync()``. A ``discord.Client`` waits 5 s before identifying again after an
 INVALID_SESSION (``before_identify_hook``); override that hook in tests.
+Files (:mod:`.discord_files`): ``user_says(..., files=[Upload(name, data)])`` attaches
+files, ``user_voice_message(channel, audio)`` sends a voice message (flag 1<<13,
+``duration_secs``, ``waveform``); ``cdn`` serves every attachment at its signed URL (404
+"This content is no longer available." once expired: ``cdn.expire_links()``) and counts
+``cdn.downloads``; a multipart message upload keeps its files (``file_of(attachment)``),
+413 / 40005 over ``cdn.upload_limit``.
 Conversation: ``messages(channel)``, ``bot_messages(channel)``, ``wait_for_bot_message``,
 ``typing(channel)``; protocol: ``calls`` (method = route name, e.g. ``create_message``),
 ``gateway.identify``, ``gateway.resumes``, ``commands``.
@@ -48,7 +54,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +62,14 @@ from aiohttp import web
 
 from tests.platform_sim import discord_payloads as dp
 from tests.platform_sim.base import Json, SimButton, SimError, SimMessage, SimServer
+from tests.platform_sim.discord_files import (
+    IS_VOICE_MESSAGE,
+    Cdn,
+    CdnFile,
+    EntityTooLarge,
+    Upload,
+    read_multipart,
+)
 from tests.platform_sim.discord_gateway import DIRECT_MESSAGES, GUILD_MESSAGES, GUILDS, Gateway
 from tests.platform_sim.discord_payloads import ALICE, BOB, DcChannel, DcGuild, DcUser
 
@@ -65,7 +79,8 @@ TOKEN_LIFETIME = 15 * 60.0
 NONCE_WINDOW = 5 * 60.0
 """Discord: a nonce is "checked for uniqueness in the past few minutes"."""
 Handler = Callable[["DiscordSim", web.Request, Json], Awaitable[Any]]
-__all__ = ["ALICE", "BOB", "GENERAL", "GUILD", "DcApiError", "DiscordSim", "Interaction"]
+__all__ = ["ALICE", "BOB", "GENERAL", "GUILD", "DcApiError", "DiscordSim", "Interaction",
+           "Upload"]  # fmt: skip
 
 
 class DcApiError(Exception):
@@ -139,6 +154,8 @@ class DiscordSim(SimServer):
         """Seconds an ``enforce_nonce`` send returns the message its nonce made."""
         self.nonces: dict[tuple[str, str, str], tuple[SimMessage, float]] = {}
         self.gateway = Gateway(self)
+        self.cdn = Cdn(lambda: self.url)
+        """Attachments and their signed URLs (:mod:`.discord_files`)."""
         general = DcChannel(GENERAL, dp.GUILD_TEXT, "general", GUILD)
         self.guilds = {GUILD: DcGuild(GUILD, "Test Guild", [general], [ALICE, BOB, self.bot])}
         self.channels: dict[str, DcChannel] = {GENERAL: general}
@@ -256,12 +273,37 @@ class DiscordSim(SimServer):
         *,
         user: DcUser = ALICE,
         thread: str | DcChannel | None = None,
+        files: Sequence[Upload] = (),
     ) -> SimMessage:
-        """A user's message in ``channel`` (or in ``thread``), dispatched as MESSAGE_CREATE."""
+        """A user's message in ``channel`` (or in ``thread``), dispatched as MESSAGE_CREATE;
+        ``files`` are its attachments (kept on the CDN, :mod:`.discord_files`)."""
         target = thread or channel
         chan = self.channels[target if isinstance(target, str) else target.id]
         mentions = [u.to_json() for u in self.users() if f"<@{u.id}>" in text]
-        raw = dp.message_json(self.snowflake(), chan, user, text, mentions=mentions)
+        attachments = [self.cdn.to_json(self.cdn.add(self.snowflake(), chan.id, f)) for f in files]
+        raw = dp.message_json(self.snowflake(), chan, user, text, mentions=mentions,
+                              attachments=attachments)  # fmt: skip
+        return await self._user_message(raw)
+
+    async def user_voice_message(
+        self, channel: str | DcChannel, audio: bytes, *, duration_secs: float = 2.5,
+        user: DcUser = ALICE,
+    ) -> SimMessage:  # fmt: skip
+        """A voice message as Discord's clients send one: no text, the message flag
+        ``IS_VOICE_MESSAGE`` and one ``voice-message.ogg`` with its duration and waveform."""
+        chan = self.channels[channel if isinstance(channel, str) else channel.id]
+        upload = Upload("voice-message.ogg", audio, "audio/ogg")
+        cdn = self.cdn.add(self.snowflake(), chan.id, upload, duration_secs=duration_secs,
+                           waveform="AAAAAAAAAAAA")  # fmt: skip
+        raw = dp.message_json(self.snowflake(), chan, user, "", attachments=[self.cdn.to_json(cdn)],
+                              flags=IS_VOICE_MESSAGE)  # fmt: skip
+        return await self._user_message(raw)
+
+    def file_of(self, attachment: Json) -> CdnFile:
+        """The bytes and name behind an attachment object of a message."""
+        return self.cdn.of(attachment)
+
+    async def _user_message(self, raw: Json) -> SimMessage:
         msg = self.store(raw)
         await self.echo("MESSAGE_CREATE", raw, from_user=True)
         return msg
@@ -366,6 +408,7 @@ class DiscordSim(SimServer):
         from tests.platform_sim.discord_rest import ROUTES  # REST handlers import this module
 
         app.router.add_get("/gateway", self.gateway.handle)
+        self.cdn.routes(app)
         for method, path, name in ROUTES:
             app.router.add_route(method, f"/api/v10{path}", self._rest(name))
         app.router.add_route("*", "/api/v10/{tail:.*}", self._rest("unknown"))
@@ -379,7 +422,10 @@ class DiscordSim(SimServer):
     async def answer_rest(self, name: str, request: web.Request) -> web.Response:
         from tests.platform_sim.discord_rest import HANDLERS
 
-        body = await _body(request)
+        try:
+            body = await _body(request, self.cdn.upload_limit)
+        except EntityTooLarge:
+            return await self._too_large(name, request)
         fields = body if isinstance(body, dict) else {"items": body}
         call = self.record(name, {**request.match_info, **fields}, request.method)
         headers = self.bucket_headers(name, request)
@@ -412,6 +458,12 @@ class DiscordSim(SimServer):
         if result is None:
             return web.Response(status=204, headers=headers)
         return _json(result, 200, headers)
+
+    async def _too_large(self, name: str, request: web.Request) -> web.Response:
+        self.record(name, dict(request.match_info), request.method).status = 413
+        await self.changed()
+        body = {"message": "Request entity too large", "code": 40005}
+        return _json(body, 413, {})
 
     def _bucket_key(self, name: str, request: web.Request) -> str:
         major = request.match_info.get("channel_id") or request.match_info.get("token", "")
@@ -464,13 +516,14 @@ def _json(data: Any, status: int, headers: dict[str, str]) -> web.Response:
                         headers=headers | {"Content-Type": "application/json"})  # fmt: skip
 
 
-async def _body(request: web.Request) -> Any:
+async def _body(request: web.Request, upload_limit: int) -> Any:
+    """The JSON body (a multipart upload's ``payload_json``; its files go to
+    ``request["files"]``)."""
     if not request.can_read_body:
         return {}
     if request.content_type == "multipart/form-data":
-        form = await request.post()
-        payload = form.get("payload_json")
-        return json.loads(payload) if isinstance(payload, str) else {}
+        payload, request["files"] = await read_multipart(request, upload_limit)
+        return payload
     raw = await request.read()
     return json.loads(raw) if raw else {}
 
