@@ -14,6 +14,13 @@ from typing import Any
 from urllib.parse import urlparse
 
 from tests.platform_sim.base import Json, SimMessage
+from tests.platform_sim.telegram_files import (
+    SimFile,
+    check_photo,
+    get_file,
+    image_size,
+    keep_upload,
+)
 from tests.platform_sim.telegram_markup import MarkupError, parse, utf16_len
 from tests.platform_sim.telegram_sim import TelegramSim, buttons_of
 from tests.platform_sim.telegram_types import TgApiError, TgChat, Upload, Webhook, bad_request
@@ -62,20 +69,24 @@ async def send_photo(sim: TelegramSim, p: Json) -> Json:
 
 
 async def _send_file(sim: TelegramSim, p: Json, kind: str) -> Json:
+    """sendPhoto / sendDocument: an upload (multipart) or the file_id of a kept file."""
     chat = _known_chat(sim, p)
     upload = p.get(kind)
     if isinstance(upload, str) and upload in sim.files:
-        upload = sim.files[upload]
+        kept = sim.files[upload]
+        upload = Upload(kept.name or kept.path.rpartition("/")[2], kept.mime, kept.data)
     if not isinstance(upload, Upload):
         raise bad_request(f"there is no {kind} in the request")
     caption, entities = _caption(p)
+    if kind == "photo":
+        check_photo(upload.data)
     markup, thread = _inline_markup(p), _thread(chat, p)
     sim.check_flood(chat.id)
-    file_id = f"file{sim.next_id()}"
-    sim.files[file_id] = upload
     raw = sim.new_message(chat, sim.bot, "", thread=thread)
     del raw["text"]
-    raw[kind] = _file_json(kind, file_id, upload)
+    method = "sendPhoto" if kind == "photo" else "sendDocument"
+    file = keep_upload(sim, method, chat.id, upload, caption, thread, raw["message_id"])
+    raw[kind] = _file_json(kind, file)
     if caption:
         raw["caption"] = caption
     _set_content(raw, [], markup)
@@ -85,20 +96,12 @@ async def _send_file(sim: TelegramSim, p: Json, kind: str) -> Json:
     return raw
 
 
-def _file_json(kind: str, file_id: str, upload: Upload) -> Any:
-    base = {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": len(upload.data)}
+def _file_json(kind: str, file: SimFile) -> Any:
+    base = {"file_id": file.file_id, "file_unique_id": file.unique_id, "file_size": file.size}
     if kind == "photo":
-        return [base | {"width": 100, "height": 100}]
-    return base | {"file_name": upload.filename, "mime_type": upload.content_type}
-
-
-async def get_file(sim: TelegramSim, p: Json) -> Json:
-    file_id = str(p.get("file_id", ""))
-    if file_id not in sim.files:
-        raise bad_request("invalid file_id")
-    size = len(sim.files[file_id].data)
-    return {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": size,
-            "file_path": f"files/{file_id}"}  # fmt: skip
+        width, height = image_size(file.data) or (0, 0)
+        return [base | {"width": width, "height": height}]
+    return base | {"file_name": file.name, "mime_type": file.mime}
 
 
 async def edit_message_text(sim: TelegramSim, p: Json) -> Json:

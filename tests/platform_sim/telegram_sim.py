@@ -55,8 +55,12 @@ the next one; PTB then retries after ~1 s); flood control:
 measured on ``sim.clock`` (``time.monotonic``; the gateway harness gives it its test clock).
 ``TelegramSim(privacy_mode=True)`` delivers only commands, @mentions of the bot and replies
 to it from groups (the message still appears in ``messages(chat)``, with no ``event_id``).
-Files: sendDocument/sendPhoto (multipart) are kept in ``sim.files``; getFile and the
-download URL serve them back; captions are limited to 1024 UTF-16 units.
+Files (``tests/platform_sim/telegram_files.py``): ``await sim.user_sends(chat, "photo", data,
+caption=...)`` (also document, voice, audio, video, video_note, animation) and
+``await sim.user_sends_album(chat, [Media(...), ...])``; getFile and the download route serve
+them (20 MB download limit, per-file counters in ``sim.files``); sendDocument/sendPhoto
+(multipart, 50 MB, photo checks) are kept in ``sim.files.sent``; captions are limited to 1024
+UTF-16 units.
 
 Enforced with the real error texts: 4096 UTF-16 units ("message is too long"), 64-byte
 callback_data (BUTTON_DATA_INVALID), "message is not modified", "message to edit not found",
@@ -81,9 +85,16 @@ from http import HTTPStatus
 from typing import Any
 
 from aiohttp import ClientSession, web
-from aiohttp.web_request import FileField
 
 from tests.platform_sim.base import Json, SimButton, SimError, SimMessage, SimServer
+from tests.platform_sim.telegram_files import (
+    FileStore,
+    Media,
+    MediaKind,
+    download,
+    media_message,
+    read_multipart,
+)
 from tests.platform_sim.telegram_markup import utf16_len
 from tests.platform_sim.telegram_types import (
     ALICE,
@@ -95,7 +106,6 @@ from tests.platform_sim.telegram_types import (
     TgChat,
     TgUpdate,
     TgUser,
-    Upload,
     Webhook,
     bad_request,
 )
@@ -168,7 +178,7 @@ class TelegramSim(SimServer):
         self.my_commands: dict[tuple[str, str], list[Json]] = {}
         self.webhook: Webhook | None = None
         self.webhook_posts: list[tuple[int, int]] = []
-        self.files: dict[str, Upload] = {}
+        self.files = FileStore()
         self.blocked: set[int] = set()
         self.allowed_updates: set[str] = set(DEFAULT_UPDATES)
         self._messages: dict[int, list[SimMessage]] = {}
@@ -278,12 +288,59 @@ class TelegramSim(SimServer):
         msg.event_id = str(update.update_id)
         return msg
 
+    async def user_sends(
+        self,
+        chat: ChatRef,
+        kind: MediaKind,
+        data: bytes,
+        *,
+        caption: str | None = None,
+        name: str | None = None,
+        mime: str | None = None,
+        size: int | None = None,
+        user: TgUser | None = None,
+    ) -> SimMessage:
+        """A user's photo, document, voice note, ... (``telegram_files.py``), with a caption."""
+        media = Media(kind, data, name, mime, size, caption)
+        return (await self.user_sends_album(chat, [media], user=user, album=False))[0]
+
+    async def user_sends_album(
+        self,
+        chat: ChatRef,
+        parts: list[Media],
+        *,
+        caption: str | None = None,
+        user: TgUser | None = None,
+        album: bool = True,
+    ) -> list[SimMessage]:
+        """An album: one message per part sharing a ``media_group_id`` (``caption`` goes on
+        the first part, as Telegram clients put it), all queued at once."""
+        tg_chat = self.chat(chat)
+        sender = user or tg_chat.owner or ALICE
+        self.users.setdefault(sender.id, sender)
+        group = f"13{self.next_id():015d}" if album else None
+        if caption is not None and parts:
+            parts = [Media(**{**_fields(parts[0]), "caption": caption}), *parts[1:]]
+        said: list[SimMessage] = []
+        for media in parts:
+            entities = _user_entities(media.caption or "")
+            raw = media_message(self, tg_chat.id, sender, media, group, entities)
+            msg = self.store(tg_chat.id, raw)
+            msg.text = media.caption or ""
+            if not self.privacy_mode or self._meant_for_bot(tg_chat, raw, None):
+                update = TgUpdate(next(self._update_ids), "message", raw)
+                self.updates.append(update)
+                msg.event_id = str(update.update_id)
+            said.append(msg)
+        await self.changed()
+        return said
+
     def _meant_for_bot(self, chat: TgChat, raw: Json, reply_to: SimMessage | None) -> bool:
         """Privacy mode: in groups a bot gets commands, mentions of it and replies to it."""
         if chat.type == "private" or (reply_to is not None and reply_to.from_bot):
             return True
-        text, me = raw["text"], f"@{self.bot.username}"
-        for e in raw.get("entities", []):
+        text, me = raw.get("text", raw.get("caption", "")), f"@{self.bot.username}"
+        for e in raw.get("entities", raw.get("caption_entities", [])):
             part = text[e["offset"] : e["offset"] + e["length"]]  # ASCII: units == chars
             if e["type"] == "mention" and part == me:
                 return True
@@ -431,27 +488,27 @@ class TelegramSim(SimServer):
     # HTTP -----------------------------------------------------------------------------------
     def routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
-        app.router.add_route("*", "/file/bot{token}/{path:.*}", self._file)
+        app.router.add_route("GET", "/file/bot{token}/{path:.*}", self._file)
 
-    async def _file(self, request: web.Request) -> web.Response:
+    async def _file(self, request: web.Request) -> web.StreamResponse:
         """File downloads: ``{base_file_url}{token}/{file_path}`` as given by getFile."""
-        file_id = request.match_info["path"].rpartition("/")[2]
-        upload = self.files.get(file_id)
-        if request.match_info["token"] != self.token or upload is None:
-            return web.json_response({"ok": False, "error_code": 404, "description": "Not Found"},
-                                     status=404)  # fmt: skip
-        return web.Response(body=upload.data, content_type=upload.content_type)
+        return await download(self, request)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         name = request.match_info["method"]
         known = [*self.methods(), "getUpdates"]
         method = next((m for m in known if m.lower() == name.lower()), name)
+        too_large: TgApiError | None = None
         try:
-            params = await _params(request)
+            params = await _params(request, self.files.upload_limit)
         except ValueError:  # malformed JSON in a JSON-typed field
             params = {"_malformed": True}
+        except TgApiError as exc:  # a multipart body over the upload limit
+            params, too_large = {}, exc
         call = self.record(method, params, request.method)
         try:
+            if too_large is not None:
+                raise too_large
             if "_malformed" in params:
                 raise bad_request("can't parse JSON object")
             result = await self._answer(request, method, params)
@@ -611,19 +668,22 @@ def _not_found_text(method: str) -> str:
     return "Bad Request: chat not found"
 
 
-async def _params(request: web.Request) -> Json:
-    """Parameters from the query string and a form, multipart or JSON body, decoded per field."""
+def _fields(media: Media) -> dict[str, Any]:
+    return {name: getattr(media, name) for name in Media.__dataclass_fields__}
+
+
+async def _params(request: web.Request, upload_limit: int) -> Json:
+    """Parameters from the query string and a form, multipart or JSON body, decoded per field
+    (a multipart body is read part by part, 413 over ``upload_limit``)."""
     params: Json = dict(request.query)
     if request.content_type == "application/json":
         body = await request.json() if request.can_read_body else {}
         params.update(body)
         return params
-    if request.can_read_body and request.content_type in (
-        "application/x-www-form-urlencoded", "multipart/form-data"
-    ):  # fmt: skip
-        form = await request.post()
-        for key, value in form.items():
-            params[key] = Upload.of(value) if isinstance(value, FileField) else value
+    if request.can_read_body and request.content_type == "multipart/form-data":
+        params.update(await read_multipart(request, upload_limit))
+    elif request.can_read_body and request.content_type == "application/x-www-form-urlencoded":
+        params.update(await request.post())
     return {k: _decode(k, v) for k, v in params.items()}
 
 
