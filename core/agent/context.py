@@ -24,6 +24,7 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from core.bounded import BoundedMap
 from core.store.base import StoredMessage
@@ -39,16 +40,35 @@ TOOL_RESULT_SHARE = 0.4
 MIN_RATIO, MAX_RATIO = 0.25, 4.0
 """Bounds of the learnt tokens-per-estimate ratio (a broken ``usage`` cannot run away)."""
 REMEMBERED_SESSIONS = 10_000
+IMAGE_TOKENS = 1_000
+"""What one image part is counted as in the estimate (a high-detail 1024x1024 image is
+about 765 tokens at OpenAI; the reported usage corrects the rest)."""
 
 SUMMARY_ACK = "Understood. I will continue the conversation from this summary."
 """The assistant's fixed answer to the summary, sent after it (never stored)."""
 
 
 def raw_estimate(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()) -> int:
-    """Tokens of a request by bytes: the wire JSON of its messages and tools / 4."""
-    wire = [m.to_wire() for m in messages] + [t.to_wire() for t in tools]
+    """Tokens of a request by bytes: the wire JSON of its messages and tools / 4, each
+    image part counted as :data:`IMAGE_TOKENS` (its ``data:`` URL is not text the model
+    reads)."""
+    wire = [_textual(m.to_wire()) for m in messages] + [t.to_wire() for t in tools]
     size = len(json.dumps(wire, ensure_ascii=False).encode())
-    return math.ceil(size / BYTES_PER_TOKEN)
+    return math.ceil(size / BYTES_PER_TOKEN) + IMAGE_TOKENS * sum(map(_images, messages))
+
+
+def _images(message: ChatMessage) -> int:
+    content = message.content
+    return (
+        sum(1 for p in content if p.get("type") == "image_url") if isinstance(content, list) else 0
+    )
+
+
+def _textual(wire: dict[str, Any]) -> dict[str, Any]:
+    content = wire.get("content")
+    if isinstance(content, list):
+        wire["content"] = [p for p in content if p.get("type") != "image_url"]
+    return wire
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,8 @@ The steps, as ``docs/turn-loop.md`` §2 describes them:
    otherwise the turn resumes on that message, seeing the history up to it and what its own
    turn did, never later turns. Tool calls a crash left without a result get a placeholder
    saying what their record knows (:func:`core.agent.transcript.load_call_records`).
+   The files the message came with become notes and image references of the stored
+   message (:mod:`core.agent.attachment_content`), linked to their ``attachments`` rows.
 3. **System prompt** — stable + context (restored or rebuilt, :mod:`core.agent.prompt`;
    it names the session's workspace, :meth:`AgentProfile.session_workspace`, the directory
    the tools get as ``ToolContext.workspace``) as the system message; volatile (the clock's
@@ -67,6 +69,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from core.agent.attachment_content import current_images, link_attachments, user_content
 from core.agent.budget import IterationBudget, LoopGate
 from core.agent.compaction import Compacted, Compactor, ContextLimits
 from core.agent.context import ContextUse, summary_first
@@ -306,16 +309,22 @@ class CommonAgent:
         """Store the user message, build the system prompt, fire the session hooks."""
         if not await self._resume_replayed(turn):
             await self._store_user_message(turn)
+        workspace = self.profile.session_workspace(turn.scope.session_key)
+        user = turn.transcript.user_entry.message
+        turn.transcript.images = await current_images(user.content, workspace, self.profile.vision)
         await record_redirects(turn.control, turn.transcript, self.store)
         await self._system_prompt(turn.session, turn.transcript)
         await self._session_hooks(turn, turn.message.text)
 
     async def _store_user_message(self, turn: _OpenTurn) -> None:
-        scope, origin = turn.scope, turn.message.origin
-        user = ChatMessage(role="user", content=turn.message.text)
+        scope, message = turn.scope, turn.message
+        workspace = self.profile.session_workspace(scope.session_key)
+        content = await user_content(message, workspace, self.profile)
+        user = ChatMessage(role="user", content=content)
         user_id = await self.store.append_message(
-            scope.session_id, scope.turn_id, user, origin=origin
+            scope.session_id, scope.turn_id, user, origin=message.origin
         )
+        await link_attachments(self.store, message, user_id)
         turn.transcript.add(user, user_id)
 
     async def _resume_replayed(self, turn: _OpenTurn) -> bool:

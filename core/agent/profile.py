@@ -11,6 +11,8 @@ from core.tools.sandbox import Workspaces, WorkspaceScope
 
 BusyPolicy = Literal["queue", "interrupt", "steer"]
 
+DEFAULT_INLINE_BYTES = 16384
+"""Text files up to this size are inlined for the model (``docs/turn-loop.md`` §19)."""
 DEFAULT_MAX_ITERATIONS = 500
 """The iteration budget of one turn (``docs/turn-loop.md`` §9)."""
 
@@ -46,6 +48,12 @@ class AgentProfile:
     the gateway); None: unknown, nothing is compacted nor cut (``docs/turn-loop.md`` §18)."""
     compact_at: float = DEFAULT_COMPACT_AT
     """Compact when the next request would pass this share of the window."""
+    vision: bool = False
+    """The model accepts images: a user's image goes to it as an image part (else as a
+    note naming where it was saved; ``docs/turn-loop.md`` §19)."""
+    inline_bytes: int = DEFAULT_INLINE_BYTES
+    """A text file the user sends of at most this many bytes is inlined in the message the
+    model sees (``[attachments] inline_bytes``); 0: never."""
     external_runtime: tuple[str, ...] | None = None
     """Command line of an external runtime that takes over whole turns (JSON lines)."""
 

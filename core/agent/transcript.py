@@ -7,7 +7,10 @@ message, then everything the turn adds. It renders the request for the model:
   never stored;
 * the ``pre_llm_call`` context goes in front of this turn's user message and the volatile
   tier (the clock note) after it, *for the model only* — the stored user message never
-  contains either (``docs/turn-loop.md`` §2, steps 3 and 4).
+  contains either (``docs/turn-loop.md`` §2, steps 3 and 4);
+* image references (``workspace:`` URLs, :mod:`core.agent.attachment_content`) of this
+  turn's user message are sent as the ``data:`` URLs of :attr:`Transcript.images`; older
+  turns' are left out (their text notes stay): the store never holds the bytes.
 
 History from a process that died mid-tools may hold an assistant tool call without its
 result; providers reject such a request, so :func:`heal` adds a placeholder result (for the
@@ -38,12 +41,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from core.agent.attachment_content import around, for_request
 from core.agent.context import as_sent
 from core.agent.prompt import user_for_model
 from core.agent.repair import repaired
 from core.agent.scope import TurnScope
 from core.store.base import Store, StoredMessage, ToolCallRecord
-from core.types import ChatMessage, ToolCall
+from core.types import ChatMessage, Content, ToolCall
 
 CallRecords = Mapping[tuple[str, str], ToolCallRecord]
 """Tool-call records by ``(turn id, call id)``."""
@@ -74,6 +78,9 @@ class Transcript:
         self.volatile_note = ""
         """The volatile tier (:func:`core.agent.prompt.clock_note`), sent after the user
         message, never stored."""
+        self.images: dict[str, str] = {}
+        """This turn's image references as ``data:`` URLs, sent in the user message only
+        (:mod:`core.agent.attachment_content`); older turns send their notes."""
 
     def add(self, message: ChatMessage, stored_id: int | None) -> Entry:
         entry = Entry(message, stored_id)
@@ -117,11 +124,19 @@ class Transcript:
     def for_model(self) -> list[ChatMessage]:
         """The request's messages: the system prompt, then every entry but an empty reply."""
         system = ChatMessage(role="system", content=self.system_prompt)
-        messages = [e.message for e in self.entries]
+        messages = [
+            for_request(e.message, self.images if i == self.turn_start else {})
+            for i, e in enumerate(self.entries)
+        ]
         if (self.model_context or self.volatile_note) and len(messages) > self.turn_start:
             user = messages[self.turn_start]
-            text = user_for_model(user.text(), self.model_context, self.volatile_note)
-            messages[self.turn_start] = replace(user, content=text)
+            context, note = self.model_context, self.volatile_note
+            content: Content
+            if isinstance(user.content, list):
+                content = around(user.content, context, note)
+            else:
+                content = user_for_model(user.text(), context, note)
+            messages[self.turn_start] = replace(user, content=content)
         return [system, *as_sent(m for m in messages if not is_empty_reply(m))]
 
 
