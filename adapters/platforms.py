@@ -13,6 +13,7 @@ import asyncio
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from adapters.base import Adapter
@@ -32,10 +33,15 @@ BUILT_IN = {
 class AdapterContext:
     """What the gateway hands an adapter factory: the store (for the durable inbox) and the
     chat commands to publish. When an item is handled the event's own receipt says
-    (:class:`adapters.base.Receipt`)."""
+    (:class:`adapters.base.Receipt`). ``data_dir`` is where an adapter may keep files of
+    its own (the web chat's upload spool; None: a temporary folder);
+    ``max_attachment_bytes`` is ``[attachments] max_bytes`` (an adapter that takes files in
+    itself, the web chat's uploads, refuses larger ones)."""
 
     store: Store
     commands: tuple[tuple[str, str], ...] = ()
+    data_dir: Path | None = None
+    max_attachment_bytes: int = 20 * 1024 * 1024
 
 
 AdapterFactory = Callable[[Any, AdapterContext], Adapter]

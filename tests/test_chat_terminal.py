@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import io
 import os
 import sys
 import termios
@@ -18,6 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from adapters.base import DownloadFailed
+from adapters.calls import SendFile
+from adapters.terminal import TerminalAdapter, TerminalSettings
+from core.attachments import Attachment, OutgoingFile
 from core.tools.sandbox import Workspaces
 from gateway.messages import STOPPED
 from tests.support.model_server import ScriptedModelServer, reply_hang, reply_text
@@ -182,3 +187,78 @@ async def test_a_clarify_choice_is_answered_by_its_number(home: Path) -> None:
         await terminal.expect("[demo model] Here is what the tools returned")
         await terminal.expect("clarify: green")
         await quit_with_ctrl_c_twice(process, terminal)
+
+
+# /attach and files the agent sends: the adapter itself, in this process --------------------
+def _terminal() -> tuple[TerminalAdapter, io.StringIO]:
+    screen = io.StringIO()
+    return TerminalAdapter(TerminalSettings(user=USER), output=screen), screen
+
+
+async def test_attach_sends_the_file_as_an_offered_attachment_with_the_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "my notes.txt").write_text("line one\nline two\n")
+    monkeypatch.chdir(tmp_path)
+    terminal, screen = _terminal()
+    event = terminal.event_for('/attach "my notes.txt" what is in this file?')
+    assert event is not None and (event.kind, event.text) == ("text", "what is in this file?")
+    (attachment,) = event.attachments
+    assert attachment == Attachment(
+        "document", "my notes.txt", "text/plain", 18, source=str(tmp_path / "my notes.txt")
+    )
+    chunks = [chunk async for chunk in terminal.download(attachment)]
+    assert b"".join(chunks) == b"line one\nline two\n"
+    image = tmp_path / "shot.png"
+    image.write_bytes(b"\x89PNG")
+    event = terminal.event_for(f"/attach {image}")
+    assert event is not None and event.text == ""
+    assert [(a.kind, a.mime, a.size) for a in event.attachments] == [("image", "image/png", 4)]
+    assert screen.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("/attach", "/attach: which file? /attach PATH [text]"),
+        ("/attach /no/such/file.txt hi", "/attach: /no/such/file.txt: No such file or directory"),
+        ("/attach /tmp", "/attach: /tmp: not a regular file"),
+        ('/attach "/tmp/x y', "/attach: the path's \" is not closed"),
+    ],
+)
+def test_attach_of_a_path_that_cannot_be_read_says_so_in_one_line_and_sends_nothing(
+    line: str, said: str
+) -> None:
+    terminal, screen = _terminal()
+    assert terminal.event_for(line) is None
+    assert screen.getvalue() == f"\n{said}\n"
+
+
+async def test_a_file_gone_before_the_download_fails_in_words(tmp_path: Path) -> None:
+    doomed = tmp_path / "doomed.log"
+    doomed.write_text("soon gone")
+    terminal, _ = _terminal()
+    event = terminal.event_for(f"/attach {doomed}")
+    assert event is not None
+    doomed.unlink()
+    with pytest.raises(DownloadFailed, match=r"doomed\.log: cannot be read"):
+        _ = [chunk async for chunk in terminal.download(event.attachments[0])]
+
+
+async def test_a_file_the_agent_sends_is_named_with_its_size_and_where_it_is(
+    tmp_path: Path,
+) -> None:
+    terminal, screen = _terminal()
+    saved = tmp_path / ".outbox" / "report.pdf"
+    file = OutgoingFile("k1", str(saved), "report.pdf", "application/pdf", 12_600, "document")
+    sent = await terminal.perform(SendFile(terminal.chat, file, "Here it is"))
+    assert sent is not None
+    assert screen.getvalue() == f"\nHere it is\n📎 report.pdf (12.3 KB) saved at {saved}\n"
+    assert terminal.capabilities.upload_limit > 0
+
+
+def test_help_lists_attach_beside_the_gateways_commands() -> None:
+    terminal, screen = _terminal()
+    event = terminal.event_for("/help")
+    assert event is not None and event.command == "help", "the router still answers /help"
+    assert "/attach PATH [text] — send a file with a message" in screen.getvalue()

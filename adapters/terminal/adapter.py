@@ -5,6 +5,11 @@ allowlists); their one session's key is ``terminal:dm:<user>``. Lines typed are 
 
 * ``/name args`` — a chat command (``/stop``, ``/steer ...``, ``/status``, ``/new``, ...),
   handled by the router like any platform's; ``/exit`` and ``/quit`` end the chat here;
+* ``/attach PATH [text]`` — a message (``text``, may be empty) with the file at ``PATH``
+  (``~`` expanded, relative to the current directory; quote a path with spaces) as its
+  offered attachment, ``source`` its resolved absolute path; the gateway copies it into
+  the session's workspace (:meth:`TerminalAdapter.download` reads it in chunks). A path
+  that is missing, not a regular file or unreadable gets one line and nothing is sent;
 * while a message with buttons is open (an approval card, a ``clarify`` question), a line
   that is one of its keys presses that button (``y``/``n``/``a`` on an approval card, the
   number of a choice; see :mod:`adapters.terminal.answers`);
@@ -18,7 +23,9 @@ handler): the first stops the running turn exactly as ``/stop`` does; a second w
 Outbound text is plain (``markup="plain"``: replies are rendered by the ``PLAIN``
 renderer). A terminal cannot change what it printed, so an edit prints what is new: the
 added tail when the new text extends the old (a progress line, a card's outcome), else
-the whole new text; a delete prints nothing. Input is read from ``settings.input_fd``
+the whole new text; a delete prints nothing. A file the agent sends (``SendFile``) is
+already on this machine: its line names it, its size and where it is (``📎 report.pdf
+(12.3 KB) saved at /abs/path``). Input is read from ``settings.input_fd``
 with the event loop's reader, so the descriptor's flags are never changed.
 
 Health (``adapter.health``, docs/architecture.md §10): ``up`` from ``start`` to ``stop``
@@ -30,18 +37,22 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import mimetypes
 import os
 import secrets
+import stat
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TextIO
 
 from adapters.base import (
     ButtonRows,
     Capabilities,
     ChatRef,
+    DownloadFailed,
     EventKind,
     EventSink,
     InboundEvent,
@@ -51,9 +62,11 @@ from adapters.base import (
     SentMessage,
     SessionKey,
 )
-from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, Typing
+from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, SendFile, Typing
 from adapters.health import Health
+from adapters.offered import display_name, kind_of, shown_size
 from adapters.terminal.answers import Answer, answers_for, pressed, prompt_line
+from core.attachments import Attachment, OutgoingFile
 from core.bounded import BoundedMap
 from core.tasks import TaskSet
 
@@ -65,6 +78,10 @@ EXIT_WINDOW = 2.0
 EXIT_COMMANDS = frozenset({"exit", "quit"})
 REMEMBERED_MESSAGES = 1000
 READ_SIZE = 65536
+ATTACH = "attach"
+ATTACH_HELP = "/attach PATH [text] — send a file with a message (terminal chat)"
+UPLOAD_LIMIT = 1024**4
+"""A sent file is only named (it is on this machine already): no real limit."""
 BANNER = (
     "commonos chat — session {key}. Type a message and press Enter; /help lists the "
     "commands. Ctrl-C stops the running turn; Ctrl-C twice (or Ctrl-D, /exit) quits."
@@ -94,6 +111,7 @@ def capabilities() -> Capabilities:
         button_payload_limit=1024,
         edit_interval=0.0,
         markup="plain",
+        upload_limit=UPLOAD_LIMIT,
     )
 
 
@@ -208,10 +226,34 @@ class TerminalAdapter:
         if command is not None and command[0] in EXIT_COMMANDS:
             self.close()
             return None
+        if command is not None and command[0] == ATTACH:
+            return self._attach(command[1])
+        if command is not None and command[0] == "help":
+            self._print(ATTACH_HELP)
         if command is not None:
             return self._event("command", text, command=command[0], args=command[1])
         press = self._press(text)
         return press if press is not None else self._event("text", text)
+
+    def _attach(self, args: str) -> InboundEvent | None:
+        """``/attach PATH [text]``: a message with the file, or one line saying why not."""
+        try:
+            path, text = _path_and_text(args)
+            attachment = offered_file(path)
+        except ValueError as exc:
+            self._print(f"/attach: {exc}")
+            return None
+        return replace(self._event("text", text), attachments=(attachment,))
+
+    async def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """The attached local file's bytes, :data:`READ_SIZE` at a time."""
+        try:
+            file = await asyncio.to_thread(open, attachment.source, "rb")
+            with file:
+                while chunk := await asyncio.to_thread(file.read, READ_SIZE):
+                    yield chunk
+        except OSError as exc:
+            raise DownloadFailed(f"{attachment.name}: cannot be read ({exc.strerror})") from None
 
     def _press(self, text: str) -> InboundEvent | None:
         """A press of the button ``text`` answers on the newest open prompt that has it."""
@@ -265,6 +307,8 @@ class TerminalAdapter:
         match call:
             case Send(chat, text, buttons):
                 return self._send(chat, text, buttons)
+            case SendFile(chat, file, caption):
+                return self._send_file(chat, file, caption)
             case Edit(message, text, buttons):
                 self._edit(message, text, buttons)
             case Delete(message):
@@ -280,6 +324,12 @@ class TerminalAdapter:
         self._shown.put(message_id, text)
         self._print(text)
         self._open_prompt(message_id, buttons)
+        return SentMessage(chat, message_id)
+
+    def _send_file(self, chat: ChatRef, file: OutgoingFile, caption: str) -> SentMessage:
+        message_id = str(next(self._ids))
+        line = f"📎 {file.name} ({shown_size(file.size)}) saved at {file.path}"
+        self._print(f"{caption}\n{line}" if caption else line)
         return SentMessage(chat, message_id)
 
     def _edit(self, message: SentMessage, text: str, buttons: ButtonRows) -> None:
@@ -311,3 +361,34 @@ class TerminalAdapter:
         out = self._output or sys.stdout
         out.write(f"\n{text}\n")
         out.flush()
+
+
+def _path_and_text(args: str) -> tuple[str, str]:
+    """``PATH [text]``: the first word (or a quoted path, for one with spaces), the rest."""
+    if not args:
+        raise ValueError("which file? /attach PATH [text]")
+    quote = args[0]
+    if quote in "'\"":
+        end = args.find(quote, 1)
+        if end < 0:
+            raise ValueError(f"the path's {quote} is not closed")
+        return args[1:end], args[end + 1 :].strip()
+    path, _, text = args.partition(" ")
+    return path, text.strip()
+
+
+def offered_file(path: str) -> Attachment:
+    """The attachment for the local file at ``path``; ValueError (in words) when there is
+    no readable regular file there."""
+    resolved = Path(path).expanduser().resolve()
+    try:
+        info = resolved.stat()
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or 'cannot be read'}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"{path}: not a regular file")
+    if not os.access(resolved, os.R_OK):
+        raise ValueError(f"{path}: permission denied")
+    name = display_name(resolved.name)
+    mime = mimetypes.guess_type(name, strict=False)[0] or "application/octet-stream"
+    return Attachment(kind_of(mime), name, mime, info.st_size, source=str(resolved))

@@ -6,10 +6,17 @@ with ``aiohttp.web``. The browser talks to it through:
 * ``GET /api/events?conversation=<id>`` — Server-Sent Events: a snapshot of the
   conversation, then every change (see :mod:`adapters.web.feed`), resumable with
   ``Last-Event-ID``;
-* ``POST /api/send`` ``{conversation, id, text}`` — a message or a typed command
+* ``POST /api/upload?conversation=<id>`` — one file (multipart), streamed into the
+  conversation's spool, ≤ ``max_upload_bytes``; answers ``{upload, name, size}``
+  (:mod:`adapters.web.uploads`);
+* ``POST /api/send`` ``{conversation, id, text, uploads}`` — a message or a typed command
   (``/stop``, ``/steer ...``), idempotent by the page's ``id`` (:mod:`adapters.web.inbox`);
+  ``uploads`` (upload ids of this conversation) become the message's offered attachments,
+  which the gateway fetches with :meth:`WebAdapter.download`;
 * ``POST /api/press`` ``{conversation, message, data}`` — a button on a message (approval
-  cards, clarify choices), delivered as a ``button`` event like Telegram's presses.
+  cards, clarify choices), delivered as a ``button`` event like Telegram's presses;
+* ``GET /api/files/<id>?conversation=<id>`` — a file the agent sent (``SendFile``), to
+  that conversation's page only, as a download (:mod:`adapters.web.files`).
 
 Outbound, the gateway's pipeline makes ``Send``/``Edit``/``Delete`` calls through
 :meth:`WebAdapter.perform` as for any platform; the text is rendered to sanitised HTML here
@@ -37,8 +44,9 @@ import asyncio
 import errno
 import itertools
 import logging
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -48,6 +56,7 @@ from adapters.base import (
     ButtonRows,
     Capabilities,
     ChatRef,
+    DownloadFailed,
     EventSink,
     InboundEvent,
     MessageGone,
@@ -55,15 +64,28 @@ from adapters.base import (
     SentMessage,
     SessionKey,
 )
-from adapters.calls import AnswerPress, Call, Delete, Edit, LiveMode, LiveText, Send, Typing
+from adapters.calls import (
+    AnswerPress,
+    Call,
+    Delete,
+    Edit,
+    LiveMode,
+    LiveText,
+    Send,
+    SendFile,
+    Typing,
+)
 from adapters.health import Health
 from adapters.render.markdown import CommonMarkRenderer
 from adapters.web.access import AccessGate
 from adapters.web.feed import Feed, Feeds, Json
+from adapters.web.files import SentFile, SentFiles, file_id_of
 from adapters.web.history import chunk_message_id, load_history
 from adapters.web.inbox import PLATFORM, WebInbox, WebMessage
 from adapters.web.render import plain_html, to_html
 from adapters.web.routes import ChatRoutes
+from adapters.web.uploads import DEFAULT_MAX_BYTES, Clock, UnknownUpload, UploadSpool
+from core.attachments import Attachment, OutgoingFile
 from core.store.base import Store, turn_of_chunk
 
 _log = logging.getLogger(__name__)
@@ -71,6 +93,8 @@ _log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).parent / "static"
 DEFAULT_LISTEN = ("127.0.0.1", 8765)
 SHUTDOWN_SECONDS = 2.0
+UPLOAD_LIMIT = 100 * 1024 * 1024
+"""The largest file the agent may send to the web chat (``Capabilities.upload_limit``)."""
 
 RouteInstaller = Callable[[web.Application], None]
 
@@ -96,6 +120,7 @@ def capabilities(settings: WebSettings) -> Capabilities:
         markup="markdown",
         renderer=CommonMarkRenderer(),
         live_text=True,
+        upload_limit=UPLOAD_LIMIT,
     )
 
 
@@ -121,10 +146,22 @@ class WebAdapter:
         self,
         store: Store,
         settings: WebSettings | None = None,
+        *,
+        spool_dir: Path | None = None,
+        max_upload_bytes: int = DEFAULT_MAX_BYTES,
+        clock: Clock = time.time,
     ) -> None:
+        """``spool_dir`` holds uploads and sent files (default: a private temporary
+        folder, removed at ``stop``); ``max_upload_bytes`` caps one upload
+        (``[attachments] max_bytes``); ``clock`` (wall seconds) times their lifetimes."""
         self.settings = settings or WebSettings()
         self.store = store
         self.capabilities = capabilities(self.settings)
+        self._temporary_spool = spool_dir is None
+        root = spool_dir or Path(tempfile.mkdtemp(prefix="commonos-web-"))
+        self.uploads = UploadSpool(root, max_upload_bytes, clock=clock)
+        self.sent_files = SentFiles(root, UPLOAD_LIMIT)
+        self.clock = clock
         self.feeds = Feeds()
         self.gate = AccessGate(self.settings.token)
         self.closing = asyncio.Event()
@@ -156,6 +193,7 @@ class WebAdapter:
         """Replay unfinished messages and serve; an address that cannot be bound leaves
         ``health`` down with the reason (reported by the gateway, never raised)."""
         self.closing.clear()
+        self.sweep()
         self._inbox = WebInbox(self.store, sink, self._event_of, activity=self._busy)
         runner = web.AppRunner(self.app, shutdown_timeout=SHUTDOWN_SECONDS, access_log=None)
         await runner.setup()
@@ -188,6 +226,8 @@ class WebAdapter:
         self.url = None
         if self._inbox is not None:
             await self._inbox.close()
+        if self._temporary_spool:
+            self.uploads.remove_all()
         self.health = Health("stopped", time.time())
 
     async def drain(self) -> None:
@@ -210,8 +250,35 @@ class WebAdapter:
         key = str(session_key_of(message.conversation))
         if not await self._inbox.accept(message, key):
             return False
-        feed.add({"id": f"u-{message.client_id}", "role": "user", "html": plain_html(message.text)})
+        shown: Json = {"id": f"u-{message.client_id}", "role": "user"}
+        shown["html"] = plain_html(message.text)
+        if message.attachments:
+            shown["files"] = [{"name": a.name, "size": a.size} for a in message.attachments]
+        feed.add(shown)
         return True
+
+    def claim_uploads(self, conversation: str, upload_ids: list[str]) -> tuple[Attachment, ...]:
+        """The offered attachments for ``upload_ids``, all of ``conversation`` (else
+        :class:`~adapters.web.uploads.UnknownUpload`, nothing claimed)."""
+        return tuple(u.offered() for u in self.uploads.claim(conversation, upload_ids))
+
+    def sweep(self) -> None:
+        """Remove uploads and sent files past their lifetime (:mod:`adapters.web.uploads`)."""
+        self.uploads.sweep()
+        self.sent_files.sweep(self.clock())
+
+    async def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """An uploaded file's bytes from the spool, in chunks."""
+        try:
+            async for chunk in self.uploads.chunks(attachment.source):
+                yield chunk
+        except UnknownUpload:
+            raise DownloadFailed(
+                f"{attachment.name}: the upload is gone (an upload not sent within an hour, "
+                "or sent more than a day ago, is removed)"
+            ) from None
+        except OSError as exc:
+            raise DownloadFailed(f"{attachment.name}: cannot be read ({exc.strerror})") from None
 
     async def press(self, conversation: str, message_id: str, data: str) -> None:
         """A button pressed in the page, handed to the sink like any platform's press."""
@@ -243,9 +310,10 @@ class WebAdapter:
             sender=self.sender,
             session_key=session_key_of(message.conversation),
             text=message.text,
+            attachments=message.attachments,
         )
         command = parse_command(message.text.strip())
-        if command is None:
+        if command is None or message.attachments:
             return event
         name, args = command
         return replace(event, kind="command", command=name, args=args)
@@ -259,6 +327,8 @@ class WebAdapter:
         match call:
             case Send(chat, text, buttons, markup, key):
                 return await self._send(chat, text, buttons, markup, key)
+            case SendFile(chat, file, caption, key):
+                return await self._send_file(chat, self._keep(chat, file, key), caption)
             case Edit(message, text, buttons, markup):
                 await self._edit(message, text, buttons, markup)
             case Delete(message):
@@ -291,6 +361,18 @@ class WebAdapter:
             reply=markup,
         )
         return SentMessage(chat, message_id)
+
+    def _keep(self, chat: ChatRef, file: OutgoingFile, key: str | None) -> SentFile:
+        return self.sent_files.keep(chat.chat_id, file, file_id_of(key), self.clock())
+
+    async def _send_file(self, chat: ChatRef, sent: SentFile, caption: str) -> SentMessage:
+        """A file as a feed item with its download link; once per id (see
+        :mod:`adapters.web.files`)."""
+        feed = await self.feed(chat.chat_id)
+        if sent.id not in feed.messages:
+            item: Json = {"id": sent.id, "role": "bot", "html": plain_html(caption)}
+            feed.add({**item, "markup": False, "buttons": [], "file": sent.shown()})
+        return SentMessage(chat, sent.id)
 
     async def _edit(
         self, message: SentMessage, text: str, buttons: ButtonRows, markup: bool

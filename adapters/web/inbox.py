@@ -4,7 +4,9 @@ whose docstring draws the states): a sent message is stored first, then delivere
 A page names every message it sends with an id of its own choosing; the message is stored
 in the store's inbound queue under ``(platform "web", "<conversation>/<id>")`` before it
 is delivered. A retried POST with the same id (a flaky network, a double click, a reload
-that resends) finds the id known and starts nothing: one message, one turn.
+that resends) finds the id known and starts nothing: one message, one turn. The files a
+message sends are stored with it as offered attachments (their upload ids in the spool,
+:mod:`adapters.web.uploads`), so a replay offers them again.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from adapters.base import EventSink, InboundEvent
 from adapters.inbox import Activity, DurableInbox, ItemFormat
+from core.attachments import ATTACHMENT_KINDS, Attachment, AttachmentKind
 from core.store.base import InboundRecord, Store
 
 PLATFORM = "web"
@@ -27,6 +31,7 @@ class WebMessage:
     conversation: str
     client_id: str
     text: str
+    attachments: tuple[Attachment, ...] = ()
 
     @property
     def update_id(self) -> str:
@@ -38,7 +43,18 @@ class WebMessage:
     @classmethod
     def from_record(cls, record: InboundRecord) -> WebMessage:
         data = json.loads(record.payload)
-        return cls(str(data["conversation"]), str(data["client_id"]), str(data["text"]))
+        files = tuple(_attachment(item) for item in data.get("attachments", ()))
+        return cls(str(data["conversation"]), str(data["client_id"]), str(data["text"]), files)
+
+
+_KINDS: dict[str, AttachmentKind] = {kind: kind for kind in ATTACHMENT_KINDS}
+
+
+def _attachment(item: dict[str, Any]) -> Attachment:
+    kind = _KINDS.get(str(item.get("kind")), "document")
+    return Attachment(
+        kind, str(item["name"]), str(item["mime"]), int(item["size"]), str(item["source"])
+    )
 
 
 MESSAGES: ItemFormat[WebMessage] = ItemFormat(

@@ -20,6 +20,8 @@ from adapters.platforms import AdapterContext, Platform, RouteHost
 
 LISTEN_ENV = "COMMONOS_WEB_LISTEN"
 NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+SPOOL_DIR = "web-uploads"
+"""Under the data dir: the web chat's uploads and sent files (``adapters/web/uploads.py``)."""
 
 
 def _name(value: object) -> str:
@@ -74,7 +76,10 @@ def build(section: WebSection, context: AdapterContext) -> Adapter:
     settings = WebSettings(
         host=host.strip("[]"), port=int(port), token=section.token, user=section.name
     )
-    return WebAdapter(context.store, settings)
+    spool = context.data_dir / SPOOL_DIR if context.data_dir is not None else None
+    return WebAdapter(
+        context.store, settings, spool_dir=spool, max_upload_bytes=context.max_attachment_bytes
+    )
 
 
 def route_host(adapter: Adapter) -> RouteHost:

@@ -1,26 +1,33 @@
-"""The web chat's HTTP routes: the page, its event stream, sends, presses and the login.
+"""The web chat's HTTP routes: the page, its event stream, uploads, sends, presses, sent
+files and the login.
 
 Bad input gets one readable JSON error and changes nothing: 400 for a body that is not
 UTF-8 JSON, is nested too deeply to read, or is not an object; 413 for one over the
-server's ``client_max_size`` (256 KiB). A login is checked by the gate's throttle
-(:class:`adapters.web.access.LoginThrottle`): 429 with ``Retry-After`` while the address
-is locked out. See :mod:`adapters.web.adapter` for what each route means.
+server's ``client_max_size`` (256 KiB), or an upload over ``max_upload_bytes`` (the error
+names the limit; nothing is kept); 404 for an upload id that is not this conversation's
+(nothing is delivered) and for a sent file asked for by another conversation. A login is
+checked by the gate's throttle (:class:`adapters.web.access.LoginThrottle`): 429 with
+``Retry-After`` while the address is locked out. See :mod:`adapters.web.adapter` for what
+each route means.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from adapters.web.access import LOGIN_PATH, locked_out, login_page
 from adapters.web.feed import FeedEvent
+from adapters.web.files import download_headers
 from adapters.web.inbox import WebMessage
 from adapters.web.sse import HEARTBEAT_FRAME, frame, open_stream, with_heartbeats
+from adapters.web.uploads import CHUNK_BYTES, UnknownUpload, UploadTooLarge
 
 if TYPE_CHECKING:
     from adapters.web.adapter import WebAdapter
@@ -28,6 +35,8 @@ if TYPE_CHECKING:
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{6,64}")
 MAX_TEXT = 32_000
 MAX_BUTTON_DATA = 256
+MAX_UPLOADS = 10
+"""Files one message may send."""
 STATIC_DIR = Path(__file__).parent / "static"
 
 
@@ -87,6 +96,35 @@ async def _form_token(request: web.Request) -> str:
     return offered if isinstance(offered, str) else ""
 
 
+class NotFound(BadRequest):
+    status = 404
+
+
+def _uploads(value: object) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or len(value) > MAX_UPLOADS:
+        raise BadRequest(f"uploads: expected a list of at most {MAX_UPLOADS} upload ids")
+    return [_id(item, "uploads") for item in value]
+
+
+async def _file_part(request: web.Request) -> BodyPartReader:
+    """The upload's file part: the first part of a multipart body."""
+    try:
+        reader = await request.multipart()
+        part = await reader.next()
+    except (ValueError, AssertionError, LookupError, HttpProcessingError):
+        raise BadRequest("body: expected multipart/form-data with one file") from None
+    if not isinstance(part, BodyPartReader) or part.filename is None:
+        raise BadRequest("body: expected multipart/form-data with one file")
+    return part
+
+
+async def _chunks(part: BodyPartReader) -> AsyncIterator[bytes]:
+    while chunk := await part.read_chunk(CHUNK_BYTES):
+        yield chunk
+
+
 def _bad(exc: BadRequest) -> web.Response:
     return web.json_response({"error": str(exc)}, status=exc.status)
 
@@ -98,7 +136,9 @@ class ChatRoutes:
     def install(self, app: web.Application) -> None:
         app.router.add_get("/", self.index)
         app.router.add_get("/api/events", self.events)
+        app.router.add_post("/api/upload", self.upload)
         app.router.add_post("/api/send", self.send)
+        app.router.add_get("/api/files/{file}", self.sent_file)
         app.router.add_post("/api/press", self.press)
         app.router.add_get(LOGIN_PATH, self.login_form)
         app.router.add_post(LOGIN_PATH, self.log_in)
@@ -133,16 +173,35 @@ class ChatRoutes:
             feed.unlisten(queue)
         return response
 
+    async def upload(self, request: web.Request) -> web.Response:
+        try:
+            conversation = _id(request.query.get("conversation"), "conversation")
+            part = await _file_part(request)
+            upload = await self.adapter.uploads.receive(
+                conversation, part.filename or "", part.headers.get("Content-Type", ""),
+                _chunks(part),
+            )  # fmt: skip
+        except BadRequest as exc:
+            return _bad(exc)
+        except UploadTooLarge as exc:
+            return _bad(TooLarge(str(exc)))
+        answer = {"upload": upload.id, "name": upload.name, "size": upload.size}
+        return web.json_response(answer, status=201)
+
     async def send(self, request: web.Request) -> web.Response:
         try:
             body = await _json_body(request)
-            message = WebMessage(
-                conversation=_id(body.get("conversation"), "conversation"),
-                client_id=_id(body.get("id"), "id"),
-                text=_text(body.get("text"), "text", MAX_TEXT),
-            )
+            conversation = _id(body.get("conversation"), "conversation")
+            uploads = _uploads(body.get("uploads"))
+            text = body.get("text")
+            if not (uploads and text in ("", None)):
+                text = _text(text, "text", MAX_TEXT)
+            attachments = self.adapter.claim_uploads(conversation, uploads)
+            message = WebMessage(conversation, _id(body.get("id"), "id"), text or "", attachments)
         except BadRequest as exc:
             return _bad(exc)
+        except UnknownUpload as exc:
+            return _bad(NotFound(str(exc)))
         accepted = await self.adapter.receive(message)
         return web.json_response({"accepted": accepted, "duplicate": not accepted}, status=202)
 
@@ -156,6 +215,17 @@ class ChatRoutes:
             return _bad(exc)
         await self.adapter.press(conversation, message, data)
         return web.json_response({"pressed": True}, status=202)
+
+    async def sent_file(self, request: web.Request) -> web.StreamResponse:
+        """A file the agent sent, to its own conversation's page only (else 404)."""
+        conversation = request.query.get("conversation", "")
+        sent = None
+        if ID_PATTERN.fullmatch(conversation):
+            sent = self.adapter.sent_files.find(conversation, request.match_info["file"])
+        if sent is None:
+            return _bad(NotFound("no such file in this conversation"))
+        path = self.adapter.sent_files.path_of(sent)
+        return web.FileResponse(path, chunk_size=CHUNK_BYTES, headers=download_headers(sent))
 
     async def login_form(self, request: web.Request) -> web.Response:
         return login_page()

@@ -1,5 +1,7 @@
 // The web chat page: one EventSource in, fetch POSTs out. The server renders every
-// message to sanitised HTML; this script only places it.
+// message to sanitised HTML; this script only places it. Files (the 📎 button, drag and
+// drop onto the chat, a pasted image) are uploaded at once and wait as chips until the
+// message is sent with their upload ids; names are only ever set as text.
 
 const $ = (id) => document.getElementById(id);
 const messages = $("messages");
@@ -31,6 +33,7 @@ function fill(node, message) {
   node.className = `msg ${message.role}` + (message.markup === false ? " plain" : "");
   const body = node.querySelector(".body");
   body.innerHTML = message.html; // sanitised by the server (markdown-it, html disabled)
+  if ("files" in message || "file" in message) showFiles(node.querySelector(".files"), message);
   const row = node.querySelector(".buttons");
   row.replaceChildren();
   for (const line of message.buttons || []) {
@@ -54,11 +57,47 @@ function show(message) {
     node.id = `m-${message.id}`;
     node.dataset.testid = "message";
     node.append(Object.assign(document.createElement("div"), { className: "body" }));
+    node.append(Object.assign(document.createElement("div"), { className: "files" }));
     node.append(Object.assign(document.createElement("div"), { className: "buttons" }));
     messages.append(node);
   }
   fill(node, message);
   node.scrollIntoView({ block: "end" });
+}
+
+function shownSize(size) {
+  if (size < 1024) return `${size} B`;
+  let value = size / 1024;
+  for (const unit of ["KB", "MB", "GB"]) {
+    if (value < 1024 || unit === "GB") return `${value.toFixed(1)} ${unit}`;
+    value /= 1024;
+  }
+}
+
+// The files of a message: the user's sent files by name, or a file the agent sent as a
+// download link (and a thumbnail for an image), from the conversation's authorised route.
+function showFiles(box, message) {
+  box.replaceChildren();
+  for (const file of message.files || []) {
+    const chip = document.createElement("span");
+    chip.className = "file";
+    chip.dataset.testid = "sent-file";
+    chip.textContent = `📎 ${file.name} (${shownSize(file.size)})`;
+    box.append(chip);
+  }
+  const file = message.file;
+  if (!file) return;
+  if (file.image) {
+    const image = Object.assign(document.createElement("img"), { src: file.url, alt: file.name });
+    image.className = "thumb";
+    box.append(image);
+  }
+  const link = Object.assign(document.createElement("a"), { href: file.url, download: file.name });
+  link.dataset.testid = "file-link";
+  link.textContent = `📎 ${file.name}`;
+  const size = Object.assign(document.createElement("span"), { className: "size" });
+  size.textContent = ` (${shownSize(file.size)})`;
+  box.append(link, size);
 }
 
 function edit(change) {
@@ -157,9 +196,73 @@ async function post(path, body, attempts = 4) {
   }
 }
 
-function send(text) {
-  if (!text.trim()) return;
-  post("/api/send", { conversation, id: newId(), text });
+// -- files waiting to be sent: uploaded at once, shown as removable chips ---------------
+let pending = [];
+
+function showPending() {
+  const box = $("pending");
+  box.replaceChildren();
+  box.hidden = pending.length === 0;
+  for (const item of pending) {
+    const chip = document.createElement("span");
+    chip.className = "chip" + (item.upload ? "" : " uploading");
+    chip.dataset.testid = "pending-file";
+    chip.textContent = `📎 ${item.name} (${shownSize(item.size)})`;
+    const remove = Object.assign(document.createElement("button"), { type: "button" });
+    remove.textContent = "×";
+    remove.title = `Remove ${item.name}`;
+    remove.dataset.testid = "remove-file";
+    remove.addEventListener("click", () => {
+      pending = pending.filter((other) => other !== item);
+      showPending();
+    });
+    chip.append(remove);
+    box.append(chip);
+  }
+}
+
+async function uploadFile(file) {
+  const form = new FormData();
+  form.append("file", file, file.name || "pasted");
+  const path = `/api/upload?conversation=${encodeURIComponent(conversation)}`;
+  try {
+    const response = await fetch(path, { method: "POST", body: form });
+    if (response.status === 401) { location.reload(); return null; }
+    const answer = await response.json();
+    if (!response.ok) { toast(`${file.name}: ${answer.error || response.status}`); return null; }
+    return answer;
+  } catch (error) {
+    toast(`${file.name}: not uploaded (the server is unreachable)`);
+    return null;
+  }
+}
+
+function attach(files) {
+  for (const file of files) {
+    const item = { name: file.name || "pasted image", size: file.size, upload: null };
+    item.done = uploadFile(file).then((answer) => {
+      if (answer) Object.assign(item, { upload: answer.upload, name: answer.name });
+      else pending = pending.filter((other) => other !== item);
+      showPending();
+    });
+    pending.push(item);
+  }
+  showPending();
+}
+
+function command(text) {
+  post("/api/send", { conversation, id: newId(), text }); // the pending files stay pending
+}
+
+async function send(text) {
+  const sending = pending;
+  if (!text.trim() && sending.length === 0) return;
+  pending = [];
+  showPending();
+  await Promise.all(sending.map((item) => item.done));
+  const uploads = sending.filter((item) => item.upload).map((item) => item.upload);
+  if (!text.trim() && uploads.length === 0) return;
+  post("/api/send", { conversation, id: newId(), text, uploads });
 }
 
 function press(messageId, data, row) {
@@ -178,15 +281,41 @@ $("text").addEventListener("keydown", (e) => {
     $("composer").requestSubmit();
   }
 });
-$("stop").addEventListener("click", () => send("/stop"));
+$("text").addEventListener("paste", (e) => {
+  const files = [...(e.clipboardData?.files || [])];
+  if (files.length) { e.preventDefault(); attach(files); }
+});
+$("attach").addEventListener("click", () => $("file-input").click());
+$("file-input").addEventListener("change", (e) => {
+  attach([...e.target.files]);
+  e.target.value = "";
+});
+document.body.addEventListener("dragover", (e) => {
+  if (e.dataTransfer?.types.includes("Files")) {
+    e.preventDefault();
+    document.body.classList.add("dropping");
+  }
+});
+document.body.addEventListener("dragleave", (e) => {
+  if (e.target === document.body || !e.relatedTarget) document.body.classList.remove("dropping");
+});
+document.body.addEventListener("drop", (e) => {
+  document.body.classList.remove("dropping");
+  if (!e.dataTransfer?.files.length) return;
+  e.preventDefault();
+  attach([...e.dataTransfer.files]);
+});
+$("stop").addEventListener("click", () => command("/stop"));
 $("steer-form").addEventListener("submit", (e) => {
   e.preventDefault();
   const text = $("steer-text").value.trim();
-  if (text) send(`/steer ${text}`);
+  if (text) command(`/steer ${text}`);
   $("steer-text").value = "";
 });
 $("new-chat").addEventListener("click", () => {
   conversation = newId();
+  pending = [];
+  showPending();
   remember();
   setBusy(false);
   connect();
