@@ -15,13 +15,18 @@ Outbound calls are made once: PTB's rate limiter is not used, so a 429 is raised
 gateway's outbound scheduler paces every call to the limits declared in ``capabilities``
 (about 30 calls a second per bot, one a second per chat with short bursts, 20 a minute per
 group) and is the one layer that waits out and retries a 429.
+
+Files (:mod:`adapters.telegram.files`): inbound media are offered attachments, fetched by
+``download`` (``getFile``, then the file URL streamed); ``SendFile`` uploads a photo or a
+document (``upload_limit`` 50 MB). Albums fold into one event (:mod:`adapters.telegram.albums`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 from telegram import BotCommand, InlineKeyboardButton, InlineKeyboardMarkup
@@ -43,11 +48,13 @@ from adapters.base import (
     RateLimit,
     SentMessage,
 )
-from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, Typing
+from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, SendFile, Typing
 from adapters.health import Clock, Health, HealthCell
 from adapters.inbox import STORAGE_NOTICE
 from adapters.session_keys import SessionKeyRule
+from adapters.telegram.albums import ALBUM_WINDOW, Albums, Sleep
 from adapters.telegram.errors import platform_errors
+from adapters.telegram.files import UPLOAD_LIMIT, TelegramFiles
 from adapters.telegram.inbox import Inbox
 from adapters.telegram.normalize import (
     PLATFORM,
@@ -65,6 +72,7 @@ from adapters.telegram.polling import (
 from adapters.telegram.render import TelegramRenderer
 from adapters.telegram.transport import AiohttpRequest
 from adapters.telegram.webhook import WebhookServer, WebhookSettings
+from core.attachments import Attachment
 from core.store.base import Store
 from core.tasks import TaskSet
 
@@ -110,6 +118,10 @@ class TelegramSettings:
     """Which calls each of the three limits counts."""
     pace_clock: PaceClock = MONOTONIC
     """The clock the limits are measured on (a test's clock in tests)."""
+    album_window: float = ALBUM_WINDOW
+    """Seconds without a new part after which an album is folded (adapters/telegram/albums.py)."""
+    album_sleep: Sleep = asyncio.sleep
+    """How the album window is waited out (a test's gate in tests)."""
 
 
 def inline_keyboard(buttons: ButtonRows) -> InlineKeyboardMarkup | None:
@@ -163,8 +175,10 @@ class TelegramAdapter:
             group_limit=self.settings.group_limit,
             charges=self.settings.charges,
             pace_clock=self.settings.pace_clock,
+            upload_limit=UPLOAD_LIMIT,
         )
         self.bot = self._build_bot(token)
+        self.files = TelegramFiles(self.bot)
         install_log_filter()
         self.identity: BotIdentity | None = None
         self._inbox: Inbox | None = None
@@ -201,7 +215,10 @@ class TelegramAdapter:
             return
         self.identity = BotIdentity(self.bot.id, self.bot.username)
         normalizer = Normalizer(self.identity, self.key_rule)
-        self._inbox = Inbox(self.store, self.bot, normalizer, sink, self._storage_notice)
+        albums = Albums(sink, self.settings.album_window, self.settings.album_sleep)
+        self._inbox = Inbox(
+            self.store, self.bot, normalizer, sink, self._storage_notice, albums=albums
+        )
         await self.set_commands(self.settings.commands)
         await self._inbox.replay()
         if self.settings.webhook is not None:
@@ -245,6 +262,7 @@ class TelegramAdapter:
             self._webhook = None
         if self._inbox is not None:
             await self._inbox.close()
+        await self.files.aclose()
         await self.bot.shutdown()
         self.health_cell.stopped()
 
@@ -258,6 +276,14 @@ class TelegramAdapter:
         if self._inbox is not None:
             await self._inbox.drain()
 
+    def album_parts_waiting(self) -> int:
+        """Album parts received and not yet folded into their event (tests, diagnostics)."""
+        return self._inbox.albums.waiting() if self._inbox is not None else 0
+
+    def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """The bytes of an attachment this adapter offered, streamed (``files.py``)."""
+        return self.files.download(attachment)
+
     async def set_commands(self, commands: CommandMenu) -> None:
         """Publish the command menu (``setMyCommands``); an empty menu is not sent."""
         if not commands:
@@ -269,10 +295,13 @@ class TelegramAdapter:
     # outbound ------------------------------------------------------------------------------
     async def perform(self, call: Call) -> SentMessage | None:
         """One outbound call (:mod:`adapters.calls`). The Bot API has no idempotency key:
-        a ``Send.key`` is not sent (docs/architecture.md, "Exactly once")."""
+        a ``Send.key`` (or ``SendFile.key``) is not sent (docs/architecture.md, "Exactly
+        once")."""
         match call:
             case Send(chat, text, buttons, markup):
                 return await self._send(chat, text, buttons, markup)
+            case SendFile(chat, file, caption):
+                return await self.files.send(chat, file, caption)
             case Edit(message, text, buttons, markup):
                 await self._edit(message, text, buttons, markup)
             case Delete(message):

@@ -7,6 +7,9 @@ whose docstring draws the states): what only Telegram's updates need.
 * A batch PTB could not parse is taken apart (:meth:`Inbox.accept_raw`), and the updates
   behind one the store refused still tell their chats of the outage
   (:meth:`Inbox.held_back`).
+* The parts of an album (one ``media_group_id``) are stored one update each and handed
+  over as one folded event (:mod:`adapters.telegram.albums`): each part's item settles
+  with that event's receipt, and a replay folds the unfinished parts again.
 * Stored updates are PTB ``Update`` objects (their ``to_dict``). Each is normalized once
   (:class:`Normalized`): on arrival, before it is stored (its session key is stored with
   it), or when a later run revives it; the event handed over is that one. A press we make
@@ -39,6 +42,7 @@ from adapters.inbox import (
     notice_chat,
     unstorable_value,
 )
+from adapters.telegram.albums import Albums
 from adapters.telegram.normalize import PLATFORM, Normalizer
 from core.store.base import InboundRecord, Store, StoreUnavailable
 
@@ -64,8 +68,10 @@ class Inbox:
         sink: EventSink,
         notify: Notify | None = None,
         max_attempts: int = MAX_ATTEMPTS,
+        albums: Albums | None = None,
     ) -> None:
         self.bot, self.normalizer, self.sink = bot, normalizer, sink
+        self.albums = albums or Albums(sink)
         form = ItemFormat(PLATFORM, "update", _update_key, _stored_json, self._revive)
         self.queue = DurableInbox(
             store, form, self._handle, notify=notify, max_attempts=max_attempts
@@ -144,6 +150,9 @@ class Inbox:
         if item.event is None:
             await _answer_unhandled_press(item.update)
             return None
+        group = item.update.message.media_group_id if item.update.message else None
+        if group is not None:
+            return await self.albums.add(group, item.event)
         await self.sink(item.event)
         return item.event
 

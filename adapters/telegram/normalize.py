@@ -10,6 +10,12 @@ per chat in DMs, per user in groups and channels, shared in topics.
 Commands are ``/name[@bot] args``; a command addressed to another bot is not ours and is
 dropped (``None``), as are updates that carry nothing we handle (stickers, joins, ...).
 
+A message with a photo, document, voice note, audio, video, video note or animation carries
+it as an offered attachment (:mod:`adapters.telegram.files`); its caption is the text ("" when
+it has none) and it is always kind ``text``: a caption starting with ``/new`` is not a
+command, so the file always reaches the turn (send the command on its own to run it).
+Mentions of the bot count in a caption as in a text.
+
 A chat's kind is taken only from a valid ``chat.type`` (one of :data:`CHAT_TYPES`, a
 string): any other value raises :class:`MalformedUpdate`, so the update becomes a dead
 letter (:mod:`adapters.telegram.inbox`) and changes nothing about its chat — neither its
@@ -25,6 +31,7 @@ from telegram import CallbackQuery, Chat, Message, MessageEntity, Update, User
 
 from adapters.base import ChatRef, ChatType, InboundEvent, Sender, SentMessage, SessionKey
 from adapters.session_keys import KeyStrategy, SessionKeyRule, key_rule
+from adapters.telegram.files import attachments_of
 
 PLATFORM = "telegram"
 CHAT_TYPES = frozenset({Chat.PRIVATE, Chat.GROUP, Chat.SUPERGROUP, Chat.CHANNEL})
@@ -99,13 +106,14 @@ def sender_of(user: User | None, message: Message | None) -> Sender:
 
 
 def is_mentioned(message: Message, bot: BotIdentity) -> bool:
-    """An ``@bot`` mention entity, or a text mention of the bot's user.
+    """An ``@bot`` mention entity, or a text mention of the bot's user (in the text, or in
+    the caption of a media message).
 
     Entities whose offsets do not fit the text (one inside an emoji's surrogate pair, say)
     cannot be read: such a message counts as not mentioning the bot."""
     handle = f"@{bot.username}".lower()
     try:
-        entities = message.parse_entities()
+        entities = message.parse_entities() if message.text else message.parse_caption_entities()
     except ValueError:  # UnicodeDecodeError: an offset inside a surrogate pair
         return False
     for entity, text in entities.items():
@@ -153,7 +161,8 @@ class Normalizer:
     def _message(self, update_id: int, message: Message) -> InboundEvent | None:
         chat_type = chat_type_of(message.chat, message)  # validated even when we ignore it
         text = message.text or message.caption or ""
-        if not text:
+        attachments = attachments_of(message)
+        if not text and not attachments:
             return None
         chat = chat_ref_of(message.chat, message, chat_type)
         sender = sender_of(message.from_user, message)
@@ -168,8 +177,9 @@ class Normalizer:
             text=text,
             mentioned=is_mentioned(message, self.bot),
             reply_to_bot=is_reply_to_bot(message, self.bot),
+            attachments=attachments,
         )
-        return self._as_command(base)
+        return base if attachments else self._as_command(base)
 
     def _as_command(self, event: InboundEvent) -> InboundEvent | None:
         command = parse_command(event.text)

@@ -339,8 +339,10 @@ class TelegramSim(SimServer):
         """Privacy mode: in groups a bot gets commands, mentions of it and replies to it."""
         if chat.type == "private" or (reply_to is not None and reply_to.from_bot):
             return True
-        text, me = raw.get("text", raw.get("caption", "")), f"@{self.bot.username}"
-        for e in raw.get("entities", raw.get("caption_entities", [])):
+        text: str = raw.get("text") or raw.get("caption") or ""
+        entities: list[Json] = raw.get("entities") or raw.get("caption_entities") or []
+        me = f"@{self.bot.username}"
+        for e in entities:
             part = text[e["offset"] : e["offset"] + e["length"]]  # ASCII: units == chars
             if e["type"] == "mention" and part == me:
                 return True

@@ -190,3 +190,14 @@ def replies(sim: TelegramSim, chat: int, text: str) -> list[SimMessage]:
 def _first_text(message: SimMessage) -> str:
     first = message.history[0] if message.history else message.raw
     return str(first.get("text", ""))
+
+
+class AlbumGate:
+    """The album window (``TelegramSettings.album_sleep``), opened by the test: an album is
+    folded once ``opened`` is set and no part arrived since its last look."""
+
+    def __init__(self) -> None:
+        self.opened = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        await self.opened.wait()
