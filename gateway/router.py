@@ -12,6 +12,9 @@ plane* and acts at once, never queued behind a running turn: ``/stop``, ``/steer
 * Every admitted event records where its session lives (:class:`ChatDirectory`), so the
   reply, the progress view and approval cards find the chat.
 * A button press is answered (an ``AnswerPress`` call) exactly once, whatever happens.
+* A message with files carries them *offered* (``UserMessage.attachments``): they are
+  downloaded in its turn's lane (:mod:`gateway.intake`), only for an admitted sender, and
+  such a message queues rather than steer a running turn.
 * A message queued behind a running turn is acknowledged ("⏳ Queued …"), at most once
   per ``ack_interval`` seconds per session.
 * Receipts: an event that becomes a turn hands its :class:`~adapters.base.Receipt` the
@@ -83,6 +86,7 @@ class Router:
         ack_interval: float = ACK_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
         context: SessionContext | None = None,
+        policy_for: Callable[[str], BusyPolicy] | None = None,
     ) -> None:
         self._dispatcher, self._approvals = dispatcher, approvals
         self._access, self._directory = access, directory
@@ -93,6 +97,7 @@ class Router:
         self.stop_buttons = StopButtons(dispatcher, approvals, stopped)
         """The Stop buttons of running turns' progress messages."""
         self._ack_interval, self._clock = ack_interval, clock
+        self._policy_for = policy_for
         self._last_ack: dict[str, float] = {}
 
     @property
@@ -149,19 +154,32 @@ class Router:
         """Start (or queue) a turn with ``text``; acknowledges a queued message itself.
 
         The message carries ``event``'s origin (``"<platform>:<update id>"``, how a replay
-        finds what it stored); ``event``'s receipt follows how the message ends."""
-        if not text.strip():
+        finds what it stored) and its offered files, downloaded in the turn's lane
+        (docs/attachments.md); ``event``'s receipt follows how the message ends."""
+        if not text.strip() and not event.attachments:
             return None
         origin = f"{event.platform}:{event.update_id}"
         message = UserMessage(
-            text, sender_id=user_of(event), sender_name=event.sender.name, origin=origin
-        )
+            text, sender_id=user_of(event), sender_name=event.sender.name, origin=origin,
+            attachments=event.attachments,
+        )  # fmt: skip
         key = str(event.session_key)
+        policy = self._unfolded(key, message, policy)
         outcome = self._dispatcher.submit(key, message, policy=policy)
         if outcome.handled is not None:
             event.receipt.follow(outcome.handled)
         await self._acknowledge(event, key, outcome)
         return None
+
+    def _unfolded(
+        self, key: str, message: UserMessage, policy: BusyPolicy | None
+    ) -> BusyPolicy | None:
+        """A message with files is never folded into a running turn as a steer (its files
+        must be taken in first): it queues instead."""
+        if not message.attachments:
+            return policy
+        wanted = policy or (self._policy_for(key) if self._policy_for else None)
+        return "queue" if wanted in (None, "steer") else wanted
 
     async def _acknowledge(self, event: InboundEvent, key: str, outcome: SubmitOutcome) -> None:
         notice = ACKS.get(outcome.kind)

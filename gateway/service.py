@@ -76,8 +76,10 @@ from core.tools.base import ToolRegistry
 from gateway.access import AccessControl, AccessPolicy, qualified
 from gateway.approval_card import ChatApprover
 from gateway.chat_commands import StoppedTurns
-from gateway.chats import ChatDirectory
+from gateway.chats import ChatDirectory, Place
 from gateway.delivery import TYPING_DELAY, TYPING_INTERVAL, Delivery, Typing
+from gateway.file_delivery import FileDelivery
+from gateway.intake import DEFAULT_ATTACHMENTS, NOTHING_TO_RUN, Attachments, Intake
 from gateway.live_text import live_reply
 from gateway.pipeline import Traffic
 from gateway.progress import ProgressConfig, ProgressView
@@ -91,6 +93,7 @@ ABANDONED_GRACE = 2.0
 Sleep = Callable[[float], Awaitable[None]]
 FAILED_REPLY = "⚠️ Something went wrong while handling this message. Please try again."
 REMEMBERED_TURNS = 1000
+
 DEFAULT_PROGRESS = ProgressConfig()
 
 
@@ -142,6 +145,7 @@ class GatewayService:
         *,
         adapters: Sequence[Adapter] = (),
         traffic: Traffic | None = None,
+        attachments: Attachments = DEFAULT_ATTACHMENTS,
     ) -> None:
         if engine.default_profile not in engine.profiles:
             names = sorted(engine.profiles)
@@ -181,6 +185,8 @@ class GatewayService:
             for name, profile in engine.profiles.items()
         }
         self.delivery = Delivery(sleep=sleep, store=store)
+        self.intake = Intake(store, self.delivery, attachments)
+        self.files = FileDelivery(store, self.directory, self.delivery, sleep=sleep)
         self.dispatcher = self._dispatcher()
         self.router = self._router(chat.access)
 
@@ -209,6 +215,7 @@ class GatewayService:
             stopped=self.stopped_turns,
             clock=self._clock,
             context=self,
+            policy_for=self._policy_for,
         )
 
     # lifecycle ------------------------------------------------------------------------
@@ -250,6 +257,7 @@ class GatewayService:
                 await bot.adapter.stop()
             except Exception:
                 logger.exception("%s adapter did not stop cleanly", bot.platform)
+        await self.intake.aclose()
         still_running = await drain_abandoned(ABANDONED_GRACE)
         if still_running:
             logger.warning("%d stopped task(s) ignored cancellation at shutdown", still_running)
@@ -296,6 +304,10 @@ class GatewayService:
     ) -> TurnResult:
         agent = self.agent_for(session_key)
         place = self.directory.place(session_key)
+        taken = await self._take_in(session_key, message, place, agent, control)
+        if taken is None:
+            return NOTHING_TO_RUN
+        message = taken
         if place is None:
             return await agent.run_turn(session_key, message, control)
         stops = self.router.stop_buttons
@@ -327,6 +339,24 @@ class GatewayService:
         finally:
             stops.forget(stop_id)
 
+    async def _take_in(
+        self,
+        session_key: str,
+        message: UserMessage,
+        place: Place | None,
+        agent: CommonAgent,
+        control: TurnControl,
+    ) -> UserMessage | None:
+        """The message's files saved in the session's workspace (docs/attachments.md); None
+        when nothing is left to run. ``/stop`` ends a download too."""
+        if not message.attachments:
+            return message
+        workspaces = agent.profile.workspaces()
+        workspace = await asyncio.to_thread(workspaces.ensure, session_key)
+        return await control.token.guard(
+            self.intake.take_in(session_key, message, place, workspace)
+        )
+
     def _typing_paused(self, session_key: str, view: ProgressView) -> bool:
         """No typing while a card waits for a person, nor in a shared chat once the
         progress message shows the turn is alive (chat actions count as group messages)."""
@@ -348,6 +378,7 @@ class GatewayService:
                 logger.info("turn %s: /stop was acknowledged; its reply suppressed", result.turn_id)
             else:
                 await self._deliver(session_key, result, view)
+            await self.files.after_turn(session_key, result, stopped=stopped)
         finally:
             if view is not None:
                 remove = self._progress.becomes_reply and reply_text(result) is not None

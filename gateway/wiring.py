@@ -31,9 +31,11 @@ from gateway.access import AccessPolicy
 from gateway.chat_syntax import command_menu
 from gateway.config import Config
 from gateway.containment import profile_workspaces, unprobed_sandboxes
+from gateway.intake import Attachments, IntakeLimits
 from gateway.log_redaction import config_secrets
 from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService
+from gateway.transcription import Transcriber, TranscriptionConfig
 from gateway.web.compose import mount_web, web_operators
 from gateway.web.metrics import GatewayMetrics
 
@@ -55,7 +57,9 @@ def build_service(
     remember_secrets(config_secrets(config))
     metrics = GatewayMetrics()
     engine = _engine(config, store, model, sandboxes, metrics)
-    service = GatewayService(engine, _chat(config), traffic=metrics.traffic)
+    service = GatewayService(
+        engine, _chat(config), traffic=metrics.traffic, attachments=_attachments(config)
+    )
     context = AdapterContext(store=store, commands=tuple(command_menu()))
     for adapter in _adapters(config, context):
         service.attach(adapter)
@@ -94,6 +98,21 @@ def _chat(config: Config) -> ChatPolicy:
             new_message_after=config.progress.new_message_after,
         ),
     )
+
+
+def _attachments(config: Config) -> Attachments:
+    """``[attachments]``'s limits and ``[transcription]``'s transcriber (docs/attachments.md)."""
+    section, spoken = config.attachments, config.transcription
+    limits = IntakeLimits(max_bytes=section.max_bytes, kinds=frozenset(section.kinds))
+    if spoken.base_url is None:
+        return Attachments(limits)
+    transcriber = Transcriber(
+        TranscriptionConfig(
+            base_url=spoken.base_url, model=spoken.model, api_key=spoken.api_key or "",
+            timeout=spoken.timeout, language=spoken.language,
+        )
+    )  # fmt: skip
+    return Attachments(limits, transcriber)
 
 
 def _adapters(config: Config, context: AdapterContext) -> list[Adapter]:

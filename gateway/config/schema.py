@@ -9,7 +9,7 @@ test keeps it in step with these models.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -331,6 +331,7 @@ class ProfileSection(Section):
             context_window=self.context_window,
             compact_at=self.compact_at or DEFAULT_COMPACT_AT,
             external_runtime=self.external_runtime,
+            vision=self.vision,
         )
 
 
@@ -375,6 +376,8 @@ class TranscriptionSection(Section):
     """Sent as a Bearer token; a local server may need none."""
     timeout: PositiveNumber = 120.0
     """Seconds one transcription may take, the upload included."""
+    language: Text | None = None
+    """The spoken language as an ISO-639-1 code (``"en"``); unset: the server detects it."""
 
     @property
     def configured(self) -> bool:
@@ -418,7 +421,9 @@ class Config:
         return self.profiles[name or self.gateway.default_profile]
 
     def agent_profile(self, name: str | None = None) -> AgentProfile:
-        return self.profile(name).to_agent_profile()
+        """The engine's view of a profile, with ``[attachments] inline_bytes``."""
+        profile = self.profile(name).to_agent_profile()
+        return replace(profile, inline_bytes=self.attachments.inline_bytes)
 
     def platform(self, name: str) -> Any:
         """The platform's section when present and enabled, else None."""

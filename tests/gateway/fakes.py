@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from adapters.base import (
@@ -21,16 +22,18 @@ from adapters.base import (
     Capabilities,
     ChatRef,
     ChatType,
+    DownloadFailed,
     EventSink,
     InboundEvent,
     Sender,
     SentMessage,
 )
-from adapters.calls import AnswerPress, Delete, Edit, LiveText, Send, Typing
+from adapters.calls import AnswerPress, Delete, Edit, LiveText, Send, SendFile, Typing
 from adapters.calls import Call as OutboundCall
 from adapters.health import Health
 from adapters.session_keys import session_key
 from adapters.telegram.render import TelegramRenderer
+from core.attachments import Attachment, OutgoingFile
 from core.model.base import ModelRequest
 from core.types import ModelReply, ToolCall
 
@@ -56,6 +59,10 @@ class Call:
     at: float = 0.0
     event: InboundEvent | None = None
     key: str | None = None
+    file: OutgoingFile | None = None
+    content: bytes = b""
+    """A sent file's bytes, as read when the call was made."""
+    in_flight_since: float | None = None
 
 
 class FakeClock:
@@ -84,6 +91,16 @@ class FakeAdapter:
     sink: EventSink | None = None
     stopped: bool = False
     health: Health = field(default_factory=lambda: Health("up", 0.0))
+    files: dict[str, bytes | Exception] = field(default_factory=dict)
+    """What ``download`` serves per attachment ``source``: the bytes, or an error to raise
+    before the first byte."""
+    breaks: dict[str, int] = field(default_factory=dict)
+    """A download of this ``source`` raises ``DownloadFailed`` after this many bytes."""
+    downloads: list[str] = field(default_factory=list)
+    """The ``source`` of every download begun, in order."""
+    chunk_size: int = 4096
+    download_gate: asyncio.Event | None = None
+    """Set: each download waits on it after its first chunk (a download in progress)."""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
@@ -117,7 +134,29 @@ class FakeAdapter:
         await self.wait_for(lambda: any(predicate(c.text) for c in self.of("send")))
         return next(c for c in self.of("send") if predicate(c.text))
 
+    def serve(self, source: str, content: bytes | Exception) -> Attachment:
+        """Offer ``content`` as a document at ``source`` (its declared size the real one)."""
+        self.files[source] = content
+        size = len(content) if isinstance(content, bytes) else 0
+        return Attachment("document", f"{source}.txt", "text/plain", size, source=source)
+
     # the Adapter port --------------------------------------------------------------------
+    async def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """The bytes registered for ``attachment.source``, in ``chunk_size`` chunks."""
+        self.downloads.append(attachment.source)
+        content = self.files.get(attachment.source)
+        if content is None:
+            raise DownloadFailed("the file is gone from the platform")
+        if isinstance(content, Exception):
+            raise content
+        cut = self.breaks.get(attachment.source, len(content))
+        for start in range(0, max(cut, 1), self.chunk_size):
+            yield content[start : min(start + self.chunk_size, cut)]
+            if self.download_gate is not None:
+                await self.download_gate.wait()
+        if cut < len(content):
+            raise DownloadFailed("the connection broke")
+
     async def start(self, sink: EventSink) -> None:
         self.sink = sink
 
@@ -130,6 +169,13 @@ class FakeAdapter:
             case Send(chat, text, buttons, markup, key):
                 message = SentMessage(chat, str(next(self._ids)))
                 await self._record(Call("send", text, message, buttons, markup, key=key))
+                return message
+            case SendFile(chat, file, caption, key, since):
+                message = SentMessage(chat, str(next(self._ids)))
+                content = await asyncio.to_thread(Path(file.path).read_bytes)
+                sent = Call("send_file", caption, message, key=key, file=file, content=content,
+                            in_flight_since=since)  # fmt: skip
+                await self._record(sent)
                 return message
             case Edit(message, text, buttons, markup):
                 await self._record(Call("edit", text, message, buttons, markup))
@@ -168,12 +214,14 @@ def event(
     button: str | None = None,
     on: SentMessage | None = None,
     platform: str = "fake",
+    attachments: tuple[Attachment, ...] = (),
+    update_id: str | None = None,
 ) -> InboundEvent:
     """An inbound event as an adapter would build it (commands parsed from ``/cmd args``)."""
     key = session_key(platform, chat_type, chat_id, user_id=who.id, thread_id=thread_id)
     common: dict[str, Any] = {
         "platform": platform,
-        "update_id": str(next(_updates)),
+        "update_id": update_id or str(next(_updates)),
         "chat": ChatRef(platform, chat_id, thread_id),
         "chat_type": chat_type,
         "sender": who.sender(),
@@ -186,7 +234,7 @@ def event(
         head, _, args = text[1:].partition(" ")
         name = head.split("@", 1)[0].lower()
         return InboundEvent(kind="command", text=text, command=name, args=args, **common)
-    return InboundEvent(kind="text", text=text, **common)
+    return InboundEvent(kind="text", text=text, attachments=attachments, **common)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from core.tools.base import Tool, ToolContext, ToolRegistry, ToolResult
 from core.tools.clarify import clarify_tool
 from core.types import ToolSpec
 from gateway.access import AccessPolicy
+from gateway.intake import DEFAULT_ATTACHMENTS, Attachments
 from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
 from tests.gateway.fakes import Call, FakeAdapter, FakeClock, Person, ScriptedModel, event
@@ -126,6 +127,7 @@ async def build_gateway(
     adapter: FakeAdapter | None = None,
     typing_sleep: Callable[[float], Awaitable[None]] | None = None,
     elsewhere: FakeAdapter | None = None,
+    attachments: Attachments = DEFAULT_ATTACHMENTS,
 ) -> Gateway:
     """``elsewhere``: a second platform's adapter, where Alice, Bob and Carol (by the same
     ids) may talk too; Carol approves only on ``fake``."""
@@ -154,6 +156,7 @@ async def build_gateway(
         ),
         Pacing(clock=clock, sleep=clock.sleep, typing_sleep=typing_sleep or asyncio.sleep),
         adapters=[adapter] + ([elsewhere] if elsewhere else []),
+        attachments=attachments,
     )
     await service.start()
     return Gateway(service, adapter, model, store, gate, started, clock, ran)
