@@ -6,8 +6,9 @@ thumbnails are files of their own), named ``photo-<file_unique_id>.jpg``; a docu
 its file name and MIME type and is kind ``image`` when that type is ``image/*`` (a
 screenshot sent uncompressed); a voice note is kind ``voice``, an audio file ``audio``; a
 video, a round video note and an animation (a GIF, which Telegram turns into MP4) are
-``video``. Each offered :class:`~core.attachments.Attachment` carries the ``file_id`` as its
-``source`` and the size Telegram declared.
+``video``. A sender's file name is made harmless to show (no path, control or bidi
+characters, at most 120 characters). Each offered :class:`~core.attachments.Attachment`
+carries the ``file_id`` as its ``source`` and the size Telegram declared.
 
 Download (:meth:`TelegramFiles.download`): ``getFile`` gives the file's path, then the file
 URL (``base_file_url``) is streamed with httpx in 64 KiB chunks, never held whole. Telegram
@@ -37,6 +38,7 @@ from telegram import error as tg
 from telegram.ext import ExtBot
 
 from adapters.base import AdapterError, ChatRef, DownloadFailed, SentMessage, TooLong
+from adapters.offered import display_name
 from adapters.telegram.errors import platform_errors
 from core.attachments import Attachment, AttachmentKind, OutgoingFile
 
@@ -104,7 +106,9 @@ def _photo(sizes: tuple[PhotoSize, ...]) -> Attachment:
 def _offered(
     kind: AttachmentKind, name: str, mime: str, size: int | None, file_id: str
 ) -> Attachment:
-    return Attachment(kind=kind, name=name, mime=mime, size=size or 0, source=file_id)
+    """The sender's name is made harmless to show (``adapters.offered.display_name``)."""
+    shown = display_name(name)
+    return Attachment(kind=kind, name=shown, mime=mime, size=size or 0, source=file_id)
 
 
 # download and upload -------------------------------------------------------------------------

@@ -72,6 +72,17 @@ async def test_photo_is_its_largest_size_and_its_caption_the_text(
     assert photo.name == f"photo-{largest['file_unique_id']}.jpg"
 
 
+async def test_a_hostile_file_name_is_shown_harmless(
+    adapter: TelegramAdapter, telegram_sim: TelegramSim, events: EventLog
+) -> None:
+    hostile = "../../etc/\u202egnp.exe\x00" + "a" * 300 + ".pdf"
+    await telegram_sim.user_sends(ALICE.id, "document", b"%PDF", name=hostile)
+    (attachment,) = (await events.next_event()).attachments
+    assert "/" not in attachment.name and "\u202e" not in attachment.name
+    assert "\x00" not in attachment.name and len(attachment.name) <= 120
+    assert attachment.name.endswith(".pdf")
+
+
 async def test_a_caption_that_looks_like_a_command_is_text_and_keeps_the_file(
     adapter: TelegramAdapter, telegram_sim: TelegramSim, events: EventLog
 ) -> None:
