@@ -69,3 +69,12 @@ class OutgoingFile:
     size: int
     kind: OutgoingKind
     caption: str = ""
+
+
+def human_size(size: int) -> str:
+    """A file size for people: ``512 bytes``, ``12.1 KB (12,345 bytes)``,
+    ``3.4 MB (3,565,158 bytes)``."""
+    if size < 1024:
+        return f"{size} byte" if size == 1 else f"{size} bytes"
+    unit, scaled = ("KB", size / 1024) if size < 1024 * 1024 else ("MB", size / 1024 / 1024)
+    return f"{scaled:.1f} {unit} ({size:,} bytes)"

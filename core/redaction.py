@@ -105,6 +105,11 @@ class KnownSecrets:
         pattern = self._pattern
         return text if pattern is None else pattern.sub(mask, text)
 
+    def found_in(self, text: str) -> bool:
+        """``text`` holds a known value in one of its forms (masking would change it)."""
+        pattern = self._pattern
+        return pattern is not None and pattern.search(text) is not None
+
 
 def encoded_forms(value: str) -> set[str]:
     """``value`` verbatim, URL-encoded, and the parts of its base64 encodings that depend

@@ -34,7 +34,7 @@ from typing import Any
 
 from core.agent.profile import AgentProfile
 from core.agent.turn import UserMessage
-from core.attachments import Attachment
+from core.attachments import Attachment, human_size
 from core.store.base import Store
 from core.tools.beneath import BadPath, open_regular
 from core.types import ChatMessage, Content
@@ -117,14 +117,6 @@ _KIND_WORDS = {
     "voice": "voice note",
     "video": "video",
 }
-
-
-def human_size(size: int) -> str:
-    """``512 bytes``, ``12.1 KB (12,345 bytes)``, ``3.4 MB (3,565,158 bytes)``."""
-    if size < 1024:
-        return f"{size} byte" if size == 1 else f"{size} bytes"
-    unit, scaled = ("KB", size / 1024) if size < 1024 * 1024 else ("MB", size / 1024 / 1024)
-    return f"{scaled:.1f} {unit} ({size:,} bytes)"
 
 
 def fenced(name: str, text: str) -> str:

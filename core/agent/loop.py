@@ -99,7 +99,7 @@ from core.hooks.registry import HookRegistry, under_token
 from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
 from core.store.base import SessionRecord, Store, StoredMessage
-from core.tools.base import RunChild, ToolRegistry
+from core.tools.base import QueueFile, RunChild, ToolRegistry
 from core.types import ChatMessage
 
 logger = logging.getLogger(__name__)
@@ -129,6 +129,8 @@ class _OpenTurn:
     """``on_session_start`` was fired (it fires once, in the new session's first turn)."""
     replayed: StoredMessage | None = None
     """The stored user message of a replayed update, when the turn resumes on it."""
+    on_file: QueueFile | None = None
+    """Where ``send_file`` hands its files (``ToolContext.queue_file``; child turns too)."""
 
 
 @dataclass(slots=True)
@@ -176,8 +178,10 @@ class CommonAgent:
         budget: IterationBudget | None = None,
         on_notice: NoticeCallback | None = None,
         on_text: TextCallback | None = None,
+        on_file: QueueFile | None = None,
     ) -> TurnResult:
-        """Run one turn of ``session_key`` (see the module docstring for every step)."""
+        """Run one turn of ``session_key`` (see the module docstring for every step);
+        ``on_file`` takes the files the agent sends (``send_file``), None: it cannot."""
         if budget is None:
             budget = IterationBudget(self.profile.max_iterations)
         async with self.locks.hold(session_key):
@@ -192,6 +196,7 @@ class CommonAgent:
                 return await self._failed_open(session_key, opening, control, error)
             if isinstance(turn, TurnResult):
                 return turn  # a replayed update whose answer is stored: no new turn
+            turn.on_file = on_file
             return await self._drive(turn, step_callback, on_notice, on_text)
 
     async def _failed_open(
@@ -458,6 +463,7 @@ class CommonAgent:
             workspace=self.profile.session_workspace(scope.session_key),
             clock=self.clock,
             child_runner=lambda call_id: self._child_runner(call_id, turn),
+            queue_file=turn.on_file,
         )
         caller = ModelCaller(self.model, self.hooks, self.retry, scope, on_notice, on_text)
         return TurnParts(
@@ -478,7 +484,9 @@ class CommonAgent:
             child = TurnControl(token=token.child())
             key = f"{scope.session_key}/child:{scope.turn_id}:{call_id}"
             message = UserMessage(task, sender.sender_id, sender.sender_name)
-            result = await self.run_turn(key, message, child, budget=turn.budget)
+            result = await self.run_turn(
+                key, message, child, budget=turn.budget, on_file=turn.on_file
+            )
             return describe_child(result)
 
         return run_child

@@ -57,7 +57,15 @@ from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry, InvalidDecision, Verdict
 from core.hooks.results import AskUser, Block, Modify
 from core.store.base import Store, ToolCallRecord, ToolCallStatus
-from core.tools.base import AskChoice, Choice, RunChild, Tool, ToolContext, ToolRegistry
+from core.tools.base import (
+    AskChoice,
+    Choice,
+    QueueFile,
+    RunChild,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+)
 from core.tools.clarify import ChoiceNotMade
 from core.types import ApprovalState, ToolCall
 
@@ -112,6 +120,8 @@ class ToolEnvironment:
     """The session's workspace (:meth:`AgentProfile.session_workspace`): ``ToolContext``'s."""
     clock: Callable[[], float]
     child_runner: ChildRunnerFactory | None = None
+    queue_file: QueueFile | None = None
+    """``run_turn``'s ``on_file``: ``ToolContext.queue_file`` (the ``send_file`` tool)."""
 
 
 class ToolRunner:
@@ -292,6 +302,7 @@ class ToolRunner:
             workspace=env.workspace,
             ask_choice=self._choice_asker(call, arguments),
             run_child=child,
+            queue_file=env.queue_file,
         )
 
     def _choice_asker(self, call: ToolCall, arguments: dict[str, Any]) -> AskChoice:

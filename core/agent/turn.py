@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.attachments import Attachment, OutgoingFile
+from core.attachments import Attachment
+from core.tools.base import QueueFile as QueueFile  # run_turn's on_file (re-exported)
 from core.types import ExitReason, TurnStatus
 
 
@@ -34,11 +35,6 @@ class TurnResult:
     iterations: int
     error: str | None = None
 
-
-QueueFile = Callable[[OutgoingFile], Awaitable[str | None]]
-"""``run_turn``'s ``on_file``: keep a file the agent sends (``send_file``) for delivery
-after the reply; returns None when queued, else why it cannot be sent (the chat cannot
-take files, over the platform's upload limit) for the tool's result."""
 
 StepCallback = Callable[[int, list[dict[str, Any]]], Any]
 """``step_callback(iteration, prev_tools)``; ``prev_tools`` is a list of

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.attachments import OutgoingFile
 from core.cancellation import CancellationToken
 from core.types import ToolSpec
 
@@ -37,6 +38,12 @@ AskChoice = Callable[[Choice], Awaitable[str | None]]
 RunChild = Callable[[str, CancellationToken], Awaitable[str]]
 """Run a child agent on a task with a child token; returns its final reply."""
 
+QueueFile = Callable[[OutgoingFile], Awaitable[str | None]]
+"""``run_turn``'s ``on_file`` (``ToolContext.queue_file``): keep a file the agent sends
+(``send_file``) for delivery after the reply; returns None when queued, else why it cannot
+be sent (the chat cannot take files, over the platform's upload limit) for the tool's
+result."""
+
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
@@ -48,6 +55,9 @@ class ToolContext:
     workspace: Path
     ask_choice: AskChoice | None = None
     run_child: RunChild | None = None
+    queue_file: QueueFile | None = None
+    """Hand a file to the chat after the reply (None: this conversation cannot receive
+    files, e.g. a run without a chat)."""
 
 
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]

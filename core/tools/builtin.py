@@ -1,5 +1,5 @@
 """The built-in tools, in one list: ``terminal``, ``read_file``, ``write_file``,
-``clarify``, ``delegate``."""
+``send_file``, ``clarify``, ``delegate``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from core.tools.clarify import clarify_tool
 from core.tools.delegate import delegate_tool
 from core.tools.files import read_file_tool, write_file_tool
 from core.tools.sandbox import Sandbox, Workspaces
+from core.tools.send_file import send_file_tool
 from core.tools.terminal import DEFAULT_TIMEOUT, terminal_tool
 
 
@@ -31,6 +32,7 @@ def builtin_tools(
         ),
         read_file_tool(workspace=workspace, workspaces=workspaces),
         write_file_tool(workspace=workspace, workspaces=workspaces, disk_quota=disk_quota),
+        send_file_tool(workspace=workspace, workspaces=workspaces),
         clarify_tool(),
         delegate_tool(),
     ]

@@ -240,6 +240,7 @@ def test_builtin_tools_declare_risk_and_interactivity():
         "clarify": ("safe", True),
         "delegate": ("moderate", False),
         "read_file": ("safe", False),
+        "send_file": ("safe", False),
         "terminal": ("dangerous", False),
         "write_file": ("moderate", False),
     }
