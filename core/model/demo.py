@@ -6,6 +6,9 @@ deterministic functions of the conversation and always say they come from the de
 - last user message ``run: <cmd>``            -> a ``terminal`` tool call ``{"command": cmd}``
 - ``ask: <question>? a|b|c``                  -> a ``clarify`` tool call
   ``{"question": "<question>?", "choices": ["a", "b", "c"]}``
+- a message with files (the engine's attachment notes, ``docs/turn-loop.md`` §19)
+                                              -> a ``read_file`` call per document, then
+  an answer naming each file, its size and its first lines ("what is in this file?")
 - after tool results                          -> a short summary of what each tool returned
 - anything else                               -> a friendly reply naming the demo provider
 
@@ -20,6 +23,7 @@ import asyncio
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from core.model.base import ModelRequest
 from core.types import ChatMessage, ModelReply, ToolCall, Usage
@@ -55,8 +59,12 @@ class DemoModel:
 
 def demo_reply(messages: Sequence[ChatMessage], offered: set[str]) -> ModelReply:
     """The demo's answer to ``messages`` when the tools in ``offered`` are available."""
+    files = attached_files(_last_user_text(messages))
     if messages and messages[-1].role == "tool":
-        return _text(summarise_tool_results(messages), messages)
+        described = _files_read(messages, files)
+        return _text(described or summarise_tool_results(messages), messages)
+    if files:
+        return _about_files(files, messages, offered)
     text = _last_user_text(messages).strip()
     command, _, rest = text.partition(":")
     verb = command.strip().lower() if rest else ""
@@ -80,6 +88,86 @@ def summarise_tool_results(messages: Sequence[ChatMessage]) -> str:
         name = result.name or names.get(result.tool_call_id or "", "tool")
         lines.append(f"- `{name}`: {_excerpt(result.text())}")
     return "\n".join(lines)
+
+
+_NOTE = re.compile(
+    r"\[Attached (?P<kind>[\w ]+): (?P<name>.+?) \((?P<mime>[^,()]*), "
+    r"(?P<size>\d[^()]*(?:\([^)]*\))?)\), saved in your workspace at (?P<path>[^;\]\n]+)"
+)
+"""An attachment note as :func:`core.agent.attachment_content.note` writes it."""
+_FIRST_LINES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class AttachedFile:
+    kind: str
+    name: str
+    mime: str
+    size: str
+    path: str
+
+    def describe(self) -> str:
+        return f"{self.name} is {self.size} ({self.mime or 'unknown type'}), saved at {self.path}"
+
+
+def attached_files(text: str) -> list[AttachedFile]:
+    """The files a user message's attachment notes name, in order."""
+    return [AttachedFile(**m.groupdict()) for m in _NOTE.finditer(text)]
+
+
+def _about_files(
+    files: list[AttachedFile], messages: Sequence[ChatMessage], offered: set[str]
+) -> ModelReply:
+    """Read each document with ``read_file`` (when offered), else say what arrived."""
+    documents = [f for f in files if f.kind == "file"]
+    if documents and "read_file" in offered:
+        calls = tuple(
+            ToolCall(f"demo_read_{len(messages)}_{n}", "read_file", json.dumps({"path": f.path}))
+            for n, f in enumerate(documents)
+        )
+        return ModelReply(None, calls, "tool_calls", _usage(messages, ""))
+    lines = [f"{DEMO_LABEL} You sent:"] + [f"- {f.describe()}" for f in files]
+    return _text("\n".join(lines), messages)
+
+
+def _files_read(messages: Sequence[ChatMessage], files: list[AttachedFile]) -> str | None:
+    """The answer after the demo's ``read_file`` calls on the user's files: each file's
+    name, size and first lines (None when the latest tool calls were something else)."""
+    calls, by_path = _latest_calls(messages), {f.path: f for f in files}
+    if not calls or any(c.name != "read_file" or _path_of(c) not in by_path for c in calls):
+        return None
+    results = {m.tool_call_id: m.text() for m in _latest_results(messages)}
+    lines = [f"{DEMO_LABEL} Here is what you sent:"]
+    for call in calls:
+        first = results.get(call.id, "").splitlines()[:_FIRST_LINES] or ["(empty)"]
+        lines.append(f"- {by_path[_path_of(call)].describe()}. Its first lines:")
+        lines += [f"    {line}" for line in first]
+    return "\n".join(lines)
+
+
+def _latest_results(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    results: list[ChatMessage] = []
+    for message in reversed(messages):
+        if message.role != "tool":
+            break
+        results.insert(0, message)
+    return results
+
+
+def _latest_calls(messages: Sequence[ChatMessage]) -> tuple[ToolCall, ...]:
+    for message in reversed(messages):
+        if message.role == "assistant":
+            return message.tool_calls
+    return ()
+
+
+def _path_of(call: ToolCall) -> str:
+    try:
+        arguments = json.loads(call.arguments)
+    except ValueError:
+        return ""
+    path = arguments.get("path") if isinstance(arguments, dict) else None
+    return path if isinstance(path, str) else ""
 
 
 def _run(command: str, messages: Sequence[ChatMessage], offered: set[str]) -> ModelReply:
