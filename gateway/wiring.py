@@ -60,7 +60,12 @@ def build_service(
     service = GatewayService(
         engine, _chat(config), traffic=metrics.traffic, attachments=_attachments(config)
     )
-    context = AdapterContext(store=store, commands=tuple(command_menu()))
+    context = AdapterContext(
+        store=store,
+        commands=tuple(command_menu()),
+        data_dir=config.data_dir,
+        max_attachment_bytes=config.attachments.max_bytes,
+    )
     for adapter in _adapters(config, context):
         service.attach(adapter)
     mount_web(service, metrics)
