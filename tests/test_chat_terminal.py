@@ -262,3 +262,23 @@ def test_help_lists_attach_beside_the_gateways_commands() -> None:
     event = terminal.event_for("/help")
     assert event is not None and event.command == "help", "the router still answers /help"
     assert "/attach PATH [text] — send a file with a message" in screen.getvalue()
+
+
+async def test_attach_in_the_chat_puts_the_file_in_the_workspace_for_the_demo_model(
+    home: Path,
+) -> None:
+    (home / "notes.txt").write_text("first line\nsecond line\n")
+    workspace = Workspaces(home / "workspaces" / "default").path_for(f"terminal:dm:{USER}")
+    async with chat_process(home) as (process, terminal):
+        await terminal.expect(BANNER)
+        terminal.type("/help")
+        await terminal.expect("/attach PATH [text] — send a file with a message")
+        terminal.type("/attach missing.txt what is in this file?")
+        await terminal.expect("/attach: missing.txt: No such file or directory")
+        terminal.type("/attach notes.txt what is in this file?")
+        answer = await terminal.expect("second line")
+        assert "notes.txt is 23 bytes (text/plain), saved at inbox/notes.txt" in answer
+        assert "first line" in answer
+        assert (workspace / "inbox" / "notes.txt").read_text() == "first line\nsecond line\n"
+        terminal.type("/exit")
+        assert await asyncio.wait_for(process.wait(), TIMEOUT) == 0, terminal.screen
