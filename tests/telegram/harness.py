@@ -29,6 +29,7 @@ from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from gateway.access import AccessPolicy
 from gateway.chat_syntax import command_menu
+from gateway.intake import DEFAULT_ATTACHMENTS, Attachments
 from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService
 from tests.platform_sim.base import SimMessage
@@ -105,6 +106,10 @@ class GatewaySetup:
     clock: PaceClock | None = None
     """The clock the flood limits are paced on; ``None``: a :class:`TestClock` the
     simulator shares (no test waits for a flood window)."""
+    attachments: Attachments = DEFAULT_ATTACHMENTS
+    """``[attachments]`` and ``[transcription]`` as the service takes them."""
+    vision: bool = False
+    """The profile's model accepts images."""
 
 
 def shared_clock(sim: TelegramSim, wanted: PaceClock | None) -> PaceClock:
@@ -146,6 +151,7 @@ class Gateway:
             approval_timeout=self.setup.approval_timeout,
             busy_policy=self.setup.busy_policy,
             stop_clears_queue=self.setup.stop_clears_queue,
+            vision=self.setup.vision,
         )
         engine = Engine(
             store=self.store,
@@ -159,7 +165,9 @@ class Gateway:
             access={"telegram": AccessPolicy(allowed_users=self.setup.allowed_users)},
             progress=self.setup.progress,
         )
-        return GatewayService(engine, chat, adapters=[self.adapter])
+        return GatewayService(
+            engine, chat, adapters=[self.adapter], attachments=self.setup.attachments
+        )
 
     async def start(self) -> Gateway:
         await self.service.start()
