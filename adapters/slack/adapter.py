@@ -23,7 +23,9 @@ message is stored before Slack hears it arrived. Turns run in the gateway's work
 Outbound: ``chat.postMessage`` into the conversation's thread, ``chat.update``,
 ``chat.delete``; buttons as Block Kit (:mod:`adapters.slack.blocks`); a press's answer as
 an ephemeral message to the presser (``chat.postEphemeral``: a refusal reveals nothing to
-the channel); ``Typing`` as the thread's status (:mod:`adapters.slack.status`). Failures
+the channel); ``Typing`` as the thread's status (:mod:`adapters.slack.status`);
+``SendFile`` as slack_sdk's v2 external upload into the thread, and ``download`` of a
+message's files with the bot token (:mod:`adapters.slack.files`). Failures
 are raised as the adapter error tree (:mod:`adapters.slack.errors`); ``ratelimited`` is
 :class:`~adapters.base.RateLimited`, which the gateway waits out and retries — Slack
 refused the call, so nothing is duplicated.
@@ -35,7 +37,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -52,12 +54,13 @@ from adapters.base import (
     RateLimited,
     SentMessage,
 )
-from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, Typing
+from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, SendFile, Typing
 from adapters.health import Health, HealthCell, Sleep
 from adapters.inbox import STORAGE_NOTICE
 from adapters.session_keys import SessionKeyRule
 from adapters.slack.blocks import BUTTON_VALUE_LIMIT, message_blocks
 from adapters.slack.errors import platform_errors
+from adapters.slack.files import UPLOAD_LIMIT, FileFetcher, shared_file, upload
 from adapters.slack.inbox import SlackInbox
 from adapters.slack.normalize import (
     PLATFORM,
@@ -69,6 +72,7 @@ from adapters.slack.normalize import (
 from adapters.slack.receivers import HttpReceiver, Receiver, SocketReceiver, auth_refused
 from adapters.slack.render import neutralise_plain, slack_renderer
 from adapters.slack.status import ThreadStatus
+from core.attachments import Attachment, OutgoingFile
 from core.bounded import BoundedMap
 from core.store.base import Store
 from core.tasks import TaskSet
@@ -140,8 +144,10 @@ class SlackAdapter:
             edit_interval=self.settings.edit_interval,
             markup="slack_mrkdwn",
             renderer=slack_renderer(),
+            upload_limit=UPLOAD_LIMIT,
         )
         self.client = AsyncWebClient(token=bot_token, base_url=self.settings.api_base_url)
+        self.files = FileFetcher(bot_token, self.settings.api_base_url)
         self.status = ThreadStatus(
             self._set_status, text=self.settings.status_text, lease=self.settings.status_lease
         )
@@ -221,6 +227,7 @@ class SlackAdapter:
         if self._inbox is not None:
             await self._inbox.close()
         await self.status.aclose()
+        await self.files.aclose()
         self.health_cell.stopped()
 
     async def drain(self) -> None:
@@ -304,6 +311,8 @@ class SlackAdapter:
         match call:
             case Send(chat, text, buttons, markup, key, in_flight_since):
                 return await self._send(chat, text, buttons, markup, key, in_flight_since)
+            case SendFile(chat, file, caption, _key, in_flight_since):
+                return await self._send_file(chat, file, caption, in_flight_since)
             case Edit(message, text, buttons, markup):
                 await self._edit(message, text, buttons, markup)
             case Delete(message):
@@ -347,6 +356,42 @@ class SlackAdapter:
         if chat.thread_id is not None:
             self._joined.put(str(self._thread_key(chat)), True)
         return SentMessage(chat, str(response["ts"]))
+
+    def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """An offered file's bytes from ``url_private_download``, with the bot token
+        (:mod:`adapters.slack.files`)."""
+        return self.files.stream(attachment)
+
+    async def _send_file(
+        self, chat: ChatRef, file: OutgoingFile, caption: str, in_flight_since: float | None
+    ) -> SentMessage:
+        """Share a file in the conversation; one whose earlier upload was in flight at a
+        crash is looked for first (:mod:`adapters.slack.files`, "Exactly once")."""
+        if in_flight_since is not None:
+            found = await self._shared(chat, file, in_flight_since)
+            if found is not None:
+                return found
+        await self._clear_status(chat)
+        sent = await upload(self.client, chat, file, neutralise_plain(caption))
+        if chat.thread_id is not None:
+            self._joined.put(str(self._thread_key(chat)), True)
+        return sent
+
+    async def _shared(self, chat: ChatRef, file: OutgoingFile, since: float) -> SentMessage | None:
+        """The bot's share of ``file`` since its upload began, or None (also when the
+        lookup failed: the file is then uploaded, at least once)."""
+        if self.identity is None:
+            return None
+        try:
+            messages = await self._latest(chat, f"{since - LOOKUP_MARGIN:.6f}")
+        except RateLimited:
+            raise
+        except AdapterError as exc:
+            _log.warning("slack: file %s not looked up in %s (%s); uploading", file.key, chat, exc)
+            return None
+        bot = (self.identity.user_id, self.identity.bot_id)
+        found = shared_file(messages, file, bot)
+        return None if found is None else SentMessage(chat, found)
 
     async def _posted(self, chat: ChatRef, key: str, since: float) -> SentMessage | None:
         """The message carrying chunk ``key`` that an earlier run posted (its send was in

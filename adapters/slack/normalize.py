@@ -39,6 +39,7 @@ from typing import Any
 
 from adapters.base import ChatRef, ChatType, InboundEvent, Sender, SentMessage, SessionKey
 from adapters.session_keys import KeyStrategy, SessionKeyRule, key_rule
+from adapters.slack.files import attachments_of, message_files
 
 _log = logging.getLogger(__name__)
 
@@ -99,14 +100,15 @@ class Normalizer:
         return user == self.identity.user_id or (bot is not None and bot == self.identity.bot_id)
 
     def wanted(self, event: Json) -> bool:
-        """A new user message with text (not ours, not an edit, join or deletion); whether
-        its fields can be used is :func:`unusable`'s question (a malformed subtype is)."""
+        """A new user message with text or files (not ours, not an edit, join or deletion);
+        whether its fields can be used is :func:`unusable`'s question (a malformed subtype
+        is)."""
         if event.get("type") not in ("message", "app_mention") or self.is_ours(event):
             return False
         subtype = event.get("subtype")
         if isinstance(subtype, str) and subtype not in HANDLED_SUBTYPES:
             return False
-        return bool(event.get("text"))
+        return bool(event.get("text")) or bool(message_files(event))
 
     def place(self, event: Json) -> MessagePlace:
         """The chat and session key of a message event."""
@@ -121,11 +123,13 @@ class Normalizer:
 
     def message(self, event: Json, *, joined: bool = False) -> InboundEvent | None:
         """The event of a user message; ``joined``: it is in a thread the agent is in.
-        None for one not wanted or :func:`unusable` (the caller dead-letters those)."""
+        None for one not wanted or :func:`unusable` (the caller dead-letters those). Its
+        files are offered attachments (:mod:`adapters.slack.files`); a message with files
+        is never a command (its text is a caption), and one with no text has text ""."""
         if not self.wanted(event) or unusable(event) is not None:
             return None
         place = self.place(event)
-        raw_text = str(event.get("text", ""))
+        raw_text = str(event.get("text") or "")
         mentioned = self.identity.mention in raw_text
         text = (
             " ".join(raw_text.replace(self.identity.mention, " ").split())
@@ -144,8 +148,9 @@ class Normalizer:
             text=text.strip(),
             mentioned=mentioned,
             reply_to_bot=joined,
+            attachments=attachments_of(event),
         )
-        return self._as_command(base)
+        return base if base.attachments else self._as_command(base)
 
     def _as_command(self, event: InboundEvent) -> InboundEvent:
         text = event.text.strip()
@@ -251,7 +256,7 @@ MESSAGE_FIELDS: tuple[tuple[str, re.Pattern[str] | None, bool], ...] = (
     ("bot_id", SLACK_ID, False),
     ("channel_type", WORD, False),
     ("subtype", None, False),
-    ("text", None, True),
+    ("text", None, False),
 )
 """The other fields a user message is read from (``None``: any string)."""
 
