@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from core.agent.attachment_content import for_request, image_ref
-from core.agent.compaction import render
+from core.agent.compaction import SUMMARY_PROMPT, render
 from core.agent.context import IMAGE_TOKENS, raw_estimate
 from core.agent.control import TurnControl
 from core.agent.turn import TurnResult, UserMessage
@@ -18,7 +18,7 @@ from core.attachments import Attachment
 from core.store.base import AttachmentRecord
 from core.types import ChatMessage
 from tests.engine.conftest import KEY, USER, Rig
-from tests.support.model_server import reply_hang, reply_text
+from tests.support.model_server import ReceivedRequest, Reply, reply_hang, reply_text
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
 ORIGIN = "telegram:77"
@@ -233,3 +233,25 @@ def test_text_and_summaries_of_image_content_read_its_notes() -> None:
 
 def _fields(attachment: Attachment) -> dict[str, Any]:
     return {name: getattr(attachment, name) for name in Attachment.__slots__}
+
+
+def summary_or_ok(request: ReceivedRequest) -> Reply:
+    if request.messages[0]["content"] == SUMMARY_PROMPT:
+        return reply_text("Summary: a photo, then notes.")
+    return reply_text("ok")
+
+
+async def test_a_conversation_with_a_photo_compacts_to_the_photos_note(rig: Rig) -> None:
+    rig.agent(vision=True, context_window=3000)
+    rig.server.script(*[summary_or_ok] * 60)
+    await send(rig, "message 0: see this", photo(rig))
+
+    for number in range(1, 25):
+        result = await rig.turn(f"message {number}: " + "please keep this in mind " * 30)
+        assert result.reply == "ok"
+
+    summaries = [r for r in rig.server.requests if r.messages[0]["content"] == SUMMARY_PROMPT]
+    assert summaries, "no summarisation request reached the server"
+    source = summaries[0].messages[-1]["content"]
+    assert "Attached image: shot.png" in source and "base64" not in source
+    assert "base64" not in json.dumps(rig.server.requests[-1].messages)
