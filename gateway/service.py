@@ -330,7 +330,7 @@ class GatewayService:
             async with typing, live_reply(place) as on_text:
                 return await agent.run_turn(
                     session_key, message, control, step_callback=view.step, on_notice=view.notice,
-                    on_text=on_text,
+                    on_text=on_text, on_file=self.files.queue_for(session_key, place),
                 )  # fmt: skip
         except BaseException:
             self._views.pop(session_key, None)

@@ -8,7 +8,7 @@ the model (:class:`ScriptedModel`). Tools: ``echo``, ``slow`` (runs until its ga
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -89,7 +89,9 @@ def _card_buttons(call: Call) -> bool:
     return any(not b.data.startswith("st:") for row in call.buttons for b in row)
 
 
-def tools(gate: asyncio.Event, started: asyncio.Event, ran: list[str]) -> ToolRegistry:
+def tools(
+    gate: asyncio.Event, started: asyncio.Event, ran: list[str], more: Sequence[Tool] = ()
+) -> ToolRegistry:
     async def slow(args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         started.set()
         await ctx.token.guard(gate.wait())
@@ -109,6 +111,7 @@ def tools(gate: asyncio.Event, started: asyncio.Event, ran: list[str]) -> ToolRe
             Tool(ToolSpec("slow", "waits", OBJECT), slow),
             Tool(ToolSpec("danger", "risky", OBJECT, risk="dangerous"), danger),
             clarify_tool(),
+            *more,
         ]
     )
 
@@ -128,6 +131,7 @@ async def build_gateway(
     typing_sleep: Callable[[float], Awaitable[None]] | None = None,
     elsewhere: FakeAdapter | None = None,
     attachments: Attachments = DEFAULT_ATTACHMENTS,
+    more_tools: Sequence[Tool] = (),
 ) -> Gateway:
     """``elsewhere``: a second platform's adapter, where Alice, Bob and Carol (by the same
     ids) may talk too; Carol approves only on ``fake``."""
@@ -142,7 +146,7 @@ async def build_gateway(
         Engine(
             store=store,
             model=model,
-            tools=tools(gate, started, ran),
+            tools=tools(gate, started, ran, more_tools),
             hooks=hooks,
             profiles={"default": profile or AgentProfile(workspace=tmp_path)},
         ),

@@ -10,7 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from adapters.base import AdapterError, Forbidden, InboundEvent
+from core.agent.profile import AgentProfile
 from core.attachments import OutgoingFile
+from core.tools.send_file import send_file_tool
 from gateway.chats import Place
 from gateway.file_delivery import CANNOT_RECEIVE
 from tests.gateway.fakes import TELEGRAMISH, FakeAdapter, FakeClock, Step, event
@@ -152,3 +154,24 @@ async def test_files_of_a_stopped_turn_are_not_sent(
         assert gw.adapter.of("send_file") == []
         session = await gw.store.get_active_session(key)
         assert session is not None and await gw.store.unsent_files(session.id) == []
+
+
+async def test_the_send_file_tool_delivers_a_workspace_file_after_the_reply(
+    running: GatewayFactory, tmp_path: Path
+) -> None:
+    home = AgentProfile(workspace=tmp_path / "ws", workspace_scope="session")
+    key = str(event(ALICE).session_key)
+    (home.workspaces().ensure(key) / "chart.png").write_bytes(b"\x89PNG\r\n\x1a\nchart")
+    send = Step(tools=(("send_file", {"path": "chart.png", "caption": "the chart"}),))
+    tool = send_file_tool(workspaces=home.workspaces())
+    async with running(send, Step("sent"), profile=home, adapter=files_adapter(),
+                       more_tools=[tool]) as gw:  # fmt: skip
+        await gw.say(ALICE, "send me the chart")
+        await gw.idle()
+
+        result = [m for m in gw.model.requests[-1].messages if m.role == "tool"][-1]
+        assert str(result.content).startswith("Queued chart.png")
+        (sent,) = gw.adapter.of("send_file")
+        assert sent.content == b"\x89PNG\r\n\x1a\nchart" and sent.text == "the chart"
+        assert sent.file is not None and sent.file.kind == "photo"
+        assert gw.adapter.calls.index(sent) > gw.adapter.calls.index(gw.adapter.of("send")[-1])
