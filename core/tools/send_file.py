@@ -58,6 +58,11 @@ PHOTO_MIMES = frozenset(("image/png", "image/jpeg", "image/gif", "image/webp"))
 OUTBOX = ".outbox"
 """The workspace directory that holds the snapshots of files being sent."""
 CANNOT_RECEIVE = "send_file: this conversation cannot receive files"
+_READINGS = ("latin-1", "utf-8", "utf-16-le", "utf-16-be")
+_SCAN_CHUNK = 1 << 20
+_SCAN_OVERLAP = 4096
+"""More than any configured secret's longest encoded form: one spanning two pieces is
+whole in the overlap."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _SAFE_NAME_CHARS = 80
 
@@ -172,8 +177,8 @@ def _read(workspace: Path, shown: str, name: str) -> bytes:
         if size > MAX_SEND_BYTES:
             limit = human_size(MAX_SEND_BYTES)
             raise NotSent(f"{name} is {human_size(size)}, over the limit of {limit}")
-        data = handle.read(MAX_SEND_BYTES + 1)
-    if not data or len(data) > MAX_SEND_BYTES:
+        data = handle.read(size + 1)  # one more byte: a file still growing is noticed
+    if not data or len(data) > size:
         raise NotSent(f"{name} changed while it was read; try again")
     return data
 
@@ -200,9 +205,13 @@ def as_text(data: bytes) -> str | None:
 
 def holds_secret(data: bytes) -> bool:
     """A configured secret (in any of the redactor's forms) in ``data``, read byte for byte
-    (ASCII and its encodings), as UTF-8 and as UTF-16."""
-    readings = ("latin-1", "utf-8", "utf-16-le", "utf-16-be")
-    return any(KNOWN.found_in(data.decode(codec, errors="replace")) for codec in readings)
+    (ASCII and its encodings), as UTF-8 and as UTF-16 — a megabyte at a time, each piece
+    overlapping the next by :data:`_SCAN_OVERLAP` bytes, so memory stays small."""
+    for start in range(0, len(data), _SCAN_CHUNK):  # even starts keep UTF-16 aligned
+        piece = data[start : start + _SCAN_CHUNK + _SCAN_OVERLAP]
+        if any(KNOWN.found_in(piece.decode(codec, errors="replace")) for codec in _READINGS):
+            return True
+    return False
 
 
 def _write(workspace: Path, relative: str, content: bytes) -> None:
