@@ -227,3 +227,14 @@ async def test_the_key_is_stable_per_call_and_the_snapshot_name_is_safe(tmp_path
     assert first.name == "rport ü.txt"  # the override character is dropped
     assert Path(first.path).name == f"{first.key}-rport_.txt"
     assert len(outbox(tmp_path)) == 2
+
+
+async def test_a_secret_across_the_scans_megabyte_boundary_is_found(tmp_path: Path) -> None:
+    blob = bytearray(b"\xff" * (2 << 20))
+    at = (1 << 20) - len(SECRET) // 2  # half in the first megabyte, half in the second
+    blob[at : at + len(SECRET)] = SECRET.encode()
+    (tmp_path / "image.raw").write_bytes(bytes(blob))
+
+    result = await call(tmp_path, Chat(), "image.raw")
+
+    assert result.text == "send_file: image.raw holds a configured secret; not sent"
