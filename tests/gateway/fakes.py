@@ -143,7 +143,9 @@ class FakeAdapter:
     # the Adapter port --------------------------------------------------------------------
     async def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
         """The bytes registered for ``attachment.source``, in ``chunk_size`` chunks."""
-        self.downloads.append(attachment.source)
+        async with self._changed:
+            self.downloads.append(attachment.source)
+            self._changed.notify_all()
         content = self.files.get(attachment.source)
         if content is None:
             raise DownloadFailed("the file is gone from the platform")

@@ -7,6 +7,7 @@ workspace); the platform is the FakeAdapter serving registered bytes, the model 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 from dataclasses import replace
@@ -276,3 +277,36 @@ async def test_a_message_with_files_queues_rather_than_steer_the_running_turn(
         assert gw.adapter.downloads == ["r"]
         assert len(gw.model.requests) == 3
         assert "inbox/r.txt" in last_user_text(gw)
+
+
+async def test_a_saved_file_deleted_since_is_fetched_again_on_a_replay(
+    running: GatewayFactory, tmp_path: Path
+) -> None:
+    async with running(Step("first"), profile=profile(tmp_path)) as gw:
+        inbound = event(ALICE, "read it", attachments=(gw.adapter.serve("report", REPORT),))
+        await gw.service.router(inbound)
+        await gw.idle()
+        (workspace(gw) / "inbox" / "report.txt").unlink()  # the model cleaned up
+        await gw.service.router(inbound)
+        await gw.idle()
+
+        assert gw.adapter.downloads == ["report", "report"]
+        assert inbox(gw) == ["report.txt"]
+
+
+async def test_stop_ends_a_download_and_leaves_no_partial_file(
+    running: GatewayFactory, tmp_path: Path
+) -> None:
+    async with running(Step("never"), profile=profile(tmp_path)) as gw:
+        gw.adapter.download_gate = asyncio.Event()  # the download hangs after its first chunk
+        gw.adapter.chunk_size = 4
+        inbound = event(ALICE, "big one", attachments=(gw.adapter.serve("big", REPORT),))
+        await gw.service.router(inbound)
+        await gw.adapter.wait_for(lambda: gw.adapter.downloads == ["big"])
+        await gw.say(ALICE, "/stop")
+        await gw.idle()
+
+        assert gw.model.requests == []
+        assert inbox(gw) == []
+        (row,) = await gw.store.attachments_of(f"fake:{inbound.update_id}")
+        assert row.state == "downloading"  # a replay fetches it again
