@@ -32,8 +32,6 @@ one.) A failed lookup uploads (at least once).
 
 from __future__ import annotations
 
-import logging
-import mimetypes
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -44,10 +42,9 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import AdapterError, ChatRef, DownloadFailed, Forbidden, SentMessage
+from adapters.offered import display_name, kind_of, mime_of
 from adapters.slack.errors import error_code, translate
 from core.attachments import Attachment, AttachmentKind, OutgoingFile
-
-_log = logging.getLogger(__name__)
 
 UPLOAD_LIMIT = 1024**3
 """Bytes per file Slack accepts (1 GB, also slack_sdk's ``MAX_V2_FILE_SIZE``)."""
@@ -56,7 +53,6 @@ FILE_HOSTS = frozenset({"files.slack.com", "files.slack-gov.com"})
 GONE_MODES = frozenset({"tombstone", "hidden_by_limit"})
 AUDIO_CLIP = "slack_audio"
 CLIP_MIMES = {"webm": "audio/webm", "mp4": "audio/mp4", "m4a": "audio/mp4", "ogg": "audio/ogg"}
-NAME_LIMIT = 255
 SIGN_IN_PAGE = (
     "Slack answered with its sign-in page instead of the file: the bot token lacks the "
     "files:read scope (add it under OAuth & Permissions and reinstall the app)"
@@ -96,8 +92,8 @@ def attachments_of(event: Json) -> tuple[Attachment, ...]:
 
 
 def attachment_of(f: Json) -> Attachment:
-    name = display_name(f)
-    mime = _text(f.get("mimetype")).lower() or _guess(name, _text(f.get("filetype")))
+    name = file_name(f)
+    mime = mime_of(_text(f.get("mimetype")), name)
     kind: AttachmentKind
     if f.get("subtype") == AUDIO_CLIP:
         kind, mime = "voice", _clip_mime(mime, name)
@@ -114,23 +110,9 @@ def attachment_of(f: Json) -> Attachment:
     )
 
 
-def kind_of(mime: str) -> AttachmentKind:
-    top = mime.partition("/")[0]
-    if top == "image":
-        return "image"
-    if top == "audio":
-        return "audio"
-    if top == "video":
-        return "video"
-    return "document"
-
-
-def display_name(f: Json) -> str:
-    """The sender's file name for display: its last path part, no control characters."""
-    raw = _text(f.get("name")) or _text(f.get("title")) or "file"
-    last = raw.replace("\\", "/").rsplit("/", 1)[-1]
-    clean = "".join(c for c in last if c.isprintable()).strip()
-    return clean[:NAME_LIMIT] or "file"
+def file_name(f: Json) -> str:
+    """The sender's file name, harmless to show (:func:`adapters.offered.display_name`)."""
+    return display_name(_text(f.get("name")) or _text(f.get("title")))
 
 
 def _clip_mime(mime: str, name: str) -> str:
@@ -138,13 +120,6 @@ def _clip_mime(mime: str, name: str) -> str:
         return mime
     ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
     return CLIP_MIMES.get(ext, "audio/mp4" if mime == "video/mp4" else "audio/webm")
-
-
-def _guess(name: str, filetype: str) -> str:
-    guessed, _ = mimetypes.guess_type(name)
-    if guessed is None and filetype:
-        guessed, _ = mimetypes.guess_type(f"file.{filetype}")
-    return guessed or "application/octet-stream"
 
 
 def _text(value: object) -> str:

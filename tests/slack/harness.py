@@ -4,7 +4,8 @@ registry's factory → :func:`gateway.wiring.build_service`, with the real slack
 scripted model server over HTTP and a real SQLite file.
 
 ``mode`` is ``"socket"`` or ``"http"``; in HTTP mode the simulator is told the adapter's
-events URL once it listens.
+events URL once it listens. ``profile={...}`` adds keys to the default profile,
+``sections={"attachments": {...}}`` whole config sections.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ def slack_config_data(
     sim: SlackSim, models: ScriptedModelServer, mode: str, **slack: Any
 ) -> dict[str, Any]:
     profile = slack.pop("profile", {})
+    sections = slack.pop("sections", {})
     return {
+        **sections,
         "model": {"base_url": models.url, "model": "scripted", "api_key": "sk-test"},
         "profiles": {"default": {"sandbox": "none", "approval_timeout": 30, **profile}},
         "progress": {"mode": "all", "cleanup": False},
