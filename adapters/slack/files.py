@@ -54,7 +54,7 @@ GONE_MODES = frozenset({"tombstone", "hidden_by_limit"})
 AUDIO_CLIP = "slack_audio"
 CLIP_MIMES = {"webm": "audio/webm", "mp4": "audio/mp4", "m4a": "audio/mp4", "ogg": "audio/ogg"}
 SIGN_IN_PAGE = (
-    "Slack answered with its sign-in page instead of the file: the bot token lacks the "
+    "Slack sent its sign-in page instead of the file — the bot token lacks the "
     "files:read scope (add it under OAuth & Permissions and reinstall the app)"
 )
 MISSING_SCOPE = (
