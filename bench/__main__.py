@@ -10,6 +10,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from bench import (
+    attachments,
     dispatch,
     files,
     message_path,
@@ -38,6 +39,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "transport": transport.run,
     "path": message_path.run,
     "press": press.run,
+    "attachments": attachments.run,
 }
 
 

@@ -19,6 +19,8 @@ class Sizes:
     renders: int = 1000
     sandbox_runs: int = 100
     file_calls: int = 1000
+    intake_runs: int = 5
+    """Fresh processes, each taking in one 20 MB file (``attachments``)."""
 
     @property
     def traced(self) -> int:
@@ -38,4 +40,5 @@ QUICK = Sizes(
     renders=100,
     sandbox_runs=20,
     file_calls=200,
+    intake_runs=2,
 )
