@@ -7,11 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from core.redaction import remember_secrets
 from gateway.intake import Attachments, IntakeLimits
 from gateway.transcription import Transcriber, TranscriptionConfig
 from tests.platform_sim.telegram_files import MB, Media, png
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim, TgUser
-from tests.support.model_server import ScriptedModelServer, reply_text
+from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call
 from tests.support.polling import until
 from tests.support.transcription_server import ScriptedTranscriptionServer, transcript
 from tests.telegram.harness import AlbumGate, GatewayFactory
@@ -199,3 +200,97 @@ async def test_a_strangers_attachment_is_never_downloaded(
     assert telegram_sim.files.get_file_calls[file_id] == 0
     assert telegram_sim.files.downloads[file_id] == 0
     assert model_server.requests == [] and inbox(run.workspace) == []
+
+
+# files the agent sends (send_file) ---------------------------------------------------------
+GROUP = -100777
+TOPIC = 7
+CSV = b"host,disk\nweb-1,91%\n"
+
+
+def tool_results(model_server: ScriptedModelServer, request: int) -> list[str]:
+    messages = model_server.requests[request].messages
+    return [str(m["content"]) for m in messages if m["role"] == "tool"]
+
+
+async def test_send_file_delivers_a_written_file_once_after_the_reply_in_its_topic(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(
+        reply_tool_call("write_file", {"path": "disk.csv", "content": CSV.decode()}, id="w"),
+        reply_tool_call("send_file", {"path": "disk.csv", "caption": "disk usage"}, id="s"),
+        reply_text("Here is the report."),
+    )
+    run = await gateway()
+    telegram_sim.add_group(GROUP, "Ops", forum=True)
+    await telegram_sim.user_says(GROUP, "@test_bot send me the disk report", thread=TOPIC)
+    reply = await telegram_sim.wait_for_bot_message(GROUP, lambda m: "Here is" in m.text)
+    await telegram_sim.wait_for(lambda: telegram_sim.files.sent)
+    await run.idle(f"telegram:thread:{GROUP}:{TOPIC}")
+    (sent,) = telegram_sim.files.sent
+    assert (sent.method, sent.chat_id, sent.thread) == ("sendDocument", GROUP, TOPIC)
+    assert (sent.file.data, sent.file.name, sent.caption) == (CSV, "disk.csv", "disk usage")
+    assert reply.thread == str(TOPIC) and int(reply.id) < sent.message_id
+    (queued,) = tool_results(model_server, 2)[-1:]
+    assert queued.startswith("Queued disk.csv") and "with your reply" in queued
+    assert len(telegram_sim.calls_to("sendDocument")) == 1
+
+
+async def test_send_file_sends_a_picture_as_a_photo(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    picture = png(16, 9)
+    model_server.script(
+        reply_tool_call("send_file", {"path": "charts/cpu.png", "caption": "CPU"}),
+        reply_text("Sent the chart."),
+    )
+    run = await gateway()
+    (run.workspace / "charts").mkdir()
+    (run.workspace / "charts" / "cpu.png").write_bytes(picture)
+    await telegram_sim.user_says(DM, "chart please")
+    await telegram_sim.wait_for_bot_message(DM, lambda m: "Sent the chart" in m.text)
+    await telegram_sim.wait_for(lambda: telegram_sim.files.sent)
+    await run.idle(KEY)
+    (sent,) = telegram_sim.files.sent
+    assert (sent.method, sent.chat_id, sent.thread, sent.caption) == ("sendPhoto", DM, None, "CPU")
+    assert sent.file.data == picture
+    assert telegram_sim.calls_to("sendDocument") == []
+
+
+async def test_a_text_file_holding_the_bot_token_is_sent_redacted(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    token = telegram_sim.token
+    remember_secrets([token])  # as the wiring does with every configured secret
+    model_server.script(reply_tool_call("send_file", {"path": ".env"}), reply_text("Done."))
+    run = await gateway()
+    (run.workspace / ".env").write_text(f"TELEGRAM_TOKEN={token}\nMODE=prod\n")
+    await telegram_sim.user_says(DM, "send me the .env")
+    await telegram_sim.wait_for_bot_message(DM, lambda m: "Done" in m.text)
+    await telegram_sim.wait_for(lambda: telegram_sim.files.sent)
+    await run.idle(KEY)
+    (sent,) = telegram_sim.files.sent
+    assert sent.file.data == b"TELEGRAM_TOKEN=[REDACTED]\nMODE=prod\n"
+    uploaded = b"".join(f.data for f in telegram_sim.files.by_id.values())
+    assert token.encode() not in uploaded and token.split(":")[1].encode() not in uploaded
+    (snapshot,) = (run.workspace / ".outbox").iterdir()
+    assert token not in snapshot.read_text()
+
+
+async def test_a_binary_file_holding_the_bot_token_is_refused_and_nothing_uploaded(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    token = telegram_sim.token
+    remember_secrets([token])
+    model_server.script(reply_tool_call("send_file", {"path": "dump.bin"}), reply_text("Sorry."))
+    run = await gateway()
+    (run.workspace / "dump.bin").write_bytes(b"\x00\xff\x10" + token.encode() + b"\x00\x9c")
+    await telegram_sim.user_says(DM, "send me the dump")
+    await telegram_sim.wait_for_bot_message(DM, lambda m: "Sorry" in m.text)
+    await run.idle(KEY)
+    (refusal,) = tool_results(model_server, 1)
+    assert refusal == "send_file: dump.bin holds a configured secret; not sent"
+    assert telegram_sim.files.sent == []
+    assert telegram_sim.calls_to("sendDocument") == telegram_sim.calls_to("sendPhoto") == []
+    outbox = run.workspace / ".outbox"
+    assert not outbox.exists() or list(outbox.iterdir()) == []

@@ -1,15 +1,28 @@
 """Telegram files across a kill -9 of ``commonos run`` (docs/attachments.md): a download
-cut off mid-file is fetched again after the restart and its turn runs once."""
+cut off mid-file is fetched again after the restart and its turn runs once; a file the
+agent sends (``send_file``) killed while its upload was in flight is uploaded once more
+(Telegram has no idempotency key: docs/architecture.md §9, "Exactly once"), and one
+queued but not yet started is sent exactly once."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from tests.platform_sim.base import Json
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
-from tests.support.killed_run import kill_in_flight, restarted, settled, write_config
-from tests.support.model_server import ScriptedModelServer, reply_text
+from tests.support.killed_run import (
+    STORE_FILE,
+    kill_in_flight,
+    outbox,
+    restarted,
+    settled,
+    write_config,
+)
+from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call
 
 NOTES = b"".join(b"line %d of the notes\n" % n for n in range(20_000))  # ~400 KiB: many chunks
 
@@ -55,3 +68,77 @@ async def test_killed_mid_download_the_file_is_fetched_again_and_the_turn_runs_o
     assert [p for p in copy.parent.iterdir() if p.name.startswith(".partial")] == []
     answers = [m.text for m in telegram_sim.bot_messages(ALICE.id)]
     assert answers.count("Twenty thousand lines.") == 1
+
+
+REPORT = "host,load\nweb-1,0.93\n"
+ANSWER = "The report is on its way."
+
+
+def send_the_report(model_server: ScriptedModelServer) -> None:
+    """The turn: write the report, send it (queued), then the reply text."""
+    model_server.script(
+        reply_tool_call("write_file", {"path": "load.csv", "content": REPORT}, id="w"),
+        reply_tool_call("send_file", {"path": "load.csv", "caption": "load"}, id="s"),
+        reply_text(ANSWER),
+    )
+
+
+def queued_files(home: Path) -> list[tuple[bool, bool, str]]:
+    """Each queued file: started, sent (a message id), the reason it was given up ("" if not)."""
+    sql = "SELECT started_at, message_id, failed FROM queued_files ORDER BY queued_at"
+    with contextlib.closing(sqlite3.connect(home / STORE_FILE, timeout=10)) as db:
+        rows = list(db.execute(sql))
+    return [(started is not None, message is not None, failed) for started, message, failed in rows]
+
+
+def the_answer(params: Json) -> bool:
+    return params.get("text") == ANSWER
+
+
+def uploads(telegram_sim: TelegramSim) -> list[bytes]:
+    return [f.file.data for f in telegram_sim.files.sent if f.method == "sendDocument"]
+
+
+async def ask_for_the_report(telegram_sim: TelegramSim) -> None:
+    await telegram_sim.user_says(ALICE.id, "send me the load report")
+
+
+async def test_killed_while_the_upload_is_in_flight_it_is_uploaded_once_more_never_a_third(
+    home: Path, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    send_the_report(model_server)
+    hold = telegram_sim.hold_next("sendDocument")
+    await kill_in_flight(home, hold, lambda: ask_for_the_report(telegram_sim))
+    assert uploads(telegram_sim) == [REPORT.encode()]  # Telegram has it; the gateway never heard
+    assert queued_files(home) == [(True, False, "")]  # in flight: started, not known sent
+
+    async with restarted(home):
+        await settled(home, "telegram")
+    assert len(model_server.requests) == 3  # the turn was not run again
+    answers = [m.text for m in telegram_sim.bot_messages(ALICE.id)]
+    assert answers.count(ANSWER) == 1 and outbox(home)[0][0] is not None
+    assert uploads(telegram_sim) == [REPORT.encode()] * 2  # the documented window: once more
+    assert queued_files(home) == [(True, True, "")]  # sent: no third upload on a later replay
+    assert len(telegram_sim.calls_to("sendDocument")) == 2
+
+
+async def test_killed_before_the_upload_began_the_file_is_sent_exactly_once(
+    home: Path, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    send_the_report(model_server)
+    # the reply (the progress message edited into it), sent before the file
+    hold = telegram_sim.hold_next("editMessageText", the_answer)
+    await kill_in_flight(home, hold, lambda: ask_for_the_report(telegram_sim))
+    assert uploads(telegram_sim) == []
+    assert queued_files(home) == [(False, False, "")]  # queued, not started
+
+    async with restarted(home):
+        await settled(home, "telegram")
+    assert len(model_server.requests) == 3  # the turn was not run again
+    assert uploads(telegram_sim) == [REPORT.encode()]
+    assert queued_files(home) == [(True, True, "")]
+    (sent,) = telegram_sim.files.sent
+    assert (sent.chat_id, sent.caption, sent.file.name) == (ALICE.id, "load", "load.csv")
+    answers = [m for m in telegram_sim.bot_messages(ALICE.id) if m.text == ANSWER]
+    assert len(answers) == 2  # the reply was in flight: §9's window for a chunk
+    assert int(answers[-1].id) < sent.message_id  # the file after the reply, as before
