@@ -18,6 +18,11 @@ before it is handled. A mention in a guild channel opens a thread from that mess
 (``thread_per_conversation``; Discord allows one thread per message, so a replay finds
 the same thread) and the conversation continues there without mentions.
 
+Files (:mod:`.files`): a message's attachments are offered with its event (a mention with
+only a file opens a thread too); ``download`` streams one from Discord's CDN; a
+``SendFile`` is an upload with its caption, its nonce from the outbox key as for a
+``Send``; ``capabilities.upload_limit`` is 10 MiB (a server without boosts).
+
 Outbound: ``allowed_mentions`` is *none* on every message and edit, so model text with
 ``@everyone``, ``@here`` or ``<@id>`` pings nobody. Buttons are :class:`ButtonPress`
 items (state in the custom_id). Rate limits are discord.py's: it waits out each 429 by
@@ -36,7 +41,7 @@ import hashlib
 import logging
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -47,16 +52,14 @@ import yarl
 
 from adapters.base import (
     AdapterError,
-    ButtonRole,
     ButtonRows,
     Capabilities,
     ChatRef,
-    ChatType,
     EventSink,
     InboundEvent,
     SentMessage,
 )
-from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, Typing
+from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, SendFile, Typing
 from adapters.discord.commands import build_tree, sync_commands
 from adapters.discord.connection import (
     IDENTIFY_SPACING,
@@ -75,41 +78,43 @@ from adapters.discord.errors import (
     platform_errors,
     translate,
 )
+from adapters.discord.files import UPLOAD_LIMIT, Downloads, send_file
 from adapters.discord.inbox import ENVELOPES
 from adapters.discord.interactions import (
+    BUTTON_PAYLOAD_LIMIT,
     TOKEN_LIFETIME,
     ButtonPress,
     DeferredResponses,
     Responder,
+    view_of,
 )
 from adapters.discord.normalize import (
     PLATFORM,
     Envelope,
-    EnvelopeKind,
     event_of,
-    parse_command,
-    strip_mentions,
     thread_name,
+)
+from adapters.discord.reading import (
+    USER_MESSAGES,
+    interaction_envelope,
+    known_fields,
+    message_envelope,
+    unreadable,
 )
 from adapters.discord.render import MAX_CONTENT, discord_renderer, escape
 from adapters.health import Health, HealthCell, Supervisor
 from adapters.inbox import STORAGE_NOTICE, DurableInbox, notice_chat
 from adapters.session_keys import SessionKeyRule, session_key
+from core.attachments import Attachment, OutgoingFile
 from core.store.base import Store, StoreUnavailable
 from core.tasks import TaskSet
 
 _log = logging.getLogger(__name__)
 
 NO_PINGS = discord.AllowedMentions.none()
-BUTTON_PAYLOAD_LIMIT = 100
 NONCE_LENGTH = 25
 DEFAULT_API = "https://discord.com/api/v10"
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440
-THREAD_TYPES = frozenset(
-    {discord.ChannelType.public_thread, discord.ChannelType.private_thread,
-     discord.ChannelType.news_thread}
-)  # fmt: skip
-USER_MESSAGES = frozenset({discord.MessageType.default, discord.MessageType.reply})
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,42 +140,6 @@ def intents_for(settings: DiscordSettings) -> discord.Intents:
     intents.guilds = intents.guild_messages = intents.dm_messages = True
     intents.message_content = settings.message_content
     return intents
-
-
-def chat_type_of(channel: Any) -> ChatType:
-    kind = getattr(channel, "type", None)
-    if kind in (discord.ChannelType.private, discord.ChannelType.group):
-        return "dm"
-    if kind in THREAD_TYPES:
-        return "thread"
-    return "channel"
-
-
-BUTTON_STYLES: dict[ButtonRole, discord.ButtonStyle] = {
-    "approve": discord.ButtonStyle.success,
-    "always": discord.ButtonStyle.success,
-    "deny": discord.ButtonStyle.danger,
-    "stop": discord.ButtonStyle.danger,
-    "choice": discord.ButtonStyle.secondary,
-}
-"""A button's colour by its role: approve green, deny and Stop red, a choice grey."""
-
-
-def view_of(buttons: ButtonRows) -> discord.ui.View | None:
-    """Buttons as a view of :class:`ButtonPress` items (``None``: no buttons)."""
-    if not any(buttons):
-        return None
-    view = discord.ui.View(timeout=None)
-    for row_index, row in enumerate(buttons):
-        for button in row:
-            if len(button.data) > BUTTON_PAYLOAD_LIMIT:
-                raise ValueError(
-                    f"button {button.label!r}: payload is {len(button.data)} characters, "
-                    f"Discord allows {BUTTON_PAYLOAD_LIMIT}"
-                )
-            style = BUTTON_STYLES[button.role]
-            view.add_item(ButtonPress(button.data, button.label[:80], style, row=row_index))
-    return view
 
 
 def plain_content(text: str) -> str:
@@ -235,6 +204,7 @@ class DiscordAdapter:
             edit_interval=self.settings.edit_interval,
             markup="discord_markdown",
             renderer=discord_renderer(),
+            upload_limit=UPLOAD_LIMIT,
         )
         self.client: _Client | None = None
         self.syncs = 0
@@ -253,6 +223,7 @@ class DiscordAdapter:
         self.timing = timing or Timing()
         """The reconnect backoff's clock and sleep (read by ``start``)."""
         self.link: GatewayLink | None = None
+        self._downloads = Downloads(_simulated_hosts(self.settings.api_base))
 
     @property
     def health(self) -> Health:
@@ -345,6 +316,7 @@ class DiscordAdapter:
         if self.client is not None:
             await self.client.close()
         await self._quarantine.aclose(grace=1.0)
+        await self._downloads.aclose()
         self.health_cell.stopped()
         logging.getLogger("discord.http").removeHandler(self._rate_limits)
 
@@ -381,63 +353,18 @@ class DiscordAdapter:
         try:
             if str(message.author.id) == self.bot_id or message.type not in USER_MESSAGES:
                 return
-            envelope = self._message_envelope(message)
+            envelope = message_envelope(message, self.bot_id, self._known)
         except Exception as exc:
-            raw = raw_json(_known_fields(message))
-            await self._reject_tracked(f"MESSAGE_CREATE:{message.id}", raw, _unreadable(exc))
+            raw = raw_json(known_fields(message))
+            await self._reject_tracked(f"MESSAGE_CREATE:{message.id}", raw, unreadable(exc))
             return
         await self._accept(envelope)
-
-    def _message_envelope(self, message: discord.Message) -> Envelope:
-        bot = self.bot_id
-        text = strip_mentions(message.content, bot)
-        command = parse_command(text, self._known)
-        resolved = message.reference.resolved if message.reference else None
-        channel = message.channel
-        kind: EnvelopeKind = "command" if command else "message"
-        return Envelope(
-            kind=kind,
-            id=str(message.id),
-            channel_id=str(message.channel.id),
-            chat_type=chat_type_of(channel),
-            author_id=str(message.author.id),
-            author_name=message.author.display_name,
-            author_bot=message.author.bot,
-            text=text,
-            mentioned=any(str(user.id) == bot for user in message.mentions),
-            reply_to_bot=isinstance(resolved, discord.Message) and str(resolved.author.id) == bot,
-            bot_thread=isinstance(channel, discord.Thread) and str(channel.owner_id) == bot,
-            command=command[0] if command else "",
-            args=command[1] if command else "",
-        )
-
-    def _interaction_envelope(
-        self, interaction: discord.Interaction, kind: EnvelopeKind, **fields: Any
-    ) -> Envelope:
-        user = interaction.user
-        if not isinstance(user, (discord.User, discord.Member)):
-            raise ValueError("the interaction names no user")
-        if not isinstance(interaction.channel_id, int):
-            raise ValueError("the interaction names no channel")
-        if not isinstance(interaction.token, str):
-            raise ValueError("the interaction's token is not a string")
-        return Envelope(
-            kind=kind,
-            id=str(interaction.id),
-            channel_id=str(interaction.channel_id),
-            chat_type=chat_type_of(interaction.channel),
-            author_id=str(user.id),
-            author_name=user.display_name,
-            author_bot=user.bot,
-            mentioned=True,
-            **fields,
-        )
 
     async def on_command(self, interaction: discord.Interaction, name: str, args: str) -> None:
         """A slash command (already deferred)."""
         text = f"/{name} {args}".strip()
         try:
-            envelope = self._interaction_envelope(
+            envelope = interaction_envelope(
                 interaction, "command", command=name, args=args, text=text
             )
         except Exception as exc:
@@ -457,13 +384,13 @@ class DiscordAdapter:
     async def _reject_interaction(self, interaction: discord.Interaction, exc: Exception) -> None:
         raw = raw_json({"id": str(interaction.id), "type": interaction.type.value,
                         "data": interaction.data})  # fmt: skip
-        await self._reject_tracked(f"INTERACTION_CREATE:{interaction.id}", raw, _unreadable(exc))
+        await self._reject_tracked(f"INTERACTION_CREATE:{interaction.id}", raw, unreadable(exc))
 
     async def on_press(self, interaction: discord.Interaction, custom_id: str) -> None:
         """A button press: read, deferred at once, then stored and handed over."""
         message_id = str(interaction.message.id) if interaction.message else ""
         try:
-            envelope = self._interaction_envelope(
+            envelope = interaction_envelope(
                 interaction, "press", custom_id=custom_id, message_id=message_id
             )
         except Exception as exc:
@@ -522,7 +449,7 @@ class DiscordAdapter:
             and envelope.chat_type == "channel"
             and envelope.mentioned
             and not envelope.author_bot
-            and bool(envelope.text.strip())
+            and bool(envelope.text.strip() or envelope.attachments)
             and ("*" in openers or envelope.author_id in openers)
         )
 
@@ -537,6 +464,8 @@ class DiscordAdapter:
         match call:
             case Send(chat, text, buttons, markup, key):
                 return await self._send(chat, text, buttons, markup, key)
+            case SendFile(chat, file, caption, key):
+                return await self._send_file(chat, file, caption, key)
             case Edit(message, text, buttons, markup):
                 await self._edit(message, text, buttons, markup)
             case Delete(message):
@@ -569,6 +498,21 @@ class DiscordAdapter:
                     content, view=view, allowed_mentions=NO_PINGS, nonce=nonce
                 )
         return SentMessage(chat, str(message.id))
+
+    async def _send_file(
+        self, chat: ChatRef, file: OutgoingFile, caption: str, key: str | None
+    ) -> SentMessage:
+        """Upload ``file`` into the chat (its thread or channel), caption shown as typed."""
+        nonce = nonce_of(key) if key is not None else secrets.token_hex(12)
+        with platform_errors():
+            message = await send_file(
+                self._channel(chat), file, plain_content(caption), nonce, NO_PINGS
+            )
+        return SentMessage(chat, str(message.id))
+
+    def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
+        """An offered attachment's bytes, streamed from Discord's CDN (:mod:`.files`)."""
+        return self._downloads.stream(attachment)
 
     async def _edit(
         self, message: SentMessage, text: str, buttons: ButtonRows, markup: bool
@@ -624,14 +568,9 @@ async def _replace_deferred(
     return str(original.id)
 
 
-def _known_fields(message: discord.Message) -> dict[str, Any]:
-    """What can be read of a message discord.py built only in part (for its dead letter)."""
-    channel = getattr(message, "channel", None)
-    author = getattr(message, "author", None)
-    return {"id": message.id, "channel_id": getattr(channel, "id", None),
-            "author_id": getattr(author, "id", None),
-            "content": getattr(message, "content", None)}  # fmt: skip
-
-
-def _unreadable(exc: Exception) -> str:
-    return f"unreadable: {type(exc).__name__}: {exc}"
+def _simulated_hosts(api_base: str) -> tuple[str, ...]:
+    """A configured REST base's host serves attachments too (a simulator's, in tests)."""
+    if api_base == DEFAULT_API:
+        return ()
+    host = yarl.URL(api_base).host
+    return (host,) if host else ()

@@ -6,6 +6,7 @@
     HTTPException 429 (given up by discord.py)                 -> RateLimited
     NotFound 10008 Unknown Message / 10003 Unknown Channel     -> MessageGone
     HTTPException 50035 with a "2000 or fewer" content error   -> TooLong
+    HTTPException 413 / 40005 Request entity too large (a file) -> TooLong
     Forbidden                                                  -> Forbidden
     any other DiscordException                                 -> AdapterError
 
@@ -26,6 +27,8 @@ from adapters.base import AdapterError, Forbidden, MessageGone, RateLimited, Too
 
 GONE_CODES = frozenset({10003, 10008})
 """Unknown Channel, Unknown Message."""
+ENTITY_TOO_LARGE = 40005
+"""Request entity too large: a file over the upload limit (413)."""
 THREAD_EXISTS = 160004
 """A thread has already been created for this message."""
 TOKEN_GONE = frozenset({10008, 10015, 50027})
@@ -46,6 +49,8 @@ def translate(exc: discord.DiscordException) -> AdapterError:
             return Forbidden(exc.text)
         if exc.code == 50035 and "or fewer in length" in exc.text:
             return TooLong(exc.text)
+        if exc.code == ENTITY_TOO_LARGE or exc.status == 413:
+            return TooLong(f"discord refused the file as over its upload limit ({exc.text})")
         return AdapterError(f"discord {exc.status} (code {exc.code}): {exc.text}")
     return AdapterError(f"{type(exc).__name__}: {exc}")
 

@@ -28,8 +28,12 @@ from typing import Any, Protocol
 
 import discord
 
+from adapters.base import ButtonRole, ButtonRows
+
 _log = logging.getLogger(__name__)
 
+BUTTON_PAYLOAD_LIMIT = 100
+"""Characters of a custom_id."""
 TOKEN_LIFETIME = 15 * 60 - 60
 """Seconds an interaction token is used for (Discord's 15 minutes, less a margin)."""
 
@@ -133,3 +137,30 @@ class DeferredResponses:
     def claim(self, chat_id: str) -> Responder | None:
         """The responder whose deferred response a message to ``chat_id`` replaces."""
         return next((r for r in self._open.get(chat_id, ()) if r.claim(chat_id)), None)
+
+
+BUTTON_STYLES: dict[ButtonRole, discord.ButtonStyle] = {
+    "approve": discord.ButtonStyle.success,
+    "always": discord.ButtonStyle.success,
+    "deny": discord.ButtonStyle.danger,
+    "stop": discord.ButtonStyle.danger,
+    "choice": discord.ButtonStyle.secondary,
+}
+"""A button's colour by its role: approve green, deny and Stop red, a choice grey."""
+
+
+def view_of(buttons: ButtonRows) -> discord.ui.View | None:
+    """Buttons as a view of :class:`ButtonPress` items (``None``: no buttons)."""
+    if not any(buttons):
+        return None
+    view = discord.ui.View(timeout=None)
+    for row_index, row in enumerate(buttons):
+        for button in row:
+            if len(button.data) > BUTTON_PAYLOAD_LIMIT:
+                raise ValueError(
+                    f"button {button.label!r}: payload is {len(button.data)} characters, "
+                    f"Discord allows {BUTTON_PAYLOAD_LIMIT}"
+                )
+            style = BUTTON_STYLES[button.role]
+            view.add_item(ButtonPress(button.data, button.label[:80], style, row=row_index))
+    return view

@@ -10,6 +10,9 @@ shared with ``group_sessions = "shared"``); a thread is ``thread``, one session 
 its members, its channel id the chat. A message in a thread the bot opened counts as
 addressed to the bot (no mention needed there).
 
+Files: an envelope keeps its message's attachments, offered (:mod:`.files`), so a replay
+hands the same ones on; a message with files and no text is a text event with ``""``.
+
 Text commands: ``/name`` is always a command (an unknown one is answered as such);
 ``!name`` only when ``name`` is one of ours, so ``!important`` stays text.
 """
@@ -23,6 +26,7 @@ from typing import Literal
 
 from adapters.base import ChatRef, ChatType, InboundEvent, Sender, SentMessage
 from adapters.session_keys import SessionKeyRule
+from core.attachments import Attachment
 
 PLATFORM = "discord"
 EnvelopeKind = Literal["message", "command", "press"]
@@ -51,6 +55,7 @@ class Envelope:
     custom_id: str = ""
     message_id: str = ""
     """For a press: the message whose button was pressed."""
+    attachments: tuple[Attachment, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -59,7 +64,15 @@ class Envelope:
     def from_json(cls, raw: str) -> Envelope:
         data = json.loads(raw)
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        envelope = cls(**{k: v for k, v in data.items() if k in known})
+        return replace(envelope, attachments=revive(envelope.attachments))
+
+
+def revive(items: object) -> tuple[Attachment, ...]:
+    """Attachments from their stored JSON objects."""
+    if not isinstance(items, (list, tuple)):
+        return ()
+    return tuple(Attachment(**item) if isinstance(item, dict) else item for item in items)
 
 
 def strip_mentions(text: str, bot_id: str) -> str:
@@ -106,6 +119,7 @@ def event_of(
         text=envelope.text,
         mentioned=envelope.mentioned or envelope.bot_thread or moved,
         reply_to_bot=envelope.reply_to_bot,
+        attachments=envelope.attachments,
     )
     if envelope.kind == "press":
         message = SentMessage(chat, envelope.message_id)
