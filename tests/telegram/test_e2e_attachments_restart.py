@@ -2,7 +2,8 @@
 cut off mid-file is fetched again after the restart and its turn runs once; a file the
 agent sends (``send_file``) killed while its upload was in flight is uploaded once more
 (Telegram has no idempotency key: docs/architecture.md §9, "Exactly once"), and one
-queued but not yet started is sent exactly once."""
+queued but not yet started — killed during the reply's send, or mid-turn while the model
+was still answering — is sent exactly once."""
 
 from __future__ import annotations
 
@@ -22,7 +23,13 @@ from tests.support.killed_run import (
     settled,
     write_config,
 )
-from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call
+from tests.support.model_server import (
+    ScriptedModelServer,
+    reply_hang,
+    reply_text,
+    reply_tool_call,
+)
+from tests.test_run_telegram import READY, TIMEOUT, gateway_process
 
 NOTES = b"".join(b"line %d of the notes\n" % n for n in range(20_000))  # ~400 KiB: many chunks
 
@@ -142,3 +149,40 @@ async def test_killed_before_the_upload_began_the_file_is_sent_exactly_once(
     answers = [m for m in telegram_sim.bot_messages(ALICE.id) if m.text == ANSWER]
     assert len(answers) == 2  # the reply was in flight: §9's window for a chunk
     assert int(answers[-1].id) < sent.message_id  # the file after the reply, as before
+
+
+async def kill_while_the_model_answers(
+    home: Path, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    """Run the first gateway until the turn's last model call (after send_file queued the
+    file) is on the wire, then SIGKILL it."""
+    async with gateway_process(home) as first:
+        await first.wait_for_line(READY)
+        await ask_for_the_report(telegram_sim)
+        await model_server.wait_for_requests(3, TIMEOUT)
+        first.process.kill()
+        assert await first.process.wait() == -9
+
+
+async def test_killed_mid_turn_after_the_file_was_queued_it_is_sent_once_and_not_queued_again(
+    home: Path, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(
+        reply_tool_call("write_file", {"path": "load.csv", "content": REPORT}, id="w"),
+        reply_tool_call("send_file", {"path": "load.csv", "caption": "load"}, id="s"),
+        reply_hang(),  # the answer after the file was queued: never comes
+    )
+    await kill_while_the_model_answers(home, telegram_sim, model_server)
+    assert queued_files(home) == [(False, False, "")] and uploads(telegram_sim) == []
+
+    model_server.script(reply_text(ANSWER))
+    async with restarted(home):
+        await settled(home, "telegram")
+    assert len(model_server.requests) == 4  # resumed: only the unanswered model call again
+    resumed = [m for m in model_server.requests[3].messages if m["role"] == "tool"]
+    assert str(resumed[-1]["content"]).startswith("Queued load.csv")  # the call's own result
+    answers = [m for m in telegram_sim.bot_messages(ALICE.id) if m.text == ANSWER]
+    assert len(answers) == 1
+    assert uploads(telegram_sim) == [REPORT.encode()]
+    assert queued_files(home) == [(True, True, "")]
+    assert int(answers[0].id) < telegram_sim.files.sent[0].message_id
