@@ -90,28 +90,28 @@ class Downloads:
         try:
             async with self._http().stream("GET", url) as response:
                 if response.status_code != 200:
-                    raise DownloadFailed(_refusal(attachment.name, response.status_code))
+                    raise DownloadFailed(_refusal(response.status_code))
                 async for chunk in response.aiter_bytes(CHUNK):
                     yield chunk
         except httpx.HTTPError as exc:
-            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            msg = f"{attachment.name}: the download from Discord broke ({why})"
-            raise DownloadFailed(msg) from exc
+            why = f"the download from Discord broke off ({type(exc).__name__})"
+            raise DownloadFailed(why) from exc
 
     def _checked(self, attachment: Attachment) -> httpx.URL:
         try:
             url = httpx.URL(attachment.source)
         except httpx.InvalidURL as exc:
-            raise DownloadFailed(f"{attachment.name}: not a Discord file link ({exc})") from exc
+            raise DownloadFailed(f"its address is not a Discord file link ({exc})") from exc
         if url.scheme not in ("http", "https") or url.host not in self.hosts:
-            raise DownloadFailed(f"{attachment.name}: not on Discord's CDN ({url.host or '?'})")
+            raise DownloadFailed(f"its address is not on Discord's CDN ({url.host or '?'})")
         return url
 
 
-def _refusal(name: str, status: int) -> str:
+def _refusal(status: int) -> str:
+    """Why the CDN's answer is not the file (the reason a user reads)."""
     if status == 404:
-        return f"{name}: Discord no longer has this file (its link expired or it was deleted)"
-    return f"{name}: Discord's CDN answered HTTP {status}"
+        return "Discord no longer has the file (its link expired, or it was deleted)"
+    return f"Discord's CDN answered HTTP {status}"
 
 
 async def send_file(

@@ -38,11 +38,17 @@ def discord_config_data(
     profile: dict[str, Any] | None = None,
     progress: dict[str, Any] | None = None,
     web: dict[str, Any] | None = None,
+    attachments: dict[str, Any] | None = None,
+    transcription: dict[str, Any] | None = None,
     **discord: Any,
 ) -> dict[str, Any]:
     """The config file's tables; ``discord`` keys override the ``[discord]`` defaults
-    (``web={...}`` enables the web server, for ``/healthz``)."""
-    return {
+    (``web={...}`` enables the web server, for ``/healthz``; ``attachments={...}`` and
+    ``transcription={...}`` are those sections, when given)."""
+    files = {"attachments": attachments} if attachments is not None else {}
+    if transcription is not None:
+        files["transcription"] = transcription
+    return files | {
         "model": {"base_url": models.url, "model": "scripted", "api_key": "sk-test"},
         "profiles": {"default": {"sandbox": "none", "approval_timeout": 30, **(profile or {})}},
         "progress": {"mode": "all", "cleanup": False, **(progress or {})},

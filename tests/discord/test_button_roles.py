@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from adapters.base import Button, ButtonRole
-from adapters.discord.adapter import view_of
+from adapters.discord.interactions import view_of
 from tests.discord.conftest import GatewayFactory
 from tests.discord.harness import dm_key
 from tests.platform_sim.base import SimMessage

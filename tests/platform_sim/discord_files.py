@@ -5,10 +5,11 @@ URL ``{sim.url}/attachments/{channel}/{attachment}/{filename}?ex=<hex expiry>&is
 issued>&hm=<hex signature>&`` (and the same path under ``/media`` for ``proxy_url``), as
 ``cdn.discordapp.com`` / ``media.discordapp.net`` serve them since 2024. A URL whose
 signature does not match, whose expiry has passed (:meth:`Cdn.expire_links` moves the
-CDN's clock past every expiry), or that names no attachment is answered as the real CDN
-answers it: 404 with the text ``This content is no longer available.`` ``downloads``
-counts the bodies served per attachment id; ``break_after(id, n)`` makes the next
-download stop after ``n`` bytes (the connection closes mid-body).
+CDN's clock past every expiry; ``lifetime = 0`` hands out stale ones), or that names no
+attachment is answered as the real CDN answers it: 404 with the text ``This content is no
+longer available.`` ``downloads`` counts the bodies served per attachment id;
+``break_after(id, n)`` makes the next download stop after ``n`` bytes (the connection
+closes mid-body).
 
 Uploads: ``POST /channels/{id}/messages`` as ``multipart/form-data`` with a
 ``payload_json`` part and ``files[n]`` parts (discord.py sends each as
@@ -95,6 +96,8 @@ class Cdn:
         self.downloads: dict[str, int] = {}
         """Bodies served per attachment id."""
         self.upload_limit = UPLOAD_LIMIT
+        self.lifetime = LINK_LIFETIME
+        """Seconds each new signed URL works (0: stale when handed out)."""
         self.skew = 0.0
         """Seconds the CDN's clock is ahead of real time (:meth:`expire_links`)."""
         self._cuts: dict[str, int] = {}
@@ -106,7 +109,7 @@ class Cdn:
         content_type = upload.content_type or mimetypes.guess_type(upload.filename)[0]
         now = self.now()
         cdn = CdnFile(file_id, channel_id, upload.filename, upload.data, content_type,
-                      expires=now + LINK_LIFETIME, issued=now, **meta)  # fmt: skip
+                      expires=now + self.lifetime, issued=now, **meta)  # fmt: skip
         self.files[file_id] = cdn
         return cdn
 
