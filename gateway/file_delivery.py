@@ -5,7 +5,9 @@ docs/attachments.md, "Outbound". Two halves:
 * :meth:`FileDelivery.queue_for` is a turn's ``on_file``
   (:data:`core.agent.turn.QueueFile`): it checks the chat can take the file — the platform's
   ``capabilities.upload_limit`` (0: "this chat cannot receive files"; a larger file:
-  "<name> is over <Platform>'s <N> MB upload limit", the tool's result) — and keeps it in
+  "<name> is over <Platform>'s <N> MB upload limit", the tool's result) — writes the
+  checked bytes into the :class:`Spool` (``<data dir>/outbox/<key>/<name>``, outside every
+  workspace: no sandboxed command can change or replace what is sent) and keeps the file in
   the store (``Store.queue_file``, the outbox for files) with the chat it goes to.
 * :meth:`FileDelivery.send_unsent` runs after the turn's reply is delivered — also after a
   replayed update's redelivery and after a failed turn's apology — and sends the session's
@@ -15,7 +17,7 @@ docs/attachments.md, "Outbound". Two halves:
   (``in_flight_since``), so a platform with an idempotency mechanism shows it once (the
   same exactly-once rules as reply chunks: docs/architecture.md, "Exactly once").
 
-A refusal for good (forbidden, too large for the platform, chat gone, the snapshot
+A refusal for good (forbidden, too large for the platform, chat gone, the spooled file
 unreadable) marks the row failed and tells the chat in one plain notice naming the file; a
 rate limit past its bounds or a connection failure leaves the row for the next delivery in
 the session, and a shutdown mid-send leaves it for the replay.
@@ -25,9 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from functools import partial
+from pathlib import Path
 
 from adapters.base import AdapterError, ChatRef, Forbidden, MessageGone, RateLimited, TooLong
 from adapters.calls import SendFile
@@ -37,6 +44,7 @@ from core.store.base import QueuedFile, Store, StoreError
 from core.tools.limits import megabytes
 from gateway.chats import ChatDirectory, Place
 from gateway.delivery import Delivery
+from gateway.inbox_files import safe_name
 from gateway.pipeline import Outbound
 from gateway.rate_limits import MAX_ATTEMPTS, Sleep, with_rate_limits
 
@@ -46,6 +54,45 @@ CANNOT_RECEIVE = "this chat cannot receive files"
 STOPPED = "its turn was stopped"
 PERMANENT = (Forbidden, TooLong, MessageGone, OSError)
 """Errors after which sending the same file again cannot work."""
+SPOOL_KEEP_SECONDS = 24 * 3600
+"""How long a file stays in the spool after it was queued (the terminal chat shows its
+path; a file still unsent by then is reported unreadable when its turn comes)."""
+
+
+class Spool:
+    """Where queued files wait to be sent: one directory per file key, readable only by the
+    gateway's user, never inside a workspace (docs/attachments.md, "Outbound")."""
+
+    def __init__(self, root: Path | None = None, *, clock: Callable[[], float] = time.time):
+        self._root, self._clock = root, clock
+
+    @property
+    def root(self) -> Path:
+        """The spool's directory (none given: a temporary one, made when first needed)."""
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="commonos-out-"))
+        return self._root
+
+    def keep(self, file: OutgoingFile, content: bytes) -> Path:
+        """Write ``content`` as ``<root>/<key>/<safe name>`` (whole or not at all; the
+        same key again rewrites it) and sweep files past :data:`SPOOL_KEEP_SECONDS`."""
+        self._sweep()
+        folder = self.root / file.key
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = folder / safe_name(file.name, file.mime)
+        temporary = folder / ".writing"
+        with open(temporary, "wb") as handle:
+            handle.write(content)
+        os.replace(temporary, path)
+        return path
+
+    def _sweep(self) -> None:
+        if not self.root.is_dir():
+            return
+        oldest = self._clock() - SPOOL_KEEP_SECONDS
+        for folder in self.root.iterdir():
+            if folder.stat().st_mtime < oldest:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 class FileDelivery:
@@ -58,8 +105,10 @@ class FileDelivery:
         clock: Callable[[], float] = time.time,
         sleep: Sleep = asyncio.sleep,
         attempts: int = MAX_ATTEMPTS,
+        spool: Spool | None = None,
     ) -> None:
         self._store, self._directory, self._delivery = store, directory, delivery
+        self.spool = spool if spool is not None else Spool()
         self._clock, self._sleep, self._attempts = clock, sleep, attempts
 
     # queueing (during the turn) -------------------------------------------------------
@@ -67,12 +116,21 @@ class FileDelivery:
         """The ``on_file`` of one turn of ``session_key``, whose chat is ``place``."""
         return partial(self._queue, session_key, place)
 
-    async def _queue(self, session_key: str, place: Place | None, file: OutgoingFile) -> str | None:
+    async def _queue(
+        self, session_key: str, place: Place | None, file: OutgoingFile, content: bytes
+    ) -> str | None:
         refusal = refusal_for(place, file)
         if refusal is not None or place is None:
             return refusal or CANNOT_RECEIVE
         try:
-            return await self._keep(session_key, place.chat, file)
+            path = await asyncio.to_thread(self.spool.keep, file, content)
+        except OSError as exc:
+            logger.error(
+                "%s: file %s not kept in %s (%s)", session_key, file.name, self.spool.root, exc
+            )
+            return "the gateway could not keep the file to send (its spool is not writable)"
+        try:
+            return await self._keep(session_key, place.chat, replace(file, path=str(path)))
         except StoreError as exc:
             logger.error("%s: file %s not queued (%s)", session_key, file.name, exc)
             return "the gateway could not keep the file to send (its store failed)"

@@ -86,6 +86,9 @@ class Attachments:
 
     limits: IntakeLimits = field(default_factory=IntakeLimits)
     transcriber: Transcribes | None = None
+    outbox: Path | None = None
+    """Where files the agent sends wait (``<data dir>/outbox``; None: a temporary
+    directory), :class:`gateway.file_delivery.Spool`."""
 
 
 DEFAULT_ATTACHMENTS = Attachments()

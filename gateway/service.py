@@ -78,7 +78,7 @@ from gateway.approval_card import ChatApprover
 from gateway.chat_commands import StoppedTurns
 from gateway.chats import ChatDirectory, Place
 from gateway.delivery import TYPING_DELAY, TYPING_INTERVAL, Delivery, Typing
-from gateway.file_delivery import FileDelivery
+from gateway.file_delivery import FileDelivery, Spool
 from gateway.intake import DEFAULT_ATTACHMENTS, NOTHING_TO_RUN, Attachments, Intake
 from gateway.live_text import live_reply
 from gateway.pipeline import Traffic
@@ -186,7 +186,8 @@ class GatewayService:
         }
         self.delivery = Delivery(sleep=sleep, store=store)
         self.intake = Intake(store, self.delivery, attachments)
-        self.files = FileDelivery(store, self.directory, self.delivery, sleep=sleep)
+        spool = Spool(attachments.outbox)
+        self.files = FileDelivery(store, self.directory, self.delivery, sleep=sleep, spool=spool)
         self.dispatcher = self._dispatcher()
         self.router = self._router(chat.access)
 

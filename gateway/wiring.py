@@ -109,15 +109,16 @@ def _attachments(config: Config) -> Attachments:
     """``[attachments]``'s limits and ``[transcription]``'s transcriber (docs/attachments.md)."""
     section, spoken = config.attachments, config.transcription
     limits = IntakeLimits(max_bytes=section.max_bytes, kinds=frozenset(section.kinds))
+    outbox = config.data_dir / "outbox"
     if spoken.base_url is None:
-        return Attachments(limits)
+        return Attachments(limits, outbox=outbox)
     transcriber = Transcriber(
         TranscriptionConfig(
             base_url=spoken.base_url, model=spoken.model, api_key=spoken.api_key or "",
             timeout=spoken.timeout, language=spoken.language,
         )
     )  # fmt: skip
-    return Attachments(limits, transcriber)
+    return Attachments(limits, transcriber, outbox)
 
 
 def _adapters(config: Config, context: AdapterContext) -> list[Adapter]:

@@ -38,11 +38,13 @@ AskChoice = Callable[[Choice], Awaitable[str | None]]
 RunChild = Callable[[str, CancellationToken], Awaitable[str]]
 """Run a child agent on a task with a child token; returns its final reply."""
 
-QueueFile = Callable[[OutgoingFile], Awaitable[str | None]]
+QueueFile = Callable[[OutgoingFile, bytes], Awaitable[str | None]]
 """``run_turn``'s ``on_file`` (``ToolContext.queue_file``): keep a file the agent sends
-(``send_file``) for delivery after the reply; returns None when queued, else why it cannot
-be sent (the chat cannot take files, over the platform's upload limit) for the tool's
-result."""
+(``send_file``) for delivery after the reply. ``content`` is what is sent, already checked
+(text redacted, binary free of secrets); the keeper stores it where no sandbox reaches and
+sets ``file.path`` (docs/attachments.md, "Outbound"). Returns None when queued, else why it
+cannot be sent (the chat cannot take files, over the platform's upload limit) for the
+tool's result."""
 
 
 @dataclass(frozen=True, slots=True)

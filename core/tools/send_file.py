@@ -12,19 +12,20 @@ Arguments: ``path`` (inside the session's workspace, relative or absolute) and a
    encoded, become ``[REDACTED]``); a *binary* file holding a configured secret in any
    of the redactor's forms (read byte for byte, and as UTF-16) is refused whole —
    ``send_file: <name> holds a configured secret; not sent`` — and nothing is queued;
-3. snapshots what is sent to ``<workspace>/.outbox/<key>-<safe name>``, so the file the
-   chat gets is the one checked, whatever the agent does to the original afterwards;
+3. hands the checked bytes with an :class:`~core.attachments.OutgoingFile` to
+   ``ToolContext.queue_file``, whose keeper (the gateway) stores them outside every
+   workspace — so the file the chat gets is the one checked, whatever the agent (or a
+   command in its sandbox) does to the original or plants in the workspace afterwards;
    ``key`` is stable for the call (session, turn and call id: servers reuse call ids
-   across turns), so a replay overwrites the same snapshot and the outbox sends it once;
-4. hands an :class:`~core.attachments.OutgoingFile` to ``ToolContext.queue_file``: a
+   across turns), so a replay keeps the same file once and the outbox sends it once. A
    picture (PNG, JPEG, GIF, WebP up to :data:`MAX_PHOTO_BYTES`) goes as a ``photo``,
    anything else as a ``document``. The result says it was queued — the gateway sends it
    after the reply — or why the chat cannot take it.
 
 Risk ``safe`` (no approval asked): the file goes only to the chat of the user this
-conversation serves, it changes nothing outside the workspace's own ``.outbox``, and its
-content is what the agent could already show that user as text — through the same
-redactor, with binary files holding a secret refused outright.
+conversation serves, it changes nothing in the workspace, and its content is what the
+agent could already show that user as text — through the same redactor, with binary
+files holding a secret refused outright.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ import hashlib
 import mimetypes
 import os
 import posixpath
-import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,16 +55,12 @@ with a lower one refuses through ``queue_file``)."""
 MAX_PHOTO_BYTES = 10 * 1024 * 1024
 """A picture up to this size goes as a photo (Telegram's limit for one), else a document."""
 PHOTO_MIMES = frozenset(("image/png", "image/jpeg", "image/gif", "image/webp"))
-OUTBOX = ".outbox"
-"""The workspace directory that holds the snapshots of files being sent."""
 CANNOT_RECEIVE = "send_file: this conversation cannot receive files"
 _READINGS = ("latin-1", "utf-8", "utf-16-le", "utf-16-be")
 _SCAN_CHUNK = 1 << 20
 _SCAN_OVERLAP = 4096
 """More than any configured secret's longest encoded form: one spanning two pieces is
 whole in the overlap."""
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_SAFE_NAME_CHARS = 80
 
 
 class NotSent(Exception):
@@ -73,7 +69,9 @@ class NotSent(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    path: Path
+    """What is sent: the checked bytes and how the chat shows them."""
+
+    content: bytes
     name: str
     mime: str
     size: int
@@ -96,7 +94,7 @@ def send_file_tool(
             return ToolResult(CANNOT_RECEIVE, is_error=True)
         where = partial(_place, ctx, workspace, workspaces)
         try:
-            snap = await workers.run(ctx, partial(take_snapshot, where, path, file_key(ctx)))
+            snap = await workers.run(ctx, partial(take_snapshot, where, path))
         except NotSent as refused:
             return ToolResult(f"send_file: {refused}", is_error=True)
         except TimeoutError:
@@ -125,8 +123,8 @@ def send_file_tool(
 async def _queue(ctx: ToolContext, snap: Snapshot, caption: str) -> ToolResult:
     assert ctx.queue_file is not None
     key = file_key(ctx)
-    file = OutgoingFile(key, str(snap.path), snap.name, snap.mime, snap.size, snap.kind, caption)
-    refusal = await ctx.queue_file(file)
+    file = OutgoingFile(key, "", snap.name, snap.mime, snap.size, snap.kind, caption)
+    refusal = await ctx.queue_file(file, snap.content)
     if refusal is not None:
         return ToolResult(f"send_file: {snap.name} is not sent: {refusal}", is_error=True)
     size = human_size(snap.size)
@@ -148,19 +146,16 @@ def _place(ctx: ToolContext, workspace: Path | None, workspaces: Workspaces | No
 # on the file thread ------------------------------------------------------------------
 
 
-def take_snapshot(where: Callable[[], Path], shown: str, key: str) -> Snapshot:
-    """Read, check and snapshot ``shown`` (see the module docstring); raises
-    :class:`NotSent`."""
+def take_snapshot(where: Callable[[], Path], shown: str) -> Snapshot:
+    """Read and check ``shown`` (see the module docstring); raises :class:`NotSent`."""
     workspace = where()
     name = display_name(shown)
     data = _read(workspace, shown, name)
     content, is_text = _checked(data, name)
-    relative = f"{OUTBOX}/{key}-{safe_name(name)}"
-    _write(workspace, relative, content)
     mime = _mime(name, is_text)
     photo = not is_text and mime in PHOTO_MIMES and len(content) <= MAX_PHOTO_BYTES
     kind: OutgoingKind = "photo" if photo else "document"
-    return Snapshot(workspace / relative, name, mime, len(content), kind)
+    return Snapshot(content, name, mime, len(content), kind)
 
 
 def _read(workspace: Path, shown: str, name: str) -> bytes:
@@ -214,31 +209,11 @@ def holds_secret(data: bytes) -> bool:
     return False
 
 
-def _write(workspace: Path, relative: str, content: bytes) -> None:
-    try:
-        fd = open_regular(workspace, relative, os.O_WRONLY | os.O_CREAT, make_dirs=True)
-    except BadPath as bad:
-        raise NotSent(f"cannot keep the file to send: {bad}") from None
-    with open(fd, "wb") as handle:
-        handle.truncate(0)  # a replay of the same call writes the same snapshot again
-        handle.write(content)
-
-
 def display_name(path: str) -> str:
     """The name the chat shows: the path's last part without control or bidi characters."""
     base = posixpath.basename(path.rstrip("/"))
     shown = "".join(c for c in base if unicodedata.category(c)[0] != "C").strip()
     return shown or "file"
-
-
-def safe_name(name: str) -> str:
-    """``name`` as a plain file name (letters, digits, ``.``, ``_``, ``-``; at most 80
-    characters, its extension kept)."""
-    cleaned = _UNSAFE.sub("_", name).strip("._") or "file"
-    if len(cleaned) <= _SAFE_NAME_CHARS:
-        return cleaned
-    suffix = Path(cleaned).suffix[:16]
-    return cleaned[: _SAFE_NAME_CHARS - len(suffix)] + suffix
 
 
 def _mime(name: str, is_text: bool) -> str:

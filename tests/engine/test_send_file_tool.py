@@ -1,6 +1,6 @@
-"""The ``send_file`` tool (docs/turn-loop.md §19): files beneath the workspace only,
-snapshotted to ``.outbox``, text redacted, binary holding a secret refused, then handed to
-the turn's ``on_file``."""
+"""The ``send_file`` tool (docs/turn-loop.md §19): files beneath the workspace only, text
+redacted, binary holding a secret refused, then the checked bytes handed to the turn's
+``on_file`` — nothing written in the workspace (the gateway keeps them outside it)."""
 
 from __future__ import annotations
 
@@ -35,11 +35,13 @@ class Chat:
 
     def __init__(self, refusal: str | None = None) -> None:
         self.files: list[OutgoingFile] = []
+        self.contents: list[bytes] = []
         self.refusal = refusal
 
-    async def __call__(self, file: OutgoingFile) -> str | None:
+    async def __call__(self, file: OutgoingFile, content: bytes) -> str | None:
         if self.refusal is None:
             self.files.append(file)
+            self.contents.append(content)
         return self.refusal
 
 
@@ -56,17 +58,14 @@ async def call(
     return await send_file_tool().handler(args, context(workspace, chat))
 
 
-def contents(file: OutgoingFile) -> bytes:
-    return Path(file.path).read_bytes()
-
-
-def outbox(workspace: Path) -> list[str]:
-    folder = workspace / ".outbox"
-    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+def tree(workspace: Path) -> list[str]:
+    """Every path in the workspace (send_file must add none)."""
+    return sorted(str(p.relative_to(workspace)) for p in workspace.rglob("*"))
 
 
 async def test_the_model_sends_a_file_and_the_turn_hands_it_to_on_file(rig: Rig) -> None:
     (rig.profile.workspace / "report.csv").write_text("a,b\n1,2\n")
+    before = tree(rig.profile.workspace)
     rig.tools = ToolRegistry([send_file_tool()])
     rig.server.script(
         reply_tool_call("send_file", {"path": "report.csv", "caption": "the numbers"}),
@@ -80,8 +79,8 @@ async def test_the_model_sends_a_file_and_the_turn_hands_it_to_on_file(rig: Rig)
     [file] = chat.files
     assert (file.name, file.mime, file.size, file.kind) == ("report.csv", "text/csv", 8, "document")
     assert file.caption == "the numbers"
-    assert contents(file) == b"a,b\n1,2\n"
-    assert Path(file.path).parent == rig.profile.workspace / ".outbox"
+    assert chat.contents[0] == b"a,b\n1,2\n"
+    assert file.path == "" and tree(rig.profile.workspace) == before
     tool_result = rig.server.requests[1].messages[-1]["content"]
     assert tool_result == "Queued report.csv (8 bytes); it is sent to the chat with your reply."
     assert result.reply == "sent it"
@@ -91,6 +90,7 @@ async def test_a_turn_without_on_file_tells_the_model_the_chat_cannot_take_files
     rig: Rig,
 ) -> None:
     (rig.profile.workspace / "a.txt").write_text("hi")
+    before = tree(rig.profile.workspace)
     rig.tools = ToolRegistry([send_file_tool()])
     rig.server.script(reply_tool_call("send_file", {"path": "a.txt"}), reply_text("sorry"))
 
@@ -98,7 +98,7 @@ async def test_a_turn_without_on_file_tells_the_model_the_chat_cannot_take_files
 
     tool_result = rig.server.requests[1].messages[-1]["content"]
     assert tool_result == "send_file: this conversation cannot receive files"
-    assert outbox(rig.profile.workspace) == []
+    assert tree(rig.profile.workspace) == before
 
 
 async def test_a_refusal_from_the_chat_is_the_tools_error(tmp_path: Path) -> None:
@@ -118,7 +118,7 @@ async def test_a_path_out_of_the_workspace_is_refused(tmp_path: Path, path: str)
     result = await call(workspace, chat, path)
 
     assert result.is_error and "escapes the workspace" in result.text
-    assert chat.files == [] and outbox(workspace) == []
+    assert chat.files == [] and tree(workspace) == []
 
 
 async def test_a_symlink_out_of_the_workspace_is_refused(tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ async def test_a_text_file_is_sent_redacted_and_the_original_left_alone(tmp_path
     result = await call(tmp_path, chat, str(tmp_path / "env.txt"))  # absolute, inside
 
     [file] = chat.files
-    sent = contents(file).decode()
+    sent = chat.contents[0].decode()
     assert SECRET not in sent and sent.count(MASK) == 2
     assert (tmp_path / "env.txt").read_text() == original
     assert file.size == len(sent.encode()) and not result.is_error
@@ -193,7 +193,7 @@ async def test_a_binary_file_holding_the_secret_is_refused(tmp_path: Path, encod
 
     assert result.is_error
     assert result.text == "send_file: dump.bin holds a configured secret; not sent"
-    assert chat.files == [] and outbox(tmp_path) == []
+    assert chat.files == [] and tree(tmp_path) == ["dump.bin"]
 
 
 async def test_a_picture_goes_as_a_photo_and_a_large_one_as_a_document(
@@ -210,10 +210,10 @@ async def test_a_picture_goes_as_a_photo_and_a_large_one_as_a_document(
     [chart, poster] = chat.files
     assert (chart.kind, chart.mime, chart.caption) == ("photo", "image/png", "weekly")
     assert (poster.kind, poster.mime) == ("document", "image/png")
-    assert contents(chart) == PNG
+    assert chat.contents[0] == PNG
 
 
-async def test_the_key_is_stable_per_call_and_the_snapshot_name_is_safe(tmp_path: Path) -> None:
+async def test_the_key_is_stable_per_call_and_the_shown_name_is_harmless(tmp_path: Path) -> None:
     (tmp_path / "r\u202eport ü.txt").write_text("hello")
     tool, first_chat, again_chat = send_file_tool(), Chat(), Chat()
     args = {"path": "r\u202eport ü.txt"}
@@ -225,8 +225,7 @@ async def test_the_key_is_stable_per_call_and_the_snapshot_name_is_safe(tmp_path
     [first], [again, other] = first_chat.files, again_chat.files
     assert first.key == again.key != other.key and len(first.key) == 24
     assert first.name == "rport ü.txt"  # the override character is dropped
-    assert Path(first.path).name == f"{first.key}-rport_.txt"
-    assert len(outbox(tmp_path)) == 2
+    assert tree(tmp_path) == ["r\u202eport ü.txt"]
 
 
 async def test_a_secret_across_the_scans_megabyte_boundary_is_found(tmp_path: Path) -> None:

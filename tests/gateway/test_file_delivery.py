@@ -26,10 +26,13 @@ def files_adapter(limit: int = 50 * MB) -> FakeAdapter:
     return FakeAdapter(capabilities=replace(TELEGRAMISH, upload_limit=limit), clock=FakeClock())
 
 
-def snapshot(tmp_path: Path, name: str = "chart.png", data: bytes = b"\x89PNG....") -> OutgoingFile:
-    path = tmp_path / f"snap-{name}"
-    path.write_bytes(data)
-    return OutgoingFile(f"key-{name}", str(path), name, "image/png", len(data), "photo", "here")
+PNG = b"\x89PNG...."
+
+
+def snapshot(tmp_path: Path, name: str = "chart.png", data: bytes = PNG) -> OutgoingFile:
+    """A file as ``send_file`` hands it over (its bytes are :data:`PNG`; no path yet: the
+    gateway's spool gives it one)."""
+    return OutgoingFile(f"key-{name}", "", name, "image/png", len(data), "photo", "here")
 
 
 def place(gw: Gateway) -> tuple[str, Place]:
@@ -48,7 +51,7 @@ async def queue_during_turn(
     await gw.tool_started.wait()
     key, where = place(gw)
     on_file = gw.service.files.queue_for(key, where)
-    answers = [await on_file(file) for file in files]
+    answers = [await on_file(file, PNG) for file in files]
     before_reply()
     gw.gate.set()
     await gw.idle()
@@ -66,8 +69,11 @@ async def test_a_queued_file_is_sent_once_after_the_reply(
         methods = [c.method for c in gw.adapter.calls if c.method in ("send", "send_file")]
         assert methods[-2:] == ["send", "send_file"]  # the reply first, then the file
         (sent,) = gw.adapter.of("send_file")
-        assert sent.file == file and sent.key == file.key and sent.text == "here"
-        assert sent.content == b"\x89PNG...." and sent.in_flight_since is None
+        assert sent.file is not None and sent.key == file.key and sent.text == "here"
+        assert replace(sent.file, path="") == file
+        spooled = Path(sent.file.path)  # kept in the gateway's spool, outside the workspace
+        assert spooled.parent == gw.service.files.spool.root / file.key
+        assert sent.content == PNG and sent.in_flight_since is None
         session = await gw.store.get_active_session(str(event(ALICE).session_key))
         assert session is not None and await gw.store.unsent_files(session.id) == []
 
@@ -134,7 +140,8 @@ async def test_a_snapshot_gone_before_the_send_is_told_once(
 ) -> None:
     async with running(SLOW, Step("done"), adapter=files_adapter()) as gw:
         file = snapshot(tmp_path)
-        await queue_during_turn(gw, file, before_reply=lambda: os.unlink(file.path))
+        spooled = gw.service.files.spool.root / file.key / "chart.png"
+        await queue_during_turn(gw, file, before_reply=lambda: os.unlink(spooled))
 
         notices = [t for t in gw.adapter.texts() if "could not be sent" in t]
         assert len(notices) == 1 and notices[0].startswith("⚠️ chart.png could not be sent")
@@ -147,7 +154,7 @@ async def test_files_of_a_stopped_turn_are_not_sent(
         await gw.say(ALICE, "chart")
         await gw.tool_started.wait()
         key, where = place(gw)
-        await gw.service.files.queue_for(key, where)(snapshot(tmp_path))
+        await gw.service.files.queue_for(key, where)(snapshot(tmp_path), PNG)
         await gw.say(ALICE, "/stop")
         await gw.idle()
 

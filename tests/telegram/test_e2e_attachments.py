@@ -273,8 +273,10 @@ async def test_a_text_file_holding_the_bot_token_is_sent_redacted(
     assert sent.file.data == b"TELEGRAM_TOKEN=[REDACTED]\nMODE=prod\n"
     uploaded = b"".join(f.data for f in telegram_sim.files.by_id.values())
     assert token.encode() not in uploaded and token.split(":")[1].encode() not in uploaded
-    (snapshot,) = (run.workspace / ".outbox").iterdir()
-    assert token not in snapshot.read_text()
+    (folder,) = run.service.files.spool.root.iterdir()  # the gateway's spool, one file key
+    (kept,) = folder.iterdir()
+    assert token not in kept.read_text()
+    assert sorted(p.name for p in run.workspace.iterdir()) == [".env"]  # nothing added there
 
 
 async def test_a_binary_file_holding_the_bot_token_is_refused_and_nothing_uploaded(
@@ -292,5 +294,6 @@ async def test_a_binary_file_holding_the_bot_token_is_refused_and_nothing_upload
     assert refusal == "send_file: dump.bin holds a configured secret; not sent"
     assert telegram_sim.files.sent == []
     assert telegram_sim.calls_to("sendDocument") == telegram_sim.calls_to("sendPhoto") == []
-    outbox = run.workspace / ".outbox"
-    assert not outbox.exists() or list(outbox.iterdir()) == []
+    spool = run.service.files.spool.root
+    assert not spool.exists() or list(spool.iterdir()) == []
+    assert sorted(p.name for p in run.workspace.iterdir()) == ["dump.bin"]
