@@ -18,6 +18,7 @@ from tests.platform_sim.discord_sim import ALICE, DiscordSim, Upload
 from tests.support.killed_run import kill_in_flight, restarted, settled, write_config
 from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call
 from tests.support.transcription_server import ScriptedTranscriptionServer, transcript
+from tests.test_run_telegram import TIMEOUT
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 MALLORY = DcUser("3099", "mallory")
@@ -200,7 +201,7 @@ async def test_killed_after_the_upload_the_file_shows_once_after_the_restart(
 
     async with restarted(home):
         await settled(home, "discord")
-        sends = await discord_sim.wait_for(lambda: file_sends(discord_sim, at_least=2), 10)
+        sends = await discord_sim.wait_for(lambda: file_sends(discord_sim, at_least=2), TIMEOUT)
     assert sends[0].params["nonce"] == sends[1].params["nonce"]  # sent again, same nonce ...
     assert uploads(discord_sim, dm.id) == [("load.csv", REPORT.encode(), "load")]  # ... once
     assert [m.text for m in discord_sim.bot_messages(dm)].count(ANSWER) == 1
