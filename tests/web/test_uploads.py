@@ -25,6 +25,7 @@ from core.store.sqlite import SqliteStore
 from tests.web.harness import new_id
 
 LIMIT = 64 * 1024
+ENDLESS_CAP = 1024 * LIMIT
 WAIT = 10.0
 
 
@@ -164,7 +165,9 @@ async def test_an_upload_over_the_limit_gets_413_naming_it_and_nothing_is_kept(
 
 
 async def test_a_chunked_body_past_the_limit_is_refused_before_it_ends(web: WebApp) -> None:
-    """The body never ends: a 413 can only come from a server counting it as it arrives."""
+    """The body never ends: a 413 can only come from a server counting it as it arrives.
+    (What the client manages to send before it reads the answer depends on the socket
+    buffers and the load: only a bound that ends the test is set on it.)"""
     sent = 0
     answered = asyncio.Event()
     boundary = "commonos-test-boundary"
@@ -176,7 +179,7 @@ async def test_a_chunked_body_past_the_limit_is_refused_before_it_ends(web: WebA
             "Content-Type: application/octet-stream\r\n\r\n"
         ).encode()
         while not answered.is_set():
-            assert sent < 100 * LIMIT, "the server should have refused the body long ago"
+            assert sent < ENDLESS_CAP, "the server should have refused the body long ago"
             sent += 16 * 1024
             yield b"x" * (16 * 1024)
             await asyncio.sleep(0)
@@ -187,7 +190,7 @@ async def test_a_chunked_body_past_the_limit_is_refused_before_it_ends(web: WebA
         answered.set()
         assert response.status == 413
         assert "65536 byte limit" in (await response.json())["error"]
-    assert LIMIT < sent < 100 * LIMIT
+    assert sent > LIMIT
     assert web.spooled() == []
 
 
