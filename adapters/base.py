@@ -31,7 +31,15 @@ if TYPE_CHECKING:
     from adapters.calls import Call
 
 ChatType = Literal["dm", "group", "channel", "thread"]
-EventKind = Literal["text", "command", "button"]
+EventKind = Literal["text", "command", "button", "stop"]
+"""``stop``: the platform's own Stop control on a live streamed answer was used (Telegram's
+``stopped_message_generation``, Slack's ``agent_session_stopped``); the router ends the
+session's running turn as ``/stop`` does, and does nothing (no reply) when none runs."""
+StreamingMode = Literal["native", "edit", "off"]
+"""How a chat shows an answer as the model writes it (``[<platform>] streaming``):
+``native`` the platform's own stream (Telegram drafts in private chats, Slack chat streams;
+where it is refused, edits), ``edit`` one message edited in place, ``off`` the whole reply
+at the end (docs/architecture.md, "Streaming")."""
 Markup = Literal["telegram_html", "discord_markdown", "slack_mrkdwn", "markdown", "plain"]
 """``markdown``: CommonMark passed through as is; the adapter renders it (the web chat)."""
 
@@ -158,6 +166,8 @@ class InboundEvent:
     adapter needs to answer the press (callback query id, interaction id, ...).
     ``receipt`` is this event's own :class:`Receipt` (not part of its
     value: never compared nor shown; ``dataclasses.replace`` keeps it).
+    ``kind == "stop"``: ``stream_id`` names the live stream whose Stop control was used
+    (the adapter emits it only while that stream is live).
     ``attachments`` are the files the message carries, *offered* (not yet downloaded:
     :mod:`core.attachments`); a caption is the message's ``text``. The gateway downloads
     them with :meth:`Adapter.download` once the sender is admitted (docs/attachments.md).
@@ -179,6 +189,7 @@ class InboundEvent:
     mentioned: bool = False
     reply_to_bot: bool = False
     attachments: tuple[Attachment, ...] = ()
+    stream_id: str | None = None
     receipt: Receipt = field(default_factory=Receipt, compare=False, repr=False)
 
 
@@ -266,6 +277,19 @@ class Capabilities:
     """The clock the windows are measured on (a test's clock in tests)."""
     upload_limit: int = 0
     """Bytes of the largest file a bot may send (``SendFile``); 0: it cannot send files."""
+    streaming: StreamingMode = "off"
+    """How this bot shows an answer while it is written (``LiveText`` calls at ``STREAM``
+    priority in ``native`` mode — the adapter raises :class:`StreamRefused` for a chat that
+    cannot take them —, ``Send``/``Edit`` of one message in ``edit`` mode). The web chat
+    keeps ``off`` here: it has :attr:`live_text`."""
+    stream_interval: float = 1.0
+    """Fewest seconds between two updates of one streamed answer."""
+    stream_keepalive: float | None = None
+    """A native stream the platform drops when not refreshed (Telegram drafts, ~30 s) is
+    sent again at least this often while its turn runs; None: never."""
+    stream_progress: bool = False
+    """In ``native`` mode, tool progress is shown inside the stream instead of as its own
+    message (Telegram: any real message from the bot dismisses a draft)."""
     live_text: bool = False
     """The chat can show a streaming reply's text as it arrives: the adapter then makes
     ``LiveText`` calls (see :mod:`gateway.live_text`); else the gateway sends none."""
@@ -304,6 +328,11 @@ class Forbidden(AdapterError):
 
 class BadMarkup(AdapterError):
     pass
+
+
+class StreamRefused(AdapterError):
+    """This chat cannot show a native stream (a Telegram group, ``TEXTDRAFT_PEER_INVALID``,
+    a Slack stream refused): the gateway shows answers there by edits from now on."""
 
 
 class DownloadFailed(AdapterError):

@@ -48,7 +48,10 @@ class Priority(IntEnum):
     """Final replies (and a progress message edited into one)."""
     PROGRESS = 2
     """Progress states."""
-    CLEANUP = 3
+    STREAM = 3
+    """A streamed answer's text (drafts, chat streams, edits in place): the lowest a turn
+    waits for, coalesced to the newest text (docs/architecture.md, "Streaming")."""
+    CLEANUP = 4
     """Deletes and typing: never awaited by a turn."""
 
 
