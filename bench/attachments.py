@@ -43,7 +43,7 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.figures import MIB, rss_peak_mib
+from bench.figures import MIB, print_grid
 from bench.sizes import Sizes
 from tests.platform_sim.telegram_files import DOWNLOAD_LIMIT
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
@@ -85,7 +85,7 @@ async def run(sizes: Sizes) -> None:
         "sha256 of the saved file = the sent bytes' = the intake's record, in every run; "
         "the Telegram simulator served the file once per run",
     ]
-    _print_grid("attachment intake, 20 MiB (fresh process per run)", rows, notes)
+    print_grid("attachment intake, 20 MiB (fresh process per run)", HEADER, rows, notes)
 
 
 async def _telegram_run(data: bytes, expected: str) -> Run:
@@ -201,17 +201,3 @@ def _row(what: str, runs: Sequence[Run]) -> tuple[str, ...]:
 
 HEADER = ("case", "runs", "file MiB", "median s", "max s", "MiB/s", "RSS growth MiB",
           "max growth MiB", "growth / file")  # fmt: skip
-
-
-def _print_grid(title: str, rows: Sequence[tuple[str, ...]], notes: Sequence[str]) -> None:
-    """The layout of :func:`bench.figures.print_table`, with this benchmark's columns."""
-    lines = [HEADER, *rows]
-    widths = [max(len(line[col]) for line in lines) for col in range(len(HEADER))]
-    print(f"\n== {title}  (RSS peak of this process {rss_peak_mib():.1f} MiB)")
-    for line in lines:
-        first = line[0].ljust(widths[0])
-        rest = (cell.rjust(width) for cell, width in zip(line[1:], widths[1:], strict=True))
-        print("  ".join((first, *rest)))
-    for note in notes:
-        print(f"   {note}")
-    sys.stdout.flush()

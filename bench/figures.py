@@ -84,7 +84,17 @@ async def sample(
 
 def print_table(title: str, rows: Sequence[Row], notes: Sequence[str] = ()) -> None:
     header = ("case", "n", "p50 ms", "p95 ms", "max ms", "rate", "traced peak MiB")
-    lines = [header, *(_cells(row) for row in rows)]
+    print_grid(title, header, [_cells(row) for row in rows], notes)
+
+
+def print_grid(
+    title: str,
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    notes: Sequence[str] = (),
+) -> None:
+    """A table of cells: the first column left-aligned, the rest right-aligned, then notes."""
+    lines = [tuple(header), *(tuple(row) for row in rows)]
     widths = [max(len(line[col]) for line in lines) for col in range(len(header))]
     print(f"\n== {title}  (RSS peak {rss_peak_mib():.1f} MiB)")
     for line in lines:
