@@ -24,6 +24,8 @@ from tests.platform_sim.slack_sim import (
     SlackSim,
     buttons_from,
 )
+from tests.platform_sim.slack_streams import METHODS as STREAM_METHODS
+from tests.platform_sim.slack_streams import streaming
 
 Method = Callable[[SlackSim, Json], Awaitable[Json]]
 MAX_TEXT, MAX_BLOCKS, MAX_ELEMENTS = 40000, 50, 25
@@ -142,17 +144,21 @@ def _metadata(value: Any) -> Json | None:
 async def chat_update(sim: SlackSim, p: Json) -> Json:
     channel = _channel(sim, p)
     msg = _message(sim, channel, p.get("ts"))
-    if not msg.from_bot:
+    if not msg.from_bot or streaming(sim, channel, msg.id):
         raise SlackApiFailure("cant_update_message")
     text, blocks = _content(p, required=False)
+    metadata = _metadata(p.get("metadata"))
     sim.check_rate(channel)
     previous = copy.deepcopy(msg.raw)
     raw = {**msg.raw, "text": text if "text" in p else msg.raw.get("text", ""),
            "edited": {"user": BOT_USER, "ts": sim.new_ts()}}  # fmt: skip
     if "blocks" in p:
         raw["blocks"] = blocks
+    if metadata:
+        raw["metadata"] = metadata
     _replace(msg, raw)
-    event = {"type": "message", "subtype": "message_changed", "hidden": True, "message": raw,
+    shown = {k: v for k, v in raw.items() if k != "metadata"}  # events carry no metadata
+    event = {"type": "message", "subtype": "message_changed", "hidden": True, "message": shown,
              "previous_message": previous, "ts": raw["edited"]["ts"]}  # fmt: skip
     await sim.deliver_event(sim.event_of(channel, event) | {"event_ts": event["ts"]})
     return {"channel": channel, "ts": msg.id, "text": raw["text"], "message": raw}
@@ -269,6 +275,7 @@ METHODS: dict[str, Method] = {
     "users.info": users_info,
     "reactions.add": reactions_add,
     **FILE_METHODS,
+    **STREAM_METHODS,
 }
 
 

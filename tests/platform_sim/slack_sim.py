@@ -20,6 +20,10 @@ data, user=...)`` sends ``block_actions`` (``data`` matches a button's ``value``
 ``action_id``); ``await sim.use_command(channel, "/stop", "text", user=...)`` sends
 ``slash_commands`` (an ack with text becomes an ephemeral response, as does a
 ``response_url`` post unless ``response_type`` is ``in_channel``).
+Streams: ``chat.startStream``/``appendStream``/``stopStream``, ``sim.streams``,
+``sim.refuse_streams``, ``sim.connect_users``, ``await sim.stop_agent_session(channel,
+thread_ts)`` (``agent_session_stopped``), ``sim.stream_calls(channel)``
+(:mod:`tests.platform_sim.slack_streams`).
 Files: ``sim.add_file(...)`` / ``sim.audio_clip(...)`` then ``await sim.user_shares(channel,
 [file], "caption")``; the bot downloads ``url_private_download`` with its token (without
 it: Slack's sign-in page, 200 HTML), uploads by ``files.getUploadURLExternal`` /
@@ -68,6 +72,7 @@ from tests.platform_sim.base import Json, SimButton, SimError, SimMessage, SimSe
 
 if TYPE_CHECKING:
     from tests.platform_sim.slack_files import SimFile
+    from tests.platform_sim.slack_streams import SimStream
 
 TEAM, APP, BOT_USER, BOT_ID = "T0000FAKE", "A0000FAKE", "U0000BOT", "B0000BOT"
 GENERAL = "C0000GEN"
@@ -128,7 +133,7 @@ class SlackSim(SimServer):
         self.rate_limit = rate_limit or RateLimit()
         self.users = {u.id: u for u in (ALICE, BOB, BOT)}
         self.channels: dict[str, Json] = {GENERAL: _channel(GENERAL, "general")}
-        self.subscriptions = {"message", "app_mention"}
+        self.subscriptions = {"message", "app_mention", "agent_session_stopped"}
         self.envelopes: list[Envelope] = []
         self.ephemerals: list[Json] = []
         self.http_url: str | None = None
@@ -144,6 +149,12 @@ class SlackSim(SimServer):
         self.scopes: set[str] = set(DEFAULT_SCOPES)
         """The bot token's scopes (take ``files:read`` away: downloads get the sign-in page)."""
         self.uploads_disabled = False
+        self.streams: dict[str, SimStream] = {}
+        """Chat streams by message ts (:mod:`tests.platform_sim.slack_streams`)."""
+        self.refuse_streams: dict[str, str] = {}
+        """``channel`` → the error ``chat.startStream`` answers there."""
+        self.connect_users: set[str] = set()
+        """Slack Connect users: ``chat.stopStream`` of a stream for one is ``user_not_found``."""
         self._messages: dict[str, list[SimMessage]] = {}
         self._ts = itertools.count(1)
         self._writes: list[tuple[str, float]] = []
@@ -216,6 +227,22 @@ class SlackSim(SimServer):
         if self.mention in text:
             await self.deliver_event({**event, "type": "app_mention"})
         return msg
+
+    async def stop_agent_session(
+        self, channel: str, thread_ts: str, *, user: SlackUser = ALICE
+    ) -> Json:
+        """The native Stop button of the thread's agent session (``agent_session_stopped``,
+        :mod:`tests.platform_sim.slack_streams`); the delivered event."""
+        from tests.platform_sim.slack_streams import stop_agent_session
+
+        return await stop_agent_session(self, channel, thread_ts, user=user)
+
+    def stream_calls(self, channel: str | None = None) -> list[str]:
+        """The stream and message-writing methods called, in order (into ``channel``)."""
+        wanted = {"chat.startStream", "chat.appendStream", "chat.stopStream",
+                  "chat.postMessage", "chat.update", "chat.delete"}  # fmt: skip
+        return [c.method for c in self.calls if c.method in wanted
+                and (channel is None or c.params.get("channel") == channel)]  # fmt: skip
 
     def add_file(self, name: str, content: bytes, mimetype: str, **kw: Any) -> SimFile:
         """A file a user uploaded (share it with :meth:`user_shares`)."""
