@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from tests.platform_sim.base import Json, SimMessage
+from tests.platform_sim.telegram_drafts import send_message_draft
 from tests.platform_sim.telegram_files import (
     SimFile,
     check_photo,
@@ -46,12 +47,13 @@ async def get_me(sim: TelegramSim, p: Json) -> Json:
 
 
 async def send_message(sim: TelegramSim, p: Json) -> Json:
-    chat = _known_chat(sim, p)
+    chat = known_chat(sim, p)
     text, entities = _text(p)
     markup = _inline_markup(p)
     thread = _thread(chat, p)
     reply = _reply_target(sim, chat, p)
     sim.check_flood(chat.id)
+    sim.drafts.dismiss(chat.id, thread)
     raw = sim.new_message(chat, sim.bot, text, thread=thread)
     _set_content(raw, entities, markup)
     if reply is not None:
@@ -70,7 +72,7 @@ async def send_photo(sim: TelegramSim, p: Json) -> Json:
 
 async def _send_file(sim: TelegramSim, p: Json, kind: str) -> Json:
     """sendPhoto / sendDocument: an upload (multipart) or the file_id of a kept file."""
-    chat = _known_chat(sim, p)
+    chat = known_chat(sim, p)
     upload = p.get(kind)
     if isinstance(upload, str) and upload in sim.files:
         kept = sim.files[upload]
@@ -82,6 +84,7 @@ async def _send_file(sim: TelegramSim, p: Json, kind: str) -> Json:
         check_photo(upload.data)
     markup, thread = _inline_markup(p), _thread(chat, p)
     sim.check_flood(chat.id)
+    sim.drafts.dismiss(chat.id, thread)
     raw = sim.new_message(chat, sim.bot, "", thread=thread)
     del raw["text"]
     method = "sendPhoto" if kind == "photo" else "sendDocument"
@@ -134,7 +137,7 @@ async def edit_message_reply_markup(sim: TelegramSim, p: Json) -> Json:
 
 
 async def delete_message(sim: TelegramSim, p: Json) -> bool:
-    msg = sim.find_message(_known_chat(sim, p).id, int(p.get("message_id", 0)))
+    msg = sim.find_message(known_chat(sim, p).id, int(p.get("message_id", 0)))
     if msg is None or msg.deleted:
         raise bad_request("message to delete not found")
     msg.deleted = True
@@ -142,7 +145,7 @@ async def delete_message(sim: TelegramSim, p: Json) -> bool:
 
 
 async def delete_messages(sim: TelegramSim, p: Json) -> bool:
-    chat = _known_chat(sim, p)
+    chat = known_chat(sim, p)
     for message_id in p.get("message_ids", []):
         if (msg := sim.find_message(chat.id, int(message_id))) is not None:
             msg.deleted = True
@@ -162,7 +165,7 @@ async def answer_callback_query(sim: TelegramSim, p: Json) -> bool:
 
 
 async def send_chat_action(sim: TelegramSim, p: Json) -> bool:
-    chat = _known_chat(sim, p)
+    chat = known_chat(sim, p)
     if p.get("action") not in CHAT_ACTIONS:
         raise bad_request("wrong parameter action in request")
     thread = _thread(chat, p)
@@ -226,7 +229,7 @@ async def get_webhook_info(sim: TelegramSim, p: Json) -> Json:
 
 
 # validation -----------------------------------------------------------------------------------
-def _known_chat(sim: TelegramSim, p: Json) -> TgChat:
+def known_chat(sim: TelegramSim, p: Json) -> TgChat:
     chat_id = p.get("chat_id")
     if not isinstance(chat_id, int) or chat_id not in sim.chats:
         raise bad_request("chat not found")
@@ -312,7 +315,7 @@ def _reply_target(sim: TelegramSim, chat: TgChat, p: Json) -> SimMessage | None:
 def _editable(sim: TelegramSim, p: Json) -> SimMessage:
     if "inline_message_id" in p:
         raise bad_request("MESSAGE_ID_INVALID")
-    msg = sim.find_message(_known_chat(sim, p).id, int(p.get("message_id", 0)))
+    msg = sim.find_message(known_chat(sim, p).id, int(p.get("message_id", 0)))
     if msg is None or msg.deleted:
         raise bad_request("message to edit not found")
     if not msg.from_bot:
@@ -354,6 +357,7 @@ def _drop_pending(sim: TelegramSim, p: Json) -> None:
 METHODS: dict[str, Method] = {
     "getMe": get_me,
     "sendMessage": send_message,
+    "sendMessageDraft": send_message_draft,
     "sendDocument": send_document,
     "sendPhoto": send_photo,
     "getFile": get_file,

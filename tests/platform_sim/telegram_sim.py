@@ -55,6 +55,10 @@ the next one; PTB then retries after ~1 s); flood control:
 measured on ``sim.clock`` (``time.monotonic``; the gateway harness gives it its test clock).
 ``TelegramSim(privacy_mode=True)`` delivers only commands, @mentions of the bot and replies
 to it from groups (the message still appears in ``messages(chat)``, with no ``event_id``).
+Drafts (``tests/platform_sim/telegram_drafts.py``): ``sendMessageDraft`` kept per chat in
+``sim.drafts`` (groups refused with TEXTDRAFT_PEER_INVALID, ``sim.refuse_drafts(chat)`` for
+any chat, counted in the flood limit); ``await sim.press_stop(chat)`` presses a live draft's
+Stop (``stopped_message_generation``, delivered only when ``allowed_updates`` asks for it).
 Files (``tests/platform_sim/telegram_files.py``): ``await sim.user_sends(chat, "photo", data,
 caption=...)`` (also document, voice, audio, video, video_note, animation) and
 ``await sim.user_sends_album(chat, [Media(...), ...])``; getFile and the download route serve
@@ -87,6 +91,7 @@ from typing import Any
 from aiohttp import ClientSession, web
 
 from tests.platform_sim.base import Json, SimButton, SimError, SimMessage, SimServer
+from tests.platform_sim.telegram_drafts import DraftBook, press_stop, stop_update
 from tests.platform_sim.telegram_files import (
     FileStore,
     Media,
@@ -121,9 +126,12 @@ JSON_FIELDS = {
 }  # fmt: skip
 INT_FIELDS = {
     "chat_id", "message_id", "offset", "limit", "timeout", "message_thread_id",
-    "reply_to_message_id", "cache_time", "max_connections",
+    "reply_to_message_id", "cache_time", "max_connections", "draft_id",
 }  # fmt: skip
-BOOL_FIELDS = {"show_alert", "drop_pending_updates", "disable_notification", "protect_content"}
+BOOL_FIELDS = {
+    "show_alert", "drop_pending_updates", "disable_notification", "protect_content", "can_stop",
+    "keep_on_stop",
+}  # fmt: skip
 DEFAULT_UPDATES = {"message", "edited_message", "callback_query", "channel_post", "my_chat_member"}
 WEBHOOK_CONFLICT = (
     "Conflict: can't use getUpdates method while webhook is active; "
@@ -179,6 +187,7 @@ class TelegramSim(SimServer):
         self.webhook: Webhook | None = None
         self.webhook_posts: list[tuple[int, int]] = []
         self.files = FileStore()
+        self.drafts = DraftBook()
         self.blocked: set[int] = set()
         self.allowed_updates: set[str] = set(DEFAULT_UPDATES)
         self._messages: dict[int, list[SimMessage]] = {}
@@ -213,6 +222,22 @@ class TelegramSim(SimServer):
     def block_bot(self, chat: ChatRef) -> None:
         """The user blocks the bot (private chat) or removes it (group): sends get 403."""
         self.blocked.add(self.chat(chat).id)
+
+    def refuse_drafts(self, chat: ChatRef) -> None:
+        """``sendMessageDraft`` into ``chat`` is answered ``TEXTDRAFT_PEER_INVALID`` from now on."""
+        self.drafts.refusing.add(self.chat(chat).id)
+
+    async def press_stop(
+        self, chat: ChatRef, draft_id: int | None = None, *, thread: int | None = None
+    ) -> TgUpdate:
+        """The user presses Stop on the chat's live draft (``telegram_drafts.py``)."""
+        return await press_stop(self, self.chat(chat), draft_id, thread)
+
+    async def stop_update(
+        self, chat: ChatRef, draft_id: int, *, thread: int | None = None
+    ) -> TgUpdate:
+        """A ``stopped_message_generation`` update for ``draft_id``, whatever its state."""
+        return await stop_update(self, self.chat(chat), draft_id, thread)
 
     def user(self, user_id: int) -> TgUser:
         return self.users.setdefault(user_id, TgUser(user_id, f"User{user_id}", f"user{user_id}"))
