@@ -25,9 +25,17 @@ only a file opens a thread too); ``download`` streams one from Discord's CDN; a
 
 Outbound: ``allowed_mentions`` is *none* on every message and edit, so model text with
 ``@everyone``, ``@here`` or ``<@id>`` pings nobody. Buttons are :class:`ButtonPress`
-items (state in the custom_id). Rate limits are discord.py's: it waits out each 429 by
-its ``retry_after`` and retries (its per-route buckets); we only count them
-(``rate_limits``) and translate what it gives up on (``errors.py``).
+items (state in the custom_id). Sends and edits into one channel are paced by the
+gateway inside Discord's channel budget (``CHANNEL_LIMIT``, 5 per 5 s); beyond that rate
+limits are discord.py's: it waits out each 429 by its ``retry_after`` and retries (its
+per-route buckets); we only count them (``rate_limits``) and translate what it gives up on
+(``errors.py``).
+
+Streaming: Discord has no native stream, so ``capabilities.streaming`` is ``edit`` (for
+``native`` and ``edit``) or ``off``: the gateway sends the first words as one message and
+edits it in place every ``stream_interval`` (the channel budget spread evenly: 1 s), and
+the final reply's first chunk replaces it (docs/architecture.md, "Streaming"). No
+``LiveText`` reaches this adapter.
 
 Intents: ``message_content`` (privileged; enable it in the Developer Portal) lets the bot
 read guild messages that do not mention it — typed commands and thread follow-ups. Without
@@ -51,13 +59,18 @@ import discord.http
 import yarl
 
 from adapters.base import (
+    MONOTONIC,
     AdapterError,
     ButtonRows,
     Capabilities,
+    Charges,
     ChatRef,
     EventSink,
     InboundEvent,
+    PaceClock,
+    RateLimit,
     SentMessage,
+    StreamingMode,
 )
 from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, SendFile, Typing
 from adapters.discord.commands import build_tree, sync_commands
@@ -115,6 +128,11 @@ NO_PINGS = discord.AllowedMentions.none()
 NONCE_LENGTH = 25
 DEFAULT_API = "https://discord.com/api/v10"
 THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440
+CHANNEL_LIMIT = RateLimit(5, 5.0)
+"""Discord's per-channel budget for sending and editing messages: about 5 in any 5 s
+(research/platform-features-2026.md §3.7); a streamed answer's edits are paced inside it."""
+CHANNEL_CHARGES = Charges(chat=frozenset(("send", "edit")))
+"""Sends and edits share the channel's window; deletes, typing and press answers do not."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +145,13 @@ class DiscordSettings:
     thread_per_conversation: bool = True
     guild_ids: tuple[str, ...] = ()
     edit_interval: float = 1.0
+    streaming: StreamingMode = "native"
+    """``native`` and ``edit`` both edit one message in place (Discord has no native
+    stream); ``off``: the reply only when the turn ends."""
+    channel_limit: RateLimit | None = CHANNEL_LIMIT
+    """Sends and edits into one channel (the gateway paces them; None: not paced)."""
+    pace_clock: PaceClock = MONOTONIC
+    """The clock the channel windows are measured on (a test's clock in tests)."""
     commands: Sequence[tuple[str, str]] = ()
     thread_openers: frozenset[str] = frozenset({"*"})
     """Whose mention may open a thread (the platform's allowed users and approvers)."""
@@ -204,7 +229,12 @@ class DiscordAdapter:
             edit_interval=self.settings.edit_interval,
             markup="discord_markdown",
             renderer=discord_renderer(),
+            chat_limit=self.settings.channel_limit,
+            charges=CHANNEL_CHARGES,
+            pace_clock=self.settings.pace_clock,
             upload_limit=UPLOAD_LIMIT,
+            streaming="off" if self.settings.streaming == "off" else "edit",
+            stream_interval=stream_interval(self.settings),
         )
         self.client: _Client | None = None
         self.syncs = 0
@@ -538,6 +568,14 @@ class DiscordAdapter:
     async def _typing(self, chat: ChatRef) -> None:
         with platform_errors():
             await self._channel(chat).typing()
+
+
+def stream_interval(settings: DiscordSettings) -> float:
+    """Fewest seconds between two edits of a streamed answer: the channel's budget spread
+    evenly (5 per 5 s: one a second), never faster than ``edit_interval``."""
+    limit = settings.channel_limit
+    even = limit.seconds / limit.count if limit is not None else 0.0
+    return max(settings.edit_interval, even)
 
 
 def nonce_of(key: str) -> str:

@@ -6,8 +6,11 @@ Importing this module imports no SDK; discord.py is loaded when the factory runs
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Annotated
 
-from adapters.base import Adapter
+from pydantic import BeforeValidator
+
+from adapters.base import Adapter, StreamingMode
 from adapters.config import (
     Flag,
     GroupChatSection,
@@ -15,6 +18,7 @@ from adapters.config import (
     PositiveNumber,
     Texts,
     WsUrl,
+    choice,
     secret_field,
 )
 from adapters.platforms import AdapterContext, Platform
@@ -33,6 +37,10 @@ class DiscordSection(GroupChatSection):
     """Sync slash commands to these guilds (instant); empty: globally."""
     edit_interval: PositiveNumber = 1.0
     """Minimum seconds between edits of one message (progress)."""
+    streaming: Annotated[StreamingMode, BeforeValidator(choice("native", "edit", "off"))] = "native"
+    """An answer shown while it is written: Discord has no native stream, so ``native``
+    (the default) and ``edit`` both edit one message in place within the channel's edit
+    budget; ``off`` sends the reply when the turn ends (docs/architecture.md, "Streaming")."""
 
     def problems(self) -> Iterator[tuple[str, str]]:
         yield from filter(None, [self.missing_secret("token")])
@@ -53,6 +61,7 @@ def build(section: DiscordSection, context: AdapterContext) -> Adapter:
         thread_per_conversation=section.thread_per_conversation,
         guild_ids=tuple(section.guild_ids),
         edit_interval=section.edit_interval,
+        streaming=section.streaming,
         commands=context.commands,
         thread_openers=frozenset(openers),
     )

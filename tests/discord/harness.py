@@ -6,12 +6,17 @@ over HTTP and a real SQLite file.
 
 Calling the ``gateway`` fixture again builds another run on the same database, data
 directory and simulator, as a process restart would.
+
+The channel budget (sends and edits, ``adapters.discord.adapter.CHANNEL_LIMIT``) is paced
+on a :class:`tests.support.clock.TestClock` the simulator's edit budget shares, so no test
+waits for a window and the simulator sees the calls spread as the gateway paced them.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +30,7 @@ from gateway.config import Config, parse_config
 from gateway.service import GatewayService
 from gateway.wiring import build_service
 from tests.platform_sim.discord_sim import ALICE, BOB, DiscordSim
+from tests.support.clock import TestClock as PaceClock
 from tests.support.model_server import ScriptedModelServer
 
 EDIT_INTERVAL = 0.2
@@ -64,6 +70,15 @@ def discord_config_data(
     }
 
 
+def shared_clock(sim: DiscordSim) -> PaceClock:
+    """The sim's test clock (made on first use, kept across restarts): the gateway paces
+    the channel budget on it and the sim measures its edit budget on it."""
+    owner = getattr(sim.clock, "__self__", None)
+    clock = owner if isinstance(owner, PaceClock) else PaceClock()
+    sim.clock = clock.now
+    return clock
+
+
 def unwrap(adapter: Adapter) -> DiscordAdapter:
     """The service's adapter, as the DiscordAdapter it is."""
     assert isinstance(adapter, DiscordAdapter)
@@ -90,6 +105,9 @@ class Gateway:
         found = self.service.directory.adapter("discord")
         assert found is not None, "the wiring built no Discord adapter"
         self.adapter = unwrap(found)
+        self.clock = shared_clock(sim)
+        self.adapter.capabilities = replace(self.adapter.capabilities, pace_clock=self.clock)
+        self.service.attach(self.adapter)  # its bot's budget made again, on the test clock
         if timing is not None:
             self.adapter.timing = timing
         self.stopped = False

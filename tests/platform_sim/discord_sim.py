@@ -35,10 +35,14 @@ older than ``token_lifetime`` s (401, 50027 Invalid Webhook Token), the
 MESSAGE_CONTENT intent (content blanked in guild messages that don't mention the bot),
 GUILD_MESSAGES / DIRECT_MESSAGES intents, privileged intents (close 4014), bad token (401 /
 close 4004), per-route buckets with ``X-RateLimit-*`` headers and 429 + ``Via`` +
-``retry_after``, a message ``nonce`` of at most 25 characters and ``enforce_nonce`` (the
-same nonce from the same author in the same channel within ``nonce_window`` s returns the
-message it made; none is created). The bot's own messages and edits are echoed back over
-the gateway.
+``retry_after``, the channel edit budget (``edit_limit``: 5 edits of messages in one
+channel in any 5 s, measured on ``sim.clock`` — the harness gives it the gateway's test
+clock —, over it Discord's 429 ``{"message": "You are being rate limited.",
+"retry_after": s, "global": false}`` with its ``Retry-After``/``X-RateLimit-*`` headers;
+``edit_limited`` counts them), a message ``nonce`` of at most 25 characters and
+``enforce_nonce`` (the same nonce from the same author in the same channel within
+``nonce_window`` s returns the message it made; none is created). The bot's own messages
+and edits are echoed back over the gateway.
 Faults: ``fail_next("create_message", SimError.rate_limit(0.2))``; ``drop_connection(how)``
 with ``reconnect`` (op 7, client resumes), ``invalid_session`` (op 9) or ``close``
 (``code=4000`` unless given: ``drop_connection("close", code=4004)``);
@@ -53,6 +57,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -126,6 +131,10 @@ class Bucket:
     window: float = 1.0
 
 
+EDIT_LIMIT = Bucket(limit=5, window=5.0)
+"""Discord's channel edit budget in practice (research/platform-features-2026.md §3.7)."""
+
+
 class DiscordSim(SimServer):
     platform = "discord"
 
@@ -139,6 +148,7 @@ class DiscordSim(SimServer):
         bucket: Bucket | None = None,
         token_lifetime: float = TOKEN_LIFETIME,
         nonce_window: float = NONCE_WINDOW,
+        edit_limit: Bucket | None = EDIT_LIMIT,
     ) -> None:
         super().__init__()
         self.token = token
@@ -150,6 +160,11 @@ class DiscordSim(SimServer):
         self.token_lifetime = token_lifetime
         """Seconds an interaction's webhook token works (set 0 to expire every token)."""
         self.bucket = bucket or Bucket()
+        self.edit_limit = edit_limit
+        """Edits of messages in one channel per window, on ``clock`` (None: unlimited)."""
+        self.edit_limited = 0
+        """429s answered for the channel edit budget."""
+        self._edits: dict[str, list[float]] = {}
         self.nonce_window = nonce_window
         """Seconds an ``enforce_nonce`` send returns the message its nonce made."""
         self.nonces: dict[tuple[str, str, str], tuple[SimMessage, float]] = {}
@@ -452,6 +467,8 @@ class DiscordSim(SimServer):
         if fault := self.take_fault(name):
             raise self.error_for(fault)
         self.check_bucket(name, request)
+        if name == "edit_message":
+            self.check_edit_budget(request.match_info["channel_id"])
         if name not in handlers:
             raise DcApiError(404, 0, "404: Not Found")
         result = await handlers[name](self, request, body)
@@ -476,6 +493,18 @@ class DiscordSim(SimServer):
             raise RateLimited(round(self.bucket.window - (now - hits[0]), 3))
         self._hits[key] = [*hits, now]
 
+    def check_edit_budget(self, channel_id: str) -> None:
+        """Count one edit in ``channel_id``; over ``edit_limit`` Discord's 429 (the edit is
+        not made)."""
+        if self.edit_limit is None:
+            return
+        limit, now = self.edit_limit, self.clock()
+        hits = [t for t in self._edits.get(channel_id, []) if now - t < limit.window]
+        if len(hits) >= limit.limit:
+            self.edit_limited += 1
+            raise RateLimited(round(limit.window - (now - hits[0]), 3), limit=limit.limit)
+        self._edits[channel_id] = [*hits, now]
+
     def bucket_headers(self, name: str, request: web.Request) -> dict[str, str]:
         key, now = self._bucket_key(name, request), time.monotonic()
         used = len([t for t in self._hits.get(key, []) if now - t < self.bucket.window])
@@ -493,9 +522,9 @@ class DiscordSim(SimServer):
 
 
 class RateLimited(DcApiError):
-    def __init__(self, retry_after: float) -> None:
+    def __init__(self, retry_after: float, *, limit: int | None = None) -> None:
         super().__init__(429, 0, "You are being rate limited.")
-        self.retry_after = retry_after
+        self.retry_after, self.limit = retry_after, limit
 
     def body(self) -> Json:
         return {"message": self.message, "retry_after": self.retry_after, "global": False}
@@ -506,8 +535,13 @@ def _rate_headers(exc: DcApiError) -> dict[str, str]:
         return {}
     # discord.py treats a 429 without Via as a Cloudflare ban and gives up at once
     after = str(exc.retry_after)
-    return {"Via": "1.1 google", "Retry-After": after, "X-RateLimit-Scope": "user",
-            "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": after}  # fmt: skip
+    headers = {"Via": "1.1 google", "Retry-After": after, "X-RateLimit-Scope": "user",
+               "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": after}  # fmt: skip
+    if exc.limit is not None:  # a counted budget: its size and when it resets
+        headers |= {"Retry-After": str(math.ceil(exc.retry_after)),
+                    "X-RateLimit-Limit": str(exc.limit),
+                    "X-RateLimit-Reset": str(time.time() + exc.retry_after)}  # fmt: skip
+    return headers
 
 
 def _json(data: Any, status: int, headers: dict[str, str]) -> web.Response:
