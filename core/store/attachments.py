@@ -7,26 +7,18 @@ and downloads none again; ``message_id`` links the row to the stored user messag
 ``queued_files`` is the outbox for files the agent sends (``send_file``): a row per file
 key, marked started just before each upload and sent once it arrived (or failed for good).
 
-This module holds the statements and the row mapping; :class:`core.store.sqlite.SqliteStore`
-runs each statement alone, as its own committed write (the store's one-writer contract).
+This module holds the statements and the row mapping (:mod:`core.store.statements`);
+:class:`core.store.sqlite.SqliteStore` runs them.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import NamedTuple, cast
+from typing import cast
 
 from core.attachments import Attachment, AttachmentKind, OutgoingFile, OutgoingKind
 from core.store.base import AttachmentRecord, AttachmentState, QueuedFile
-
-
-class Statement(NamedTuple):
-    """One SQL statement with its parameters and what it does (for error messages)."""
-
-    sql: str
-    params: tuple[object, ...]
-    doing: str
-
+from core.store.statements import Statement
 
 # attachments ---------------------------------------------------------------
 

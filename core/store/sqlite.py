@@ -29,8 +29,10 @@ How the contract of :mod:`core.store.base` is kept:
   **idempotent enqueue** is ``INSERT ... ON CONFLICT DO NOTHING``; both report the row
   count.
 
-Every text parameter is made encodable first (:func:`rows.storable`): a lone surrogate is
-stored as U+FFFD instead of failing the write.
+The SQL and the row mapping of each table group live beside this module, as values
+(:mod:`core.store.statements`); this one holds the connection, runs them and translates
+errors. Every text parameter is made encodable first (:func:`~core.store.statements.storable`):
+a lone surrogate is stored as U+FFFD instead of failing the write.
 
 Foreign errors stop here: every ``sqlite3.Error`` leaves as a ``StoreError`` naming the file
 and what was being done; one that means storage cannot be written right now (disk full,
@@ -41,7 +43,6 @@ read-only file, I/O error, locked) leaves as its subclass ``StoreUnavailable``. 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sqlite3
 import time
@@ -53,8 +54,9 @@ from typing import NamedTuple
 
 import aiosqlite
 
-from core.store import attachments, rows
+from core.store import attachments, outbox, platforms, sessions, tool_calls
 from core.store.base import (
+    ApprovalCard,
     ApprovalRecord,
     AttachmentRecord,
     DeadLetter,
@@ -73,6 +75,7 @@ from core.store.base import (
 )
 from core.store.files import private_database, private_dir
 from core.store.migrations import apply_migrations, read_version, refuse_newer
+from core.store.statements import storable
 from core.types import ApprovalState, ChatMessage, Content, ExitReason, TurnStatus
 
 log = logging.getLogger(__name__)
@@ -82,25 +85,6 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 Params = Sequence[object]
 
-
-def _insert_sql(table: str, columns: Sequence[str], suffix: str = "") -> str:
-    marks = ", ".join("?" for _ in columns)
-    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}){suffix}"
-
-
-_INSERT_SESSION = _insert_sql("sessions", rows.SESSION_COLUMNS)
-_INSERT_MESSAGE = _insert_sql(
-    "messages", ("session_id", "turn_id", *rows.MESSAGE_COLUMNS, "created_at", "origin")
-)
-_INSERT_TOOL_CALL = _insert_sql("tool_calls", rows.TOOL_CALL_COLUMNS)
-_INSERT_APPROVAL = _insert_sql("approvals", rows.APPROVAL_COLUMNS)
-_INSERT_INBOUND = _insert_sql(
-    "inbound", rows.INBOUND_COLUMNS, " ON CONFLICT (platform, update_id) DO NOTHING"
-)
-_INSERT_DEAD_LETTER = _insert_sql(
-    "dead_letters", rows.DEAD_LETTER_COLUMNS, " ON CONFLICT (platform, item_id) DO NOTHING"
-)
-_OUTBOX_CONFLICT = " ON CONFLICT (turn_id, chunk) DO NOTHING"
 _UNAVAILABLE = {
     sqlite3.SQLITE_FULL,
     sqlite3.SQLITE_READONLY,
@@ -138,46 +122,34 @@ class SqliteStore:
         async with self._write_lock:
             await self._conn.close()
 
-    # sessions ---------------------------------------------------------------
+    # sessions, messages, turns (statements in core/store/sessions.py) ----------------
     async def get_active_session(self, key: str) -> SessionRecord | None:
-        found = await self._read(
-            "SELECT * FROM sessions WHERE key = ? AND ended_at IS NULL", (key,)
-        )
-        return rows.session_from_row(found[0]) if found else None
+        found = await self._read(sessions.ACTIVE_SESSION, (key,))
+        return sessions.session_from_row(found[0]) if found else None
 
     async def create_session(self, key: str, profile: str) -> SessionRecord:
         now = time.time()
         record = SessionRecord(uuid.uuid4().hex, key, profile, now, now)
-        await self._write(
-            _INSERT_SESSION, rows.session_params(record), f"create a session for key {key!r}"
-        )
+        await self._write(*sessions.create_session(record))
         return record
 
     async def end_session(self, session_id: str) -> None:
-        sql = "UPDATE sessions SET ended_at = COALESCE(ended_at, ?) WHERE id = ?"
-        await self._update_one(sql, (time.time(), session_id), f"session {session_id!r}")
+        await self._update_one(*sessions.end_session(session_id, time.time()))
 
     async def touch_session(self, session_id: str) -> None:
-        sql = "UPDATE sessions SET last_active_at = ? WHERE id = ?"
-        await self._update_one(sql, (time.time(), session_id), f"session {session_id!r}")
+        await self._update_one(*sessions.touch_session(session_id, time.time()))
 
     async def save_session_prompt(
         self, session_id: str, *, frozen_context: str, system_prompt: str, fingerprint: str
     ) -> None:
-        sql = (
-            "UPDATE sessions SET frozen_context = ?, system_prompt = ?, prompt_fingerprint = ?"
-            " WHERE id = ?"
+        prompt = sessions.save_session_prompt(
+            session_id, frozen_context, system_prompt, fingerprint
         )
-        params = (frozen_context, system_prompt, fingerprint, session_id)
-        await self._update_one(sql, params, f"session {session_id!r}")
+        await self._update_one(*prompt)
 
-    # messages ---------------------------------------------------------------
     async def load_active_messages(self, session_id: str) -> list[StoredMessage]:
-        found = await self._read(
-            "SELECT * FROM messages WHERE session_id = ? AND active = 1 ORDER BY id",
-            (session_id,),
-        )
-        return [rows.message_from_row(row) for row in found]
+        found = await self._read(sessions.ACTIVE_MESSAGES, (session_id,))
+        return [sessions.message_from_row(row) for row in found]
 
     async def append_message(
         self,
@@ -187,36 +159,24 @@ class SqliteStore:
         *,
         origin: str | None = None,
     ) -> int:
-        params = (session_id, turn_id, *rows.message_params(message), time.time(), origin)
-        written = await self._write(
-            _INSERT_MESSAGE, params, f"append a message to session {session_id!r}"
-        )
+        append = sessions.append_message(session_id, turn_id, message, origin, time.time())
+        written = await self._write(*append)
         assert written.lastrowid is not None  # an INSERT into a rowid table always sets it
         return written.lastrowid
 
     async def find_message_by_origin(self, session_id: str, origin: str) -> StoredMessage | None:
-        found = await self._read(
-            "SELECT * FROM messages WHERE session_id = ? AND origin = ? ORDER BY id LIMIT 1",
-            (session_id, origin),
-        )
-        return rows.message_from_row(found[0]) if found else None
+        found = await self._read(sessions.MESSAGE_BY_ORIGIN, (session_id, origin))
+        return sessions.message_from_row(found[0]) if found else None
 
     async def update_message_content(self, message_id: int, content: Content) -> None:
-        text, is_list = rows.encode_content(content)
-        sql = "UPDATE messages SET content = ?, content_is_list = ? WHERE id = ?"
-        await self._update_one(sql, (text, is_list, message_id), f"message {message_id}")
+        await self._update_one(*sessions.update_message_content(message_id, content))
 
     async def deactivate_messages(self, message_ids: Sequence[int]) -> None:
-        # One statement however many ids: atomic for readers, and no bound-variable limit.
-        sql = "UPDATE messages SET active = 0 WHERE id IN (SELECT value FROM json_each(?))"
-        await self._write(sql, (json.dumps(list(message_ids)),), "deactivate messages")
+        await self._write(*sessions.deactivate_messages(message_ids))
 
-    # turns ------------------------------------------------------------------
     async def start_turn(self, session_id: str, turn_id: str) -> TurnRecord:
         record = TurnRecord(id=turn_id, session_id=session_id, started_at=time.time())
-        sql = "INSERT INTO turns (id, session_id, started_at) VALUES (?, ?, ?)"
-        params = (record.id, record.session_id, record.started_at)
-        await self._write(sql, params, f"start turn {turn_id!r} in session {session_id!r}")
+        await self._write(*sessions.start_turn(record))
         return record
 
     async def finish_turn(
@@ -228,82 +188,55 @@ class SqliteStore:
         iterations: int,
         error: str | None = None,
     ) -> None:
-        sql = (
-            "UPDATE turns SET status = ?, exit_reason = ?, iterations = ?, error = ?,"
-            " finished_at = ? WHERE id = ?"
-        )
-        params = (status, exit_reason, iterations, error, time.time(), turn_id)
-        await self._update_one(sql, params, f"turn {turn_id!r}")
+        finish = sessions.finish_turn(turn_id, status, exit_reason, iterations, error, time.time())
+        await self._update_one(*finish)
 
     async def get_turn(self, turn_id: str) -> TurnRecord | None:
-        found = await self._read("SELECT * FROM turns WHERE id = ?", (turn_id,))
-        return rows.turn_from_row(found[0]) if found else None
+        found = await self._read(sessions.TURN, (turn_id,))
+        return sessions.turn_from_row(found[0]) if found else None
 
     async def list_turns(self, session_id: str) -> list[TurnRecord]:
-        found = await self._read(
-            "SELECT * FROM turns WHERE session_id = ? ORDER BY started_at, rowid", (session_id,)
-        )
-        return [rows.turn_from_row(row) for row in found]
+        found = await self._read(sessions.TURNS_OF, (session_id,))
+        return [sessions.turn_from_row(row) for row in found]
 
     async def fail_running_turns(self, reason: str) -> int:
-        sql = (
-            "UPDATE turns SET status = 'failed', exit_reason = 'crashed', error = ?,"
-            " finished_at = ? WHERE status = 'running'"
-        )
-        written = await self._write(sql, (reason, time.time()), "fail running turns")
+        written = await self._write(*sessions.fail_running_turns(reason, time.time()))
         return written.rowcount
 
-    # tool calls and approvals -----------------------------------------------
+    # tool calls and approvals (statements in core/store/tool_calls.py) ---------------
     async def record_tool_call(self, record: ToolCallRecord) -> None:
-        doing = f"record tool call {record.call_id!r} of turn {record.turn_id!r}"
-        await self._write(_INSERT_TOOL_CALL, rows.tool_call_params(record), doing)
+        await self._write(*tool_calls.insert_tool_call(record, "record"))
 
     async def open_tool_call(self, record: ToolCallRecord) -> int:
-        doing = f"open tool call {record.call_id!r} of turn {record.turn_id!r}"
-        written = await self._write(_INSERT_TOOL_CALL, rows.tool_call_params(record), doing)
+        written = await self._write(*tool_calls.insert_tool_call(record, "open"))
         assert written.lastrowid is not None  # an INSERT into a rowid table always sets it
         return written.lastrowid
 
     async def set_tool_call_status(
         self, seq: int, status: ToolCallStatus, *, approval_id: str | None = None
     ) -> None:
-        sql = (
-            "UPDATE tool_calls SET status = ?, approval_id = COALESCE(?, approval_id) WHERE seq = ?"
-        )
-        await self._update_one(sql, (status, approval_id, seq), f"tool call #{seq}")
+        await self._update_one(*tool_calls.set_tool_call_status(seq, status, approval_id))
 
     async def finish_tool_call(self, seq: int, record: ToolCallRecord) -> None:
-        assignments = ", ".join(f"{column} = ?" for column in rows.TOOL_CALL_END_COLUMNS)
-        sql = f"UPDATE tool_calls SET {assignments} WHERE seq = ?"
-        params = (*rows.tool_call_end_params(record), seq)
-        await self._update_one(sql, params, f"tool call #{seq}")
+        await self._update_one(*tool_calls.finish_tool_call(seq, record))
 
     async def list_tool_calls(self, turn_id: str) -> list[ToolCallRecord]:
-        found = await self._read(
-            "SELECT * FROM tool_calls WHERE turn_id = ? ORDER BY seq", (turn_id,)
-        )
-        return [rows.tool_call_from_row(row) for row in found]
+        found = await self._read(tool_calls.TOOL_CALLS_OF, (turn_id,))
+        return [tool_calls.tool_call_from_row(row) for row in found]
 
     async def create_approval(self, record: ApprovalRecord) -> None:
-        doing = f"create approval {record.id!r} for turn {record.turn_id!r}"
-        await self._write(_INSERT_APPROVAL, rows.approval_params(record), doing)
+        await self._write(*tool_calls.create_approval(record))
 
     async def resolve_approval(
         self, approval_id: str, state: ApprovalState, resolved_by: str | None
     ) -> bool:
-        if state == "pending":
-            raise ValueError("an approval cannot be resolved to 'pending'")
-        sql = (
-            "UPDATE approvals SET state = ?, resolved_by = ?, resolved_at = ?"
-            " WHERE id = ? AND state = 'pending'"
-        )
-        params = (state, resolved_by, time.time(), approval_id)
-        written = await self._write(sql, params, f"resolve approval {approval_id!r}")
+        resolve = tool_calls.resolve_approval(approval_id, state, resolved_by, time.time())
+        written = await self._write(*resolve)
         return written.rowcount == 1
 
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
-        found = await self._read("SELECT * FROM approvals WHERE id = ?", (approval_id,))
-        return rows.approval_from_row(found[0]) if found else None
+        found = await self._read(tool_calls.APPROVAL, (approval_id,))
+        return tool_calls.approval_from_row(found[0]) if found else None
 
     async def set_approval_card(
         self,
@@ -313,110 +246,63 @@ class SqliteStore:
         thread_id: str | None,
         message_id: str,
     ) -> None:
-        sql = (
-            "UPDATE approvals SET card_platform = ?, card_chat_id = ?, card_thread_id = ?,"
-            " card_message_id = ? WHERE id = ?"
-        )
-        params = (platform, chat_id, thread_id, message_id, approval_id)
-        await self._update_one(sql, params, f"approval {approval_id!r}")
+        card = ApprovalCard(platform, chat_id, thread_id, message_id)
+        await self._update_one(*tool_calls.set_approval_card(approval_id, card))
 
     async def pending_approvals(self, session_key: str | None = None) -> list[ApprovalRecord]:
-        sql = "SELECT * FROM approvals WHERE state = 'pending'"
-        params: tuple[str, ...] = ()
-        if session_key is not None:
-            sql, params = sql + " AND session_key = ?", (session_key,)
-        found = await self._read(sql + " ORDER BY requested_at, rowid", params)
-        return [rows.approval_from_row(row) for row in found]
+        found = await self._read(*tool_calls.pending_approvals(session_key))
+        return [tool_calls.approval_from_row(row) for row in found]
 
-    # inbound queue ----------------------------------------------------------
+    # inbound queue, dead letters, command syncs (core/store/platforms.py) -------------
     async def enqueue_inbound(self, record: InboundRecord) -> bool:
-        doing = f"enqueue inbound {record.platform}/{record.update_id}"
-        written = await self._write(_INSERT_INBOUND, rows.inbound_params(record), doing)
+        written = await self._write(*platforms.enqueue_inbound(record))
         return written.rowcount == 1
 
     async def set_inbound_state(self, platform: str, update_id: str, state: InboundState) -> None:
-        sql = "UPDATE inbound SET state = ? WHERE platform = ? AND update_id = ?"
-        params = (state, platform, update_id)
-        await self._update_one(sql, params, f"inbound item {platform}/{update_id}")
+        await self._update_one(*platforms.set_inbound_state(platform, update_id, state))
 
     async def unfinished_inbound(self, platform: str) -> list[InboundRecord]:
-        found = await self._read(
-            "SELECT * FROM inbound WHERE platform = ? AND state IN ('pending', 'processing')"
-            " ORDER BY received_at, rowid",
-            (platform,),
-        )
-        return [rows.inbound_from_row(row) for row in found]
+        found = await self._read(platforms.UNFINISHED_INBOUND, (platform,))
+        return [platforms.inbound_from_row(row) for row in found]
 
     async def get_inbound(self, platform: str, update_id: str) -> InboundRecord | None:
-        found = await self._read(
-            "SELECT * FROM inbound WHERE platform = ? AND update_id = ?", (platform, update_id)
-        )
-        return rows.inbound_from_row(found[0]) if found else None
+        found = await self._read(platforms.INBOUND, (platform, update_id))
+        return platforms.inbound_from_row(found[0]) if found else None
 
-    # dead letters -----------------------------------------------------------
     async def add_dead_letter(self, letter: DeadLetter) -> int | None:
-        doing = f"keep dead letter {letter.platform}/{letter.item_id}"
-        written = await self._write(_INSERT_DEAD_LETTER, rows.dead_letter_params(letter), doing)
+        written = await self._write(*platforms.add_dead_letter(letter))
         return written.lastrowid if written.rowcount == 1 else None
 
     async def list_dead_letters(self, platform: str | None = None) -> list[DeadLetter]:
-        sql = "SELECT * FROM dead_letters"
-        params: tuple[str, ...] = ()
-        if platform is not None:
-            sql, params = sql + " WHERE platform = ?", (platform,)
-        found = await self._read(sql + " ORDER BY id", params)
-        return [rows.dead_letter_from_row(row) for row in found]
+        found = await self._read(*platforms.dead_letters(platform))
+        return [platforms.dead_letter_from_row(row) for row in found]
 
     async def drop_dead_letter(self, letter_id: int) -> bool:
-        sql = "DELETE FROM dead_letters WHERE id = ?"
-        written = await self._write(sql, (letter_id,), f"drop dead letter {letter_id}")
+        written = await self._write(*platforms.drop_dead_letter(letter_id))
         return written.rowcount == 1
 
-    # command syncs ----------------------------------------------------------
     async def synced_commands(self, platform: str, scope: str) -> str | None:
-        found = await self._read(
-            "SELECT digest FROM command_syncs WHERE platform = ? AND scope = ?", (platform, scope)
-        )
+        found = await self._read(platforms.SYNCED_COMMANDS, (platform, scope))
         return str(found[0]["digest"]) if found else None
 
     async def set_synced_commands(self, platform: str, scope: str, digest: str) -> None:
-        sql = (
-            "INSERT INTO command_syncs (platform, scope, digest, synced_at) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (platform, scope) DO UPDATE"
-            " SET digest = excluded.digest, synced_at = excluded.synced_at"
-        )
-        params = (platform, scope, digest, time.time())
-        await self._write(sql, params, f"record the {platform} commands synced for {scope}")
+        await self._write(*platforms.set_synced_commands(platform, scope, digest, time.time()))
 
-    # outbox -----------------------------------------------------------------
+    # outbox (statements in core/store/outbox.py) --------------------------------------
     async def put_outbox(self, chunks: Sequence[OutboxChunk]) -> list[OutboxChunk]:
         if not chunks:
             return []
-        turn_id, now = chunks[0].turn_id, time.time()
-        values = ", ".join("(?, ?, ?, ?, ?, ?, ?, ?)" for _ in chunks)
-        params = [v for c in chunks for v in rows.outbox_params(c, now)]
-        sql = f"INSERT INTO outbox ({', '.join(rows.OUTBOX_COLUMNS)}) VALUES {values}"
-        doing = f"store the reply of turn {turn_id}"
-        written = await self._write(sql + _OUTBOX_CONFLICT, params, doing)
+        written = await self._write(*outbox.put_outbox(chunks, time.time()))
         if written.rowcount == len(chunks):  # all new (chunks are stored together, from 0)
-            return [rows.outbox_as_stored(chunk) for chunk in chunks]
-        found = await self._read(
-            "SELECT * FROM outbox WHERE turn_id = ? ORDER BY chunk", (turn_id,)
-        )
-        return [rows.outbox_from_row(row) for row in found]
+            return [outbox.outbox_as_stored(chunk) for chunk in chunks]
+        found = await self._read(outbox.CHUNKS_OF, (chunks[0].turn_id,))
+        return [outbox.outbox_from_row(row) for row in found]
 
     async def mark_outbox_started(self, turn_id: str, index: int) -> None:
-        # The first start is kept: a lookup after a crash searches from it.
-        sql = (
-            "UPDATE outbox SET started_at = COALESCE(started_at, ?) WHERE turn_id = ? AND chunk = ?"
-        )
-        params = (time.time(), turn_id, index)
-        await self._update_one(sql, params, f"outbox chunk {index} of turn {turn_id}")
+        await self._update_one(*outbox.mark_outbox_started(turn_id, index, time.time()))
 
     async def mark_outbox_sent(self, turn_id: str, index: int, message_id: str) -> None:
-        sql = "UPDATE outbox SET message_id = ?, sent_at = ? WHERE turn_id = ? AND chunk = ?"
-        params = (message_id, time.time(), turn_id, index)
-        await self._update_one(sql, params, f"outbox chunk {index} of turn {turn_id}")
+        await self._update_one(*outbox.mark_outbox_sent(turn_id, index, message_id, time.time()))
 
     # attachments and files sent (statements in core/store/attachments.py) -----------
     async def put_attachment(self, record: AttachmentRecord) -> None:
@@ -455,14 +341,14 @@ class SqliteStore:
     async def _read(self, sql: str, params: Params) -> list[sqlite3.Row]:
         conn = self._open_connection()
         with _translated(self._path, "read"):
-            return list(await conn.execute_fetchall(sql, rows.storable(params)))
+            return list(await conn.execute_fetchall(sql, storable(params)))
 
     async def _write(self, sql: str, params: Params, doing: str) -> _Written:
         """Run one writing statement, alone, as its own committed transaction."""
         async with self._write_lock:
             conn = self._open_connection()
             with _translated(self._path, doing):
-                async with conn.execute(sql, rows.storable(params)) as cursor:
+                async with conn.execute(sql, storable(params)) as cursor:
                     return _Written(cursor.rowcount, cursor.lastrowid)
 
     async def _update_one(self, sql: str, params: Params, target: str) -> None:
