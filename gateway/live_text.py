@@ -70,7 +70,7 @@ class LiveReply:
             await self._show("")
             return
         started = time.perf_counter()
-        shown = redact(whole_words(event.text))
+        shown = visible(event.text)
         spent = time.perf_counter() - started
         await self._show(shown)
         await asyncio.sleep(min(max(self._pace, REDACT_SHARE * spent), MAX_PAUSE))
@@ -98,6 +98,13 @@ class LiveReply:
 
     async def _live(self, text: str, mode: LiveMode) -> None:
         await self._outbound.perform(LiveText(self._chat, text, mode))
+
+
+def visible(text: str) -> str:
+    """What a chat may be shown of a reply still being written: redacted, up to its last
+    whitespace (a secret is shown whole or not at all). Streamed answers use it too
+    (:mod:`gateway.streaming`)."""
+    return redact(whole_words(text))
 
 
 def whole_words(text: str) -> str:

@@ -23,9 +23,11 @@ How each call is scheduled (docs/architecture.md, "The outbound pipeline")::
     AnswerPress   awaited, URGENT
     Typing        awaited, CLEANUP, one waiting per chat (coalesced), never retried
     Delete        queued at CLEANUP and never awaited: perform returns at once
-    LiveText      awaited, PROGRESS (a platform with rate limits does not declare it)
+    LiveText      awaited at the call's priority: PROGRESS for the web's live text,
+                  STREAM for a streamed answer (gateway.streaming), coalesced by its key
     Latest        its call's priority; what is sent is asked for when it starts, so a
-                  progress state is never a stale one (gateway.progress)
+                  progress state or a streamed answer is never a stale one
+                  (gateway.progress, gateway.streaming)
 
 Inbound events pass the bot too (:meth:`Outbound.received`, called by the router, the sink
 of every adapter): the scheduler learns each chat's kind, the traffic counters count it.
@@ -47,7 +49,17 @@ from adapters.base import (
     InboundEvent,
     SentMessage,
 )
-from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, SendFile, Typing
+from adapters.calls import (
+    AnswerPress,
+    Call,
+    Delete,
+    Edit,
+    LiveText,
+    Priority,
+    Send,
+    SendFile,
+    Typing,
+)
 from adapters.health import Health
 from core.redaction import redact
 from gateway.outbound import OutboundScheduler
@@ -72,8 +84,8 @@ class Latest:
     call to make then (None: nothing is left to make). ``call`` says where it goes, its
     priority and what kind of call it is."""
 
-    call: Send | Edit
-    newest: Callable[[], Send | Edit | None]
+    call: Send | Edit | LiveText
+    newest: Callable[[], Send | Edit | LiveText | None]
 
     @property
     def chat(self) -> ChatRef:
@@ -140,7 +152,8 @@ async def schedule(
         call = item
         run = partial(next, call)
     chat, (kind, what) = call.chat, KINDS[type(call)]
-    what = "progress" if isinstance(item, Latest) else what
+    if isinstance(item, Latest):
+        what = "stream" if call.priority == Priority.STREAM else "progress"
     if isinstance(call, Delete):
         scheduler.later(run, chat=chat, priority=call.priority, what=what, kind=kind)
         return None

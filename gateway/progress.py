@@ -24,6 +24,11 @@ call (a :class:`~gateway.pipeline.Latest`) that reads the newest state when the 
 lets it *start*, so a stale state is never sent. While the turn runs the message carries
 ``buttons`` (the turn's Stop button); the final state has none.
 
+**Inside a streamed answer.** With ``shown_by`` (a native stream with
+``Capabilities.stream_progress``: :mod:`gateway.streaming`) the view sends no message: the
+current step's line is handed to the stream, which shows it above the answer so far
+(docs/architecture.md §13).
+
 **Becoming the reply.** :meth:`ProgressView.hand_over` stops the view and hands its message
 to the reply sender, which edits it into the first chunk of the answer (one call instead of
 "send the reply + delete the progress"). A queued write is dropped, one in flight is waited
@@ -135,8 +140,12 @@ class ProgressView:
         sleep: Sleep = asyncio.sleep,
         finish_timeout: float = FINISH_SECONDS,
         buttons: ButtonRows = (),
+        shown_by: Callable[[str], None] | None = None,
     ) -> None:
         self._outbound, self._chat, self._config = outbound, chat, config
+        self._shown_by = shown_by
+        """Set: the current step's line goes there (a streamed answer shows it) and the
+        view sends no message."""
         self._buttons = buttons
         self._born = clock()
         self._in_flight = False
@@ -182,6 +191,9 @@ class ProgressView:
             return
         for tool in prev_tools:
             self._add(str(tool.get("name", "?")), tool.get("arguments"))
+        if self._shown_by is not None:
+            self._shown_by(self._lines[-1].text())
+            return
         self._want(self._render())
 
     def _add(self, name: str, arguments: object) -> None:

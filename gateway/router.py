@@ -2,7 +2,9 @@
 
 Plain text becomes a turn (``Dispatcher.submit``); everything else is the *control
 plane* and acts at once, never queued behind a running turn: ``/stop``, ``/steer``,
-``/redirect``, ``/approve``, ``/deny``, ``/status``, ``/new`` and button presses.
+``/redirect``, ``/approve``, ``/deny``, ``/status``, ``/new``, button presses and the
+platforms' own Stop controls on a streamed answer (``kind == "stop"``: ``/stop`` for the
+running turn, silent when none runs; docs/architecture.md §13).
 
 * Access first: a stranger gets no turn (one log line tells the operator how to allow
   them); a button press from a stranger is refused politely. Bot chatter and group text
@@ -129,7 +131,9 @@ class Router:
         if verdict != "admit":
             return
         self._directory.record(event)
-        if event.kind == "command" and event.command:
+        if event.kind == "stop":
+            await self._native_stop(str(event.session_key))
+        elif event.kind == "command" and event.command:
             reply = await self._commands.run(event)
             await self._say(event, reply)
         else:
@@ -147,6 +151,13 @@ class Router:
         if place is not None:
             await self._delivery.notice(place.outbound, place.chat, stopped(outcome))
         return True
+
+    async def _native_stop(self, session_key: str) -> None:
+        """The platform's own Stop on a live streamed answer (``kind == "stop"``): ``/stop``
+        for the session's running turn, with its one notice; nothing at all when none runs
+        (the stream it stopped belonged to a turn that already ended)."""
+        if self._dispatcher.status(session_key).running:
+            await self.stop(session_key)
 
     async def submit_text(
         self, event: InboundEvent, text: str, *, policy: BusyPolicy | None = None

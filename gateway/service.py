@@ -40,9 +40,10 @@ it from the configuration. Composed by hand, the service first, then its adapter
   (``core.hooks.builtin.register_builtin_hooks``): they decide which calls ask first.
 
 Per turn: the typing indicator runs while the engine works, the step callback feeds one
-:class:`ProgressView`, and when the Dispatcher reports the result the reply is rendered,
-chunked and sent exactly once (none for an interrupted turn: ``/stop`` already answered),
-then the progress message is finalized or removed.
+:class:`ProgressView`, the reply's text streams where the bot streams
+(:mod:`gateway.streaming`, docs/architecture.md §13), and when the Dispatcher reports the
+result the reply is rendered, chunked and sent exactly once (none for an interrupted turn:
+``/stop`` already answered), then the progress message is finalized or removed.
 
 The service does not own ``store`` or ``model``: the caller closes them after ``stop``.
 """
@@ -84,6 +85,7 @@ from gateway.live_text import live_reply
 from gateway.pipeline import Traffic
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.router import Router
+from gateway.streaming import StreamedReply, Streams
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +167,7 @@ class GatewayService:
         self._clock, self._sleep = pacing.clock, pacing.sleep
         sleep = pacing.sleep
         self._views: dict[str, ProgressView] = {}
+        self.streams = Streams(clock=pacing.clock, sleep=pacing.sleep)
         self._answered: deque[str] = deque(maxlen=REMEMBERED_TURNS)
         self.stopped_turns = StoppedTurns()
         self.directory = ChatDirectory(list(adapters), traffic=traffic)
@@ -252,6 +255,7 @@ class GatewayService:
         for view in list(self._views.values()):
             await view.aclose()
         self._views.clear()
+        await self.streams.aclose()
         for bot in self.directory.bots:
             try:
                 await bot.aclose()
@@ -313,9 +317,11 @@ class GatewayService:
             return await agent.run_turn(session_key, message, control)
         stops = self.router.stop_buttons
         stop_id = stops.register(session_key, control, message.sender_id)
+        stream = self.streams.open(session_key, place)
         view = ProgressView(
             place.outbound, place.chat, self._progress, clock=self._clock, sleep=self._sleep,
             buttons=stops.buttons(stop_id, place.outbound.capabilities),
+            shown_by=stream.show_step if stream is not None and stream.shows_progress else None,
         )  # fmt: skip
         self._views[session_key] = view
         quiet = partial(self._typing_paused, session_key, view)
@@ -328,35 +334,30 @@ class GatewayService:
             delay=TYPING_DELAY,
         )
         try:
-            async with typing, live_reply(place) as on_text:
+            async with typing, live_reply(place) as live:
                 return await agent.run_turn(
                     session_key, message, control, step_callback=view.step, on_notice=view.notice,
-                    on_text=on_text, on_file=self.files.queue_for(session_key, place),
+                    on_text=stream or live, on_file=self.files.queue_for(session_key, place),
                 )  # fmt: skip
         except BaseException:
             self._views.pop(session_key, None)
             await view.aclose()
+            await self.streams.discard(session_key)
             raise
         finally:
             stops.forget(stop_id)
 
     async def _take_in(
-        self,
-        session_key: str,
-        message: UserMessage,
-        place: Place | None,
-        agent: CommonAgent,
+        self, key: str, message: UserMessage, place: Place | None, agent: CommonAgent,
         control: TurnControl,
-    ) -> UserMessage | None:
+    ) -> UserMessage | None:  # fmt: skip
         """The message's files saved in the session's workspace (docs/attachments.md); None
         when nothing is left to run. ``/stop`` ends a download too."""
         if not message.attachments:
             return message
         workspaces = agent.profile.workspaces()
-        workspace = await asyncio.to_thread(workspaces.ensure, session_key)
-        return await control.token.guard(
-            self.intake.take_in(session_key, message, place, workspace)
-        )
+        workspace = await asyncio.to_thread(workspaces.ensure, key)
+        return await control.token.guard(self.intake.take_in(key, message, place, workspace))
 
     def _typing_paused(self, session_key: str, view: ProgressView) -> bool:
         """No typing while a card waits for a person, nor in a shared chat once the
@@ -372,34 +373,38 @@ class GatewayService:
         A delivery cut off (shutdown cancelled it mid rate-limit wait) or failed raises, so
         the message's ``handled`` outcome is False and a durable inbox replays the update
         rather than losing the reply (:mod:`core.dispatcher`, "Handled")."""
-        view = self._views.pop(session_key, None)
+        view, stream = self._views.pop(session_key, None), self.streams.take(session_key)
         stopped = self.stopped_turns.was_stopped(result.turn_id)
         try:
             if stopped:
                 logger.info("turn %s: /stop was acknowledged; its reply suppressed", result.turn_id)
             else:
-                await self._deliver(session_key, result, view)
+                await self._deliver(session_key, result, view, stream)
             await self.files.after_turn(session_key, result, stopped=stopped)
         finally:
+            if stream is not None:  # stopped, or no reply: cleared (nothing once handed over)
+                await stream.clear()
             if view is not None:
                 remove = self._progress.becomes_reply and reply_text(result) is not None
                 await view.finish("interrupted" if stopped else result.status, remove=remove)
 
     async def _deliver(
-        self, session_key: str, result: TurnResult, view: ProgressView | None = None
+        self, key: str, result: TurnResult, view: ProgressView | None, stream: StreamedReply | None
     ) -> None:
-        """Send the reply once (the outbox keeps its chunks once across restarts); a
-        recent progress message becomes its first chunk (see :class:`ProgressConfig`)."""
+        """Send the reply once (the outbox keeps its chunks once across restarts); the
+        streamed answer's message (edit mode), else a recent progress message, becomes its
+        first chunk (see :class:`ProgressConfig`, docs/architecture.md §13)."""
         if result.turn_id:
             if result.turn_id in self._answered:
                 logger.error("turn %s already answered; duplicate dropped", result.turn_id)
                 return
             self._answered.append(result.turn_id)
-        place = self.directory.place(session_key)
+        place = self.directory.place(key)
         text = reply_text(result)
         if place is None or text is None:
             return
-        into = await self._progress_into_reply(view)
+        into = await stream.hand_over() if stream is not None else None
+        into = into or await self._progress_into_reply(view)
         await self.delivery.reply(
             place.outbound, place.chat, text, turn_id=result.turn_id or None, into=into
         )

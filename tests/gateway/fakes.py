@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import AsyncIterator, Callable
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from adapters.base import (
     InboundEvent,
     Sender,
     SentMessage,
+    StreamRefused,
 )
 from adapters.calls import AnswerPress, Delete, Edit, LiveText, Send, SendFile, Typing
 from adapters.calls import Call as OutboundCall
@@ -101,12 +103,19 @@ class FakeAdapter:
     chunk_size: int = 4096
     download_gate: asyncio.Event | None = None
     """Set: each download waits on it after its first chunk (a download in progress)."""
+    refusing: str | None = None
+    """Set (:meth:`refuse_streams`): ``LiveText`` replace calls raise ``StreamRefused``."""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
     def fail(self, method: str, *errors: Exception) -> None:
         """The next calls of ``method`` raise ``errors``, in order."""
         self.failures.setdefault(method, []).extend(errors)
+
+    def refuse_streams(self, why: str = "TEXTDRAFT_PEER_INVALID") -> None:
+        """Every native stream update from now on raises ``StreamRefused`` (the call is
+        still recorded, as ``live_text:replace``), as a group chat refuses drafts."""
+        self.refusing = why
 
     async def _record(self, call: Call) -> None:
         call.at = self.clock()
@@ -189,6 +198,8 @@ class FakeAdapter:
                 await self._record(Call("typing"))
             case LiveText(_, text, mode):
                 await self._record(Call(f"live_text:{mode}", text))
+                if self.refusing is not None and mode == "replace":
+                    raise StreamRefused(f"{self.platform}: {self.refusing}")
         return None
 
 
@@ -246,11 +257,19 @@ class Step:
     content: str | None = None
     tools: tuple[tuple[str, dict[str, Any]], ...] = ()
     gate: asyncio.Event | None = None
+    streamed: bool = False
+    """A streaming request gets ``content`` word by word (``ModelRequest.on_delta``), each
+    word after ``ScriptedModel.pause`` (the test clock's sleep, say)."""
 
 
 class ScriptedModel:
-    def __init__(self, *steps: Step) -> None:
+    def __init__(
+        self, *steps: Step, pause: Callable[[float], Awaitable[None]] | None = None
+    ) -> None:
         self.steps = list(steps)
+        self.pause = pause
+        self.word_seconds = 0.3
+        """The pause before each streamed word."""
         self.requests: list[ModelRequest] = []
         self.called = asyncio.Event()
 
@@ -264,6 +283,11 @@ class ScriptedModel:
         step = self.steps.pop(0) if self.steps else Step("(script ended)")
         if step.gate is not None:
             await step.gate.wait()
+        if step.streamed and step.content and request.stream and request.on_delta:
+            for word in re.findall(r"\S+\s*", step.content):
+                if self.pause is not None:
+                    await self.pause(self.word_seconds)
+                await request.on_delta(word)
         calls = tuple(
             ToolCall(f"call-{len(self.requests)}-{i}", name, _json(args))
             for i, (name, args) in enumerate(step.tools)

@@ -1,0 +1,319 @@
+"""A streamed answer: the reply shown while the model writes it (docs/architecture.md §13).
+
+Where a bot declares ``Capabilities.streaming`` ``native`` or ``edit`` (and the chat is not
+the web's :mod:`gateway.live_text` path), each turn gets one :class:`StreamedReply` as the
+engine's ``on_text`` listener. It keeps the newest text (:func:`gateway.live_text.visible`:
+redacted, cut at the last whitespace) and one tracked task writes it through the bot's
+pipeline, at ``Priority.STREAM`` (below progress), as a :class:`~gateway.pipeline.Latest`
+call: what is sent is read when the budget lets the call start, so a waiting update is
+always the newest text (coalesced)::
+
+    native   LiveText(chat, <full text>, "replace") no faster than ``stream_interval``,
+             re-sent every ``stream_keepalive`` while the turn runs (a draft the platform
+             drops when not refreshed); sealed (``LiveText(chat, "", "seal")``) when the
+             answer follows, which the adapter makes take the stream's place
+    edit     a plain Send, then Edits of that message, no faster than
+             max(``stream_interval``, ``edit_interval``); :meth:`StreamedReply.hand_over`
+             gives the message to the reply (``Delivery.reply(into=...)``): its first
+             chunk replaces it, no extra message
+
+A chat that refuses a native stream (the adapter raises :class:`~adapters.base.StreamRefused`)
+is shown answers by edits from then on, this turn and later ones (kept per bot in memory,
+one INFO line). With ``stream_progress`` in native mode the turn's tool steps are a status
+line above the answer inside the stream (:meth:`StreamedReply.show_step`; the progress view
+then sends no message). A ``ReplyTextReset`` replaces the text. A stopped or failed turn
+clears the stream (native: ``replace`` with ""; edit: its message deleted). Time is the
+service's injected clock and sleep (:class:`gateway.service.Pacing`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Literal
+
+from adapters.base import (
+    AdapterError,
+    ChatRef,
+    NotModified,
+    RateLimited,
+    SentMessage,
+    StreamRefused,
+)
+from adapters.calls import Delete, Edit, LiveMode, LiveText, Priority, Send
+from adapters.render.units import measure
+from core.agent.step import ReplyTextReset, TextEvent
+from core.bounded import BoundedMap
+from core.tasks import TaskSet
+from gateway.chats import Place
+from gateway.live_text import END_SECONDS, visible
+from gateway.pipeline import Latest, Outbound
+from gateway.rate_limits import Sleep
+
+logger = logging.getLogger(__name__)
+
+StreamMode = Literal["native", "edit"]
+PLACEHOLDER = "…"
+"""An edited stream's text while it has none (after a reset): a message cannot be empty."""
+REMEMBERED_REFUSALS = 10_000
+"""Chats remembered as refusing native streams (oldest forgotten first)."""
+
+Refused = Callable[[ChatRef, StreamRefused], None]
+
+
+class StreamedReply:
+    """The engine's ``on_text`` for one turn in one chat (see the module docstring)."""
+
+    def __init__(
+        self,
+        outbound: Outbound,
+        chat: ChatRef,
+        mode: StreamMode,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        on_refused: Refused | None = None,
+        end_timeout: float = END_SECONDS,
+    ) -> None:
+        self._outbound, self._chat, self._mode = outbound, chat, mode
+        self._caps = outbound.capabilities
+        self._clock, self._sleep = clock, sleep
+        self._on_refused = on_refused
+        self._end_timeout = end_timeout
+        self.shows_progress = mode == "native" and self._caps.stream_progress
+        """Tool steps are shown inside the stream (no progress message)."""
+        self._answer = ""
+        self._status = ""
+        self._shown: str | None = None
+        self._writing: str | None = None
+        self._message: SentMessage | None = None
+        self._last_write = float("-inf")
+        self._refresh = self._in_flight = self._ended = self._broken = False
+        self._wake = asyncio.Event()
+        self._task = TaskSet(logger)
+        self._coalesce = ("stream", chat)
+
+    @property
+    def mode(self) -> StreamMode:
+        return self._mode
+
+    # feeding (never waits) --------------------------------------------------------------
+    def __call__(self, event: TextEvent) -> None:
+        """The engine's ``on_text``: the newest answer text (a reset empties it)."""
+        self._answer = "" if isinstance(event, ReplyTextReset) else event.text
+        self._kick()
+
+    def show_step(self, line: str) -> None:
+        """The turn's current tool step, shown as a status line above the answer."""
+        self._status = line
+        self._kick()
+
+    def _kick(self) -> None:
+        if self._ended or self._broken:
+            return
+        self._wake.set()
+        if not len(self._task):
+            self._task.spawn(self._run(), name=f"stream:{self._chat}")
+
+    # ending ---------------------------------------------------------------------------
+    async def hand_over(self) -> SentMessage | None:
+        """The answer follows: stop writing (a queued update is dropped, one in flight is
+        waited for), seal a native stream; the edited message for the reply's first chunk
+        (None in native mode, or when none was sent)."""
+        if not await self._stop():
+            return None
+        if self._mode == "native":
+            if self._shown is not None:
+                await self._end_call("seal")
+            return None
+        return self._message
+
+    async def clear(self) -> None:
+        """The turn stopped or failed: remove what the stream shows (nothing once handed over)."""
+        if not await self._stop():
+            return
+        if self._mode == "native" and self._shown:
+            await self._end_call("replace")
+        elif self._mode == "edit" and self._message is not None:
+            try:
+                await self._outbound.perform(Delete(self._message))  # queued, not awaited
+            except Exception as exc:
+                logger.info("streamed answer in %s not removed: %s", self._chat, exc)
+
+    async def aclose(self) -> None:
+        """Shutdown: stop writing at once."""
+        self._ended = True
+        await self._task.aclose()
+
+    async def _stop(self) -> bool:
+        """Stop the task; False when the stream was already ended."""
+        if self._ended:
+            return False
+        self._ended = True
+        self._wake.set()
+        await self._task.aclose(self._end_timeout if self._in_flight else 0.0)
+        return True
+
+    async def _end_call(self, mode: LiveMode) -> None:
+        call = LiveText(self._chat, "", mode, priority=Priority.REPLY)
+        try:
+            async with asyncio.timeout(self._end_timeout):
+                await self._outbound.perform(call)
+        except Exception as exc:
+            logger.info("streamed answer in %s not ended (%s): %s", self._chat, mode, exc)
+
+    # the writing task -------------------------------------------------------------------
+    async def _run(self) -> None:
+        while not (self._ended or self._broken):
+            await self._due()
+            if self._ended:
+                return
+            await self._pace()
+            if self._ended:
+                return
+            await self._write()
+
+    async def _due(self) -> None:
+        """Until new text arrived, or a live native stream must be refreshed."""
+        keepalive = self._caps.stream_keepalive if self._mode == "native" else None
+        if self._wake.is_set() or keepalive is None or not self._shown:
+            await self._wake.wait()
+            self._wake.clear()
+            return
+        woke = asyncio.ensure_future(self._wake.wait())
+        timer = asyncio.ensure_future(self._sleep(self._last_write + keepalive - self._clock()))
+        try:
+            await asyncio.wait({woke, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woke.cancel()
+            timer.cancel()
+        self._wake.clear()
+        self._refresh = self._refresh or (timer.done() and not timer.cancelled())
+
+    async def _pace(self) -> None:
+        interval = self._caps.stream_interval
+        if self._mode == "edit":
+            interval = max(interval, self._caps.edit_interval)
+        wait = self._last_write + interval - self._clock()
+        if wait > 0:
+            await self._sleep(wait)
+
+    async def _write(self) -> None:
+        self._writing = None
+        try:
+            sent = await self._outbound.perform(Latest(self._call(""), self._newest))
+        except StreamRefused as refused:
+            self._to_edits(refused)
+            return
+        except NotModified:
+            sent = None  # already shown: counts as written
+        except RateLimited as exc:
+            logger.info("streamed answer in %s: update skipped (%s)", self._chat, exc)
+            return
+        except AdapterError as exc:
+            logger.warning("streamed answer in %s stopped: %s", self._chat, exc)
+            self._broken = True
+            return
+        finally:
+            self._in_flight = False
+        if isinstance(sent, SentMessage) and self._mode == "edit":
+            self._message = sent
+        if self._writing is not None:
+            self._shown, self._last_write = self._writing, self._clock()
+
+    def _to_edits(self, refused: StreamRefused) -> None:
+        """This chat cannot show a native stream: edits from now on (the text is re-sent)."""
+        self._mode, self._shown, self.shows_progress = "edit", None, False
+        if self._on_refused is not None:
+            self._on_refused(self._chat, refused)
+        self._wake.set()
+
+    def _newest(self) -> Send | Edit | LiveText | None:
+        """The update to make now the budget let it start (None: nothing new to show)."""
+        if self._ended:
+            return None
+        text = self._text()
+        if not text and self._mode == "edit":
+            if self._message is None:
+                return None
+            text = PLACEHOLDER
+        if not text and self._shown is None:
+            return None
+        if text == self._shown and not self._refresh:
+            return None
+        self._refresh = False
+        self._in_flight, self._writing = True, text
+        return self._call(text)
+
+    def _text(self) -> str:
+        """The status line (a tool step) above the answer so far, within the length limit."""
+        text = "\n\n".join(part for part in (self._status, visible(self._answer)) if part)
+        return _fit(text.rstrip(), self._caps.max_text_length, self._caps.length_unit)
+
+    def _call(self, text: str) -> Send | Edit | LiveText:
+        stream, key = Priority.STREAM, self._coalesce
+        if self._mode == "native":
+            return LiveText(self._chat, text, "replace", priority=stream, coalesce=key)
+        if self._message is None:
+            return Send(self._chat, text, markup=False, priority=stream, coalesce=key)
+        return Edit(self._message, text, markup=False, priority=stream, coalesce=key)
+
+
+def _fit(text: str, limit: int, unit: Literal["utf16", "codepoints", "bytes"]) -> str:
+    """``text`` cut to the platform's message length (its end replaced by an ellipsis)."""
+    if measure(text, unit) <= limit:
+        return text
+    cut = text[: max(limit - 1, 0)]
+    while cut and measure(cut + PLACEHOLDER, unit) > limit:
+        cut = cut[: len(cut) - max(1, len(cut) // 20)]
+    return cut + PLACEHOLDER
+
+
+class Streams:
+    """The service's streamed answers: the live one per session, and the chats (of every
+    bot, in memory) that refused a native stream and are shown answers by edits."""
+
+    def __init__(
+        self, *, clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep
+    ) -> None:
+        self._clock, self._sleep = clock, sleep
+        self._refused: BoundedMap[ChatRef, None] = BoundedMap(REMEMBERED_REFUSALS)
+        self._live: dict[str, StreamedReply] = {}
+
+    def open(self, session_key: str, place: Place) -> StreamedReply | None:
+        """The turn's stream in ``place`` (None: the chat keeps the whole reply)."""
+        caps = place.outbound.capabilities
+        if caps.live_text or caps.streaming == "off":
+            return None
+        native = caps.streaming == "native" and place.chat not in self._refused
+        if not native and not caps.supports_edit:
+            return None
+        stream = StreamedReply(
+            place.outbound, place.chat, "native" if native else "edit",
+            clock=self._clock, sleep=self._sleep, on_refused=self._refuse,
+        )  # fmt: skip
+        self._live[session_key] = stream
+        return stream
+
+    def take(self, session_key: str) -> StreamedReply | None:
+        """The session's stream, no longer tracked (the turn ended)."""
+        return self._live.pop(session_key, None)
+
+    async def discard(self, session_key: str) -> None:
+        """The turn raised: clear its stream."""
+        stream = self.take(session_key)
+        if stream is not None:
+            await stream.clear()
+
+    async def aclose(self) -> None:
+        for stream in list(self._live.values()):
+            await stream.aclose()
+        self._live.clear()
+
+    def _refuse(self, chat: ChatRef, refused: StreamRefused) -> None:
+        if chat in self._refused:
+            return
+        self._refused.put(chat, None)
+        logger.info("%s refused a native stream (%s): answers are edited in place", chat, refused)
