@@ -19,6 +19,12 @@ group) and is the one layer that waits out and retries a 429.
 Files (:mod:`adapters.telegram.files`): inbound media are offered attachments, fetched by
 ``download`` (``getFile``, then the file URL streamed); ``SendFile`` uploads a photo or a
 document (``upload_limit`` 50 MB). Albums fold into one event (:mod:`adapters.telegram.albums`).
+
+Streaming (:mod:`adapters.telegram.drafts`, docs/architecture.md "Streaming"): with
+``streaming = "native"`` (the default) a ``LiveText`` call draws the answer as a message draft
+with a Stop button in a private chat (``StreamRefused`` in groups: the gateway edits there);
+the draft's Stop press becomes a ``stop`` event while that draft is live. Drafts count in the
+chat's and the bot's windows like messages.
 """
 
 from __future__ import annotations
@@ -47,12 +53,14 @@ from adapters.base import (
     PaceClock,
     RateLimit,
     SentMessage,
+    StreamingMode,
 )
 from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, SendFile, Typing
 from adapters.health import Clock, Health, HealthCell
 from adapters.inbox import STORAGE_NOTICE
 from adapters.session_keys import SessionKeyRule
 from adapters.telegram.albums import ALBUM_WINDOW, Albums, Sleep
+from adapters.telegram.drafts import DraftStreams
 from adapters.telegram.errors import platform_errors
 from adapters.telegram.files import UPLOAD_LIMIT, TelegramFiles
 from adapters.telegram.inbox import Inbox
@@ -89,12 +97,17 @@ CHAT_LIMIT = RateLimit(3, 3.0)
 the reply edited into it go out at once)."""
 GROUP_LIMIT = RateLimit(20, 60.0)
 TELEGRAM_CHARGES = Charges(
-    bot=MESSAGES, chat=frozenset({"send"}), group=frozenset({"send", "edit"})
+    bot=MESSAGES | {"live"}, chat=frozenset({"send", "live"}), group=frozenset({"send", "edit"})
 )
 """What Telegram counts (core.telegram.org/bots/faq): messages. A chat's ~1 a second counts
-new messages, a group's 20 a minute counts edits too, the bot's 30 a second counts every
-message call (deletes included, to be safe). Button answers (``answerCallbackQuery``) and
-typing (``sendChatAction``) are not messages: no window counts them."""
+new messages and drafts (``sendMessageDraft``, "live"), a group's 20 a minute counts edits
+too, the bot's 30 a second counts every message call (deletes and drafts included, to be
+safe). Button answers (``answerCallbackQuery``) and typing (``sendChatAction``) are not
+messages: no window counts them."""
+STREAM_INTERVAL = 1.0
+"""Fewest seconds between two drafts of one answer (Telegram animates the change)."""
+STREAM_KEEPALIVE = 20.0
+"""A draft fades ~30 s after its last update: a long tool step refreshes it this often."""
 
 CommandMenu = Sequence[tuple[str, str]]
 """``(name, description)`` pairs for Telegram's command menu, in display order."""
@@ -122,6 +135,8 @@ class TelegramSettings:
     """Seconds without a new part after which an album is folded (adapters/telegram/albums.py)."""
     album_sleep: Sleep = asyncio.sleep
     """How the album window is waited out (a test's gate in tests)."""
+    streaming: StreamingMode = "native"
+    """``[telegram] streaming``: drafts in private chats (edits in groups), edits, or off."""
 
 
 def inline_keyboard(buttons: ButtonRows) -> InlineKeyboardMarkup | None:
@@ -176,9 +191,14 @@ class TelegramAdapter:
             charges=self.settings.charges,
             pace_clock=self.settings.pace_clock,
             upload_limit=UPLOAD_LIMIT,
+            streaming=self.settings.streaming,
+            stream_interval=STREAM_INTERVAL,
+            stream_keepalive=STREAM_KEEPALIVE,
+            stream_progress=True,
         )
         self.bot = self._build_bot(token)
         self.files = TelegramFiles(self.bot)
+        self.drafts = DraftStreams(self.bot)
         install_log_filter()
         self.identity: BotIdentity | None = None
         self._inbox: Inbox | None = None
@@ -217,8 +237,9 @@ class TelegramAdapter:
         normalizer = Normalizer(self.identity, self.key_rule)
         albums = Albums(sink, self.settings.album_window, self.settings.album_sleep)
         self._inbox = Inbox(
-            self.store, self.bot, normalizer, sink, self._storage_notice, albums=albums
-        )
+            self.store, self.bot, normalizer, sink, self._storage_notice, albums=albums,
+            live_stop=self._live_stop,
+        )  # fmt: skip
         await self.set_commands(self.settings.commands)
         await self._inbox.replay()
         if self.settings.webhook is not None:
@@ -227,6 +248,10 @@ class TelegramAdapter:
             await self._start_polling(self._inbox)
         self.health_cell.up()
         _log.info("telegram: receiving as @%s", self.identity.username)
+
+    def _live_stop(self, event: InboundEvent) -> bool:
+        """A draft's Stop press is for the chat's live draft (then once): ``drafts.py``."""
+        return event.stream_id is not None and self.drafts.stop(event.chat, int(event.stream_id))
 
     async def _storage_notice(self, chat: ChatRef) -> None:
         """Tell ``chat`` its messages wait for the store (once per outage; never raises)."""
@@ -311,7 +336,7 @@ class TelegramAdapter:
             case Typing(chat):
                 await self._typing(chat)
             case LiveText():
-                pass  # capabilities.live_text is False: the gateway sends none
+                await self.drafts.perform(call)
         return None
 
     async def _send(

@@ -14,6 +14,11 @@ whose docstring draws the states): what only Telegram's updates need.
   (:class:`Normalized`): on arrival, before it is stored (its session key is stored with
   it), or when a later run revives it; the event handed over is that one. A press we make
   no event of is still answered, and ends ``done``.
+* A ``stopped_message_generation`` (a draft's Stop, Bot API 10.3: in ``api_kwargs``) is
+  stored like any update; its ``stop`` event is handed over only when ``live_stop`` says the
+  draft is the chat's live one (:meth:`adapters.telegram.drafts.DraftStreams.stop`), else it
+  ends ``done`` having changed nothing — so a stop replayed after a restart, whose stream
+  died with the old run, changes nothing.
 
 Only after ``accept`` returns may the caller let Telegram consider the update confirmed
 (advance the getUpdates offset, or answer the webhook 200). A duplicate ``update_id``
@@ -25,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,10 +48,18 @@ from adapters.inbox import (
     unstorable_value,
 )
 from adapters.telegram.albums import Albums
-from adapters.telegram.normalize import PLATFORM, Normalizer
+from adapters.telegram.normalize import PLATFORM, STOP_UPDATE, Normalizer
 from core.store.base import InboundRecord, Store, StoreUnavailable
 
 _log = logging.getLogger(__name__)
+
+
+LiveStop = Callable[[InboundEvent], bool]
+"""Whether a ``stop`` event is for a live stream (it then is that stream's one stop)."""
+
+
+def no_live_stream(event: InboundEvent) -> bool:
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +82,10 @@ class Inbox:
         notify: Notify | None = None,
         max_attempts: int = MAX_ATTEMPTS,
         albums: Albums | None = None,
+        live_stop: LiveStop = no_live_stream,
     ) -> None:
         self.bot, self.normalizer, self.sink = bot, normalizer, sink
+        self.live_stop = live_stop
         self.albums = albums or Albums(sink)
         form = ItemFormat(PLATFORM, "update", _update_key, _stored_json, self._revive)
         self.queue = DurableInbox(
@@ -150,6 +165,8 @@ class Inbox:
         if item.event is None:
             await _answer_unhandled_press(item.update)
             return None
+        if item.event.kind == "stop" and not self.live_stop(item.event):
+            return None  # its stream is over (or of an earlier run): nothing to stop
         group = item.update.message.media_group_id if item.update.message else None
         if group is not None:
             return await self.albums.add(group, item.event)
@@ -192,7 +209,8 @@ def _unreadable(update: Update, raw: str) -> str | None:
     where = unstorable_value(json.loads(raw))
     if where is not None:
         return f"integer out of the 64-bit range at {where}"
-    if all(getattr(update, kind, None) is None for kind in Update.ALL_TYPES):
+    known = STOP_UPDATE in update.api_kwargs
+    if not known and all(getattr(update, kind, None) is None for kind in Update.ALL_TYPES):
         kinds = sorted(key for key in update.api_kwargs if key != "update_id")
         return f"unknown update type ({', '.join(kinds) or 'no content'})"
     return None

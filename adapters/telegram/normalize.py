@@ -16,6 +16,12 @@ it has none) and it is always kind ``text``: a caption starting with ``/new`` is
 command, so the file always reaches the turn (send the command on its own to run it).
 Mentions of the bot count in a caption as in a text.
 
+The ``stopped_message_generation`` update (Bot API 10.3: the user pressed Stop on a draft,
+:mod:`adapters.telegram.drafts`) is not typed by python-telegram-bot 22.8: its fields are in
+``Update.api_kwargs``. It becomes a ``stop`` event whose ``stream_id`` is the ``draft_id``,
+sent by the private chat's user; whether that draft is still live is decided when the event
+is handed over (:mod:`adapters.telegram.inbox`), not here.
+
 A chat's kind is taken only from a valid ``chat.type`` (one of :data:`CHAT_TYPES`, a
 string): any other value raises :class:`MalformedUpdate`, so the update becomes a dead
 letter (:mod:`adapters.telegram.inbox`) and changes nothing about its chat — neither its
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import TypeGuard
 
 from telegram import CallbackQuery, Chat, Message, MessageEntity, Update, User
 
@@ -34,6 +41,8 @@ from adapters.session_keys import KeyStrategy, SessionKeyRule, key_rule
 from adapters.telegram.files import attachments_of
 
 PLATFORM = "telegram"
+STOP_UPDATE = "stopped_message_generation"
+"""The update a draft's Stop button sends (Bot API 10.3), read from ``Update.api_kwargs``."""
 CHAT_TYPES = frozenset({Chat.PRIVATE, Chat.GROUP, Chat.SUPERGROUP, Chat.CHANNEL})
 """The values of ``chat.type`` the Bot API defines."""
 _COMMAND = re.compile(r"^/([A-Za-z0-9_]{1,64})(?:@([A-Za-z0-9_]+))?(?:\s+(.*))?$", re.DOTALL)
@@ -146,6 +155,8 @@ class Normalizer:
             return self._button(update.update_id, update.callback_query)
         if update.message is not None:
             return self._message(update.update_id, update.message)
+        if STOP_UPDATE in update.api_kwargs:
+            return self._stop(update.update_id, update.api_kwargs[STOP_UPDATE])
         return None
 
     def session_key(self, update: Update) -> str:
@@ -192,6 +203,23 @@ class Normalizer:
             event, kind="command", command=command.name, args=command.args, mentioned=mentioned
         )
 
+    def _stop(self, update_id: int, data: object) -> InboundEvent:
+        chat_data, draft_id, thread = _stop_fields(data)
+        chat = Chat.de_json(chat_data, None)
+        chat_type = chat_type_of(chat, None)
+        ref = ChatRef(PLATFORM, str(chat.id), None if thread is None else str(thread))
+        sender = Sender(str(chat.id), chat.full_name or chat.username or str(chat.id))
+        return InboundEvent(
+            kind="stop",
+            platform=PLATFORM,
+            update_id=str(update_id),
+            chat=ref,
+            chat_type=chat_type,
+            sender=sender,
+            session_key=self._key(chat_type, ref, sender),
+            stream_id=str(draft_id),
+        )
+
     def _button(self, update_id: int, query: CallbackQuery) -> InboundEvent | None:
         message = query.message
         if message is None or query.data is None:
@@ -212,3 +240,22 @@ class Normalizer:
             message=SentMessage(chat, str(message.message_id)),
             press_id=query.id,
         )
+
+
+def _stop_fields(data: object) -> tuple[dict[str, object], int, int | None]:
+    """``chat``, ``draft_id`` and ``message_thread_id`` of a ``stopped_message_generation``;
+    :class:`MalformedUpdate` when they are not the Bot API's types."""
+    fields = data if isinstance(data, dict) else {}
+    chat, draft_id, thread = (fields.get(k) for k in ("chat", "draft_id", "message_thread_id"))
+    if (
+        isinstance(chat, dict)
+        and _is_int(chat.get("id"))
+        and _is_int(draft_id)
+        and (thread is None or _is_int(thread))
+    ):
+        return chat, draft_id, thread
+    raise MalformedUpdate(f"{STOP_UPDATE} {data!r}: chat.id and draft_id must be integers")
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)

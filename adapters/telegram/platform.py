@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BeforeValidator
 
-from adapters.base import Adapter
+from adapters.base import Adapter, StreamingMode
 from adapters.config import GroupChatSection, HttpUrl, Listen, choice, secret_field
 from adapters.platforms import AdapterContext, Platform
 
@@ -25,6 +25,11 @@ class TelegramSection(GroupChatSection):
     webhook_url: HttpUrl | None = None
     webhook_secret: str | None = secret_field("COMMONOS_TELEGRAM_WEBHOOK_SECRET")
     webhook_listen: Listen = "127.0.0.1:8443"
+    streaming: Annotated[StreamingMode, BeforeValidator(choice("native", "edit", "off"))] = "native"
+    """An answer shown while it is written: ``native`` (the default) draws it as a message
+    draft with a Stop button in private chats and edits one message in groups; ``edit``
+    edits one message everywhere; ``off`` sends the reply when the turn ends
+    (adapters/telegram/drafts.py, docs/architecture.md "Streaming")."""
 
     def problems(self) -> Iterator[tuple[str, str]]:
         yield from filter(None, [self.missing_secret("token")])
@@ -53,6 +58,7 @@ def build(section: TelegramSection, context: AdapterContext) -> Adapter:
         base_file_url=section.base_file_url,
         commands=context.commands,
         webhook=webhook,
+        streaming=section.streaming,
     )
     rule = key_rule(KeyStrategy(group=section.group_sessions))
     return TelegramAdapter(

@@ -48,7 +48,9 @@ from core.store.base import StoreUnavailable
 
 _log = logging.getLogger(__name__)
 
-ALLOWED_UPDATES: tuple[str, ...] = ("message", "callback_query")
+ALLOWED_UPDATES: tuple[str, ...] = ("message", "callback_query", "stopped_message_generation")
+"""What the bot asks Telegram for: a draft's Stop press (Bot API 10.3) is sent only when
+asked for (``adapters/telegram/drafts.py``)."""
 Fetched = Update | dict[str, Any]
 """A parsed update, or the raw JSON of one PTB could not parse."""
 PTB_LOGGERS = ("telegram.Bot", "telegram.ext.ExtBot")
