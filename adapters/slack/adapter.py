@@ -24,7 +24,10 @@ Outbound: ``chat.postMessage`` into the conversation's thread, ``chat.update``,
 ``chat.delete``; buttons as Block Kit (:mod:`adapters.slack.blocks`); a press's answer as
 an ephemeral message to the presser (``chat.postEphemeral``: a refusal reveals nothing to
 the channel); ``Typing`` as the thread's status (:mod:`adapters.slack.status`);
-``SendFile`` as slack_sdk's v2 external upload into the thread, and ``download`` of a
+an answer streamed as it is written as a chat stream in its thread, whose message the
+reply then takes over (:mod:`adapters.slack.streams`; the agent session's Stop button
+arrives as a ``stop`` event while that stream is live); ``SendFile`` as slack_sdk's v2
+external upload into the thread, and ``download`` of a
 message's files with the bot token (:mod:`adapters.slack.files`). Failures
 are raised as the adapter error tree (:mod:`adapters.slack.errors`); ``ratelimited`` is
 :class:`~adapters.base.RateLimited`, which the gateway waits out and retries — Slack
@@ -51,8 +54,10 @@ from adapters.base import (
     ChatRef,
     EventSink,
     InboundEvent,
+    MessageGone,
     RateLimited,
     SentMessage,
+    StreamingMode,
 )
 from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, SendFile, Typing
 from adapters.health import Health, HealthCell, Sleep
@@ -72,6 +77,7 @@ from adapters.slack.normalize import (
 from adapters.slack.receivers import HttpReceiver, Receiver, SocketReceiver, auth_refused
 from adapters.slack.render import neutralise_plain, slack_renderer
 from adapters.slack.status import ThreadStatus
+from adapters.slack.streams import SlackStreams
 from core.attachments import Attachment, OutgoingFile
 from core.bounded import BoundedMap
 from core.store.base import Store
@@ -115,6 +121,12 @@ class SlackSettings:
     status_text: str = "is thinking…"
     status_lease: float = 10.0
     """Seconds a status stays without a refresh (the gateway refreshes every 4 s)."""
+    streaming: StreamingMode = "native"
+    """``native``: chat streams in threads (:mod:`adapters.slack.streams`); ``edit``,
+    ``off`` (docs/architecture.md, "Streaming")."""
+    stream_interval: float = 1.0
+    """Seconds between two updates of a streamed answer (``chat.appendStream`` is Tier 4,
+    about 100 a minute)."""
 
 
 class SlackAdapter:
@@ -145,12 +157,15 @@ class SlackAdapter:
             markup="slack_mrkdwn",
             renderer=slack_renderer(),
             upload_limit=UPLOAD_LIMIT,
+            streaming=self.settings.streaming,
+            stream_interval=self.settings.stream_interval,
         )
         self.client = AsyncWebClient(token=bot_token, base_url=self.settings.api_base_url)
         self.files = FileFetcher(bot_token, self.settings.api_base_url)
         self.status = ThreadStatus(
             self._set_status, text=self.settings.status_text, lease=self.settings.status_lease
         )
+        self.streams = SlackStreams(self.client, self._clear_status)
         self.identity: SlackIdentity | None = None
         self.normalizer: Normalizer | None = None
         self.receiver: Receiver | None = None
@@ -214,6 +229,7 @@ class SlackAdapter:
         )
         app.event("message")(self._on_message)
         app.event("app_mention")(self._on_message)
+        app.event("agent_session_stopped")(self._on_session_stopped)
         app.action(re.compile(".*"))(self._on_action)
         app.command(re.compile(".*"))(self._on_command)
         return app
@@ -258,6 +274,7 @@ class SlackAdapter:
             await inbox.reject(event, body.get("event_id"), problem)
             return
         place = normalizer.place(event)
+        self.streams.asked(place.chat, str(event.get("user") or ""), _team_of(event, body))
         joined = await self._in_thread(str(place.key)) if place.chat_type == "thread" else False
         inbound = normalizer.message(event, joined=joined)
         if inbound is None:
@@ -270,7 +287,26 @@ class SlackAdapter:
     def _revive(self, payload: dict[str, Any]) -> InboundEvent | None:
         if self.normalizer is None:
             return None
-        return self.normalizer.message(payload["event"], joined=bool(payload.get("joined")))
+        event = self.normalizer.message(payload["event"], joined=bool(payload.get("joined")))
+        if event is not None:
+            self.streams.asked(event.chat, event.sender.id, _team_of(payload["event"], {}))
+        return event
+
+    async def _on_session_stopped(self, event: dict[str, Any]) -> None:
+        """The agent session's Stop button (``agent_session_stopped``): a ``stop`` event
+        when one of the streams Slack stopped is this adapter's live one, else nothing."""
+        channel, thread = event.get("channel"), event.get("thread_ts")
+        stopped = event.get("streaming_message_ts")
+        if self.normalizer is None or not isinstance(channel, str) or not isinstance(thread, str):
+            return
+        names = [str(ts) for ts in stopped] if isinstance(stopped, list) else []
+        stream = self.streams.stopped(channel, thread, names)
+        if stream is None:
+            _log.debug("slack: agent session stopped in %s:%s, no live stream", channel, thread)
+            return
+        inbound = self.normalizer.stopped(event, stream.ts)
+        if inbound is not None:
+            self._control(inbound)
 
     async def _in_thread(self, key: str) -> bool:
         """Has the agent joined this thread (answered in it, or holds its session)?"""
@@ -321,8 +357,12 @@ class SlackAdapter:
                 await self._answer(event, text)
             case Typing(chat):
                 await self._typing(chat)
-            case LiveText():
-                pass  # capabilities.live_text is False: the gateway sends none
+            case LiveText(chat, text, "seal"):
+                await self.streams.seal(chat)
+            case LiveText(chat, text, "append"):
+                await self.streams.show(chat, self.streams.shown(chat) + text)
+            case LiveText(chat, text, _):
+                await self.streams.show(chat, text)
         return None
 
     async def _send(
@@ -342,6 +382,8 @@ class SlackAdapter:
             if found is not None:
                 return found
         body = text if markup else neutralise_plain(text)
+        if key is not None and (taken := await self._take_over(chat, body, buttons, markup, key)):
+            return taken
         await self._clear_status(chat)
         with platform_errors():
             response = await self.client.chat_postMessage(
@@ -356,6 +398,30 @@ class SlackAdapter:
         if chat.thread_id is not None:
             self._joined.put(str(self._thread_key(chat)), True)
         return SentMessage(chat, str(response["ts"]))
+
+    async def _take_over(
+        self, chat: ChatRef, body: str, buttons: ButtonRows, markup: bool, key: str
+    ) -> SentMessage | None:
+        """A reply chunk after a sealed stream: ``chat.update`` of the stream's message
+        (:mod:`adapters.slack.streams`); None when there is none or it is gone."""
+        ts = self.streams.sealed(chat)
+        if ts is None:
+            return None
+        try:
+            with platform_errors():
+                await self.client.chat_update(
+                    channel=chat.chat_id,
+                    ts=ts,
+                    text=body,
+                    blocks=message_blocks(body, buttons, markup=markup),
+                    metadata=chunk_metadata(key),
+                )
+        except MessageGone:
+            self.streams.taken(chat)
+            return None
+        self.streams.taken(chat)
+        self._joined.put(str(self._thread_key(chat)), True)
+        return SentMessage(chat, ts)
 
     def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
         """An offered file's bytes from ``url_private_download``, with the bot token
@@ -472,6 +538,14 @@ class SlackAdapter:
             return await self.client.assistant_threads_setStatus(
                 channel_id=channel, thread_ts=thread_ts, status=status
             )
+
+
+def _team_of(event: dict[str, Any], body: dict[str, Any]) -> str:
+    """The team of a message's author (a Slack Connect user's own, when Slack says)."""
+    for value in (event.get("user_team"), event.get("team"), body.get("team_id")):
+        if isinstance(value, str) and value:
+            return value
+    return ""
 
 
 def chunk_metadata(key: str) -> dict[str, Any]:

@@ -242,6 +242,29 @@ class Normalizer:
             press_id=_text_or(body.get("trigger_id"), ""),
         )
 
+    # the agent session's Stop button -----------------------------------------------------
+    def stopped(self, event: Json, stream_ts: str) -> InboundEvent | None:
+        """An ``agent_session_stopped`` for the live stream ``stream_ts`` of its thread: a
+        ``stop`` event from the user who pressed it; None when its place cannot be read."""
+        where = {k: event.get(k) for k in ("channel", "thread_ts", "user")}
+        problem = _problem(where | {"ts": event.get("thread_ts")}, PRESS_FIELDS)
+        if problem is not None or not isinstance(where["thread_ts"], str):
+            _log.warning("slack: agent_session_stopped ignored: its %s", problem or "thread_ts")
+            return None
+        channel, user = str(where["channel"]), str(where["user"])
+        im = "im" if channel.startswith("D") else "channel"
+        place = self.place({**where, "channel_type": im})
+        return InboundEvent(
+            kind="stop",
+            platform=PLATFORM,
+            update_id=f"stopped:{channel}:{stream_ts}",
+            chat=place.chat,
+            chat_type=place.chat_type,
+            sender=Sender(user, user),
+            session_key=place.key,
+            stream_id=stream_ts,
+        )
+
 
 KEY_FIELDS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
     ("channel", SLACK_ID, True),

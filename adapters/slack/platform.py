@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BeforeValidator
 
-from adapters.base import Adapter
+from adapters.base import Adapter, StreamingMode
 from adapters.config import (
     GroupChatSection,
     HttpUrl,
@@ -40,6 +40,11 @@ class SlackSection(GroupChatSection):
     edit_interval: PositiveNumber = 1.2
     watchdog_seconds: PositiveNumber = 60.0
     status_text: Text = "is thinking…"
+    streaming: Annotated[StreamingMode, BeforeValidator(choice("native", "edit", "off"))] = "native"
+    """An answer shown while it is written: ``native`` (the default) a chat stream in
+    threads, the stream's message then becoming the reply (edits where Slack refuses a
+    stream, such as a DM's top level); ``edit`` one message edited in place; ``off`` the
+    reply when the turn ends (docs/architecture.md, "Streaming")."""
 
     def problems(self) -> Iterator[tuple[str, str]]:
         needed = "app_token" if self.mode == "socket" else "signing_secret"
@@ -72,6 +77,7 @@ def build(section: SlackSection, context: AdapterContext) -> Adapter:
         edit_interval=section.edit_interval,
         watchdog_seconds=section.watchdog_seconds,
         status_text=section.status_text,
+        streaming=section.streaming,
     )
     rule = key_rule(KeyStrategy(group=section.group_sessions))
     return SlackAdapter(

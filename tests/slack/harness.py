@@ -48,6 +48,7 @@ def slack_config_data(
             "http_listen": "127.0.0.1:0",
             "edit_interval": 0.05,
             "allowed_users": [ALICE.id, BOB.id],
+            "streaming": "off",  # the tests of streamed answers ask for "native" or "edit"
             **slack,
         },
     }

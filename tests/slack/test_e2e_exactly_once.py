@@ -28,6 +28,7 @@ bot_token = "{slack_sim.bot_token}"
 app_token = "{slack_sim.app_token}"
 api_base_url = "{slack_sim.api_url}"
 allowed_users = ["{ALICE.id}"]
+streaming = "off"
 """)  # fmt: skip
     return tmp_path
 
