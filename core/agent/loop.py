@@ -4,22 +4,12 @@ The steps, as ``docs/turn-loop.md`` §2 describes them:
 
 1. **Session lock** — an ``asyncio.Lock`` per session key (:mod:`core.agent.session_lock`,
    evicted when idle): two turns of one key never overlap, Dispatcher or not.
-2. **History** — the open session (created if none), its active messages oldest first;
-   the turn is started and the user message stored before the first model call. A
-   replayed update (``UserMessage.origin`` already stored in the session, e.g. after a
-   restart cut its turn short) reuses that stored message instead
-   (``Store.find_message_by_origin``, :mod:`core.agent.replay`): when its turn's answer is
-   stored, that answer is the result — no turn is started and the model is not called;
-   otherwise the turn resumes on that message, seeing the history up to it and what its own
-   turn did, never later turns. Tool calls a crash left without a result get a placeholder
-   saying what their record knows (:func:`core.agent.transcript.load_call_records`).
-   The files the message came with become notes and image references of the stored
-   message (:mod:`core.agent.attachment_content`), linked to their ``attachments`` rows.
-3. **System prompt** — stable + context (restored or rebuilt, :mod:`core.agent.prompt`;
-   it names the session's workspace, :meth:`AgentProfile.session_workspace`, the directory
-   the tools get as ``ToolContext.workspace``) as the system message; volatile (the clock's
-   current time) as a note after this turn's user message, for the model only, so the
-   bytes before the tools and the history never change with the clock.
+2. **History** — opening the turn (:mod:`core.agent.opening`): the session and its
+   history, a replayed update's stored message or answer, the turn record started, the
+   user message and its files stored.
+3. **System prompt** — restored or rebuilt there too
+   (:meth:`core.agent.opening.TurnOpener.prepare`), the clock as a note on this turn's
+   user message.
 4. **Session hooks** — ``on_session_start`` for a new session, once: in its first turn
    whose record was started, even one stopped or failed before this step (then it fires
    at the finish, before ``agent_loop_stopped``/``on_session_end``); ``pre_llm_call`` once
@@ -64,33 +54,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any
 
-from core.agent.attachment_content import current_images, link_attachments, user_content
 from core.agent.budget import IterationBudget, LoopGate
 from core.agent.compaction import Compacted, Compactor, ContextLimits
 from core.agent.context import ContextUse, summary_first
 from core.agent.control import TurnControl
 from core.agent.external import ExternalRuntime
 from core.agent.model_call import ModelCaller
+from core.agent.opening import Opening, OpenTurn, TurnOpener
 from core.agent.profile import AgentProfile
-from core.agent.prompt import (
-    Runtime,
-    SoulFile,
-    clock_note,
-    restore_or_build_prefix,
-    system_prompt,
-)
-from core.agent.replay import redelivery, stored_answer
+from core.agent.prompt import SoulFile
 from core.agent.scope import TurnScope
 from core.agent.session_lock import SessionLocks
 from core.agent.steer import record_redirects, watch_redirects
 from core.agent.step import NoticeCallback, TextCallback
 from core.agent.tool_runner import ToolEnvironment, ToolRunner
-from core.agent.transcript import Transcript, load_call_records
+from core.agent.transcript import Transcript
 from core.agent.turn import StepCallback, TurnResult, UserMessage
 from core.agent.turn_run import TurnEnd, TurnParts, TurnRun, stop_end
 from core.approver import ApprovalGate
@@ -98,48 +79,14 @@ from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry, under_token
 from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
-from core.store.base import SessionRecord, Store, StoredMessage
+from core.store.base import Store
 from core.tools.base import QueueFile, RunChild, ToolRegistry
-from core.types import ChatMessage
 
 logger = logging.getLogger(__name__)
 
 CRASH_REPLY = "Something went wrong on our side while handling this message. Please try again."
 CLEANUP_SECONDS = 5.0
 """Time box for recording a turn whose task was cancelled."""
-
-
-@dataclass(slots=True)
-class _OpenTurn:
-    """A turn after step 2: session loaded, turn record started, history read.
-
-    Storing the user message (the rest of step 2) and steps 3–4 come later, in
-    :meth:`CommonAgent._prepare`, where every failure or cancellation is recorded.
-    """
-
-    scope: TurnScope
-    transcript: Transcript
-    control: TurnControl
-    budget: IterationBudget
-    message: UserMessage
-    session: SessionRecord
-    is_new: bool
-    gate: LoopGate | None = None
-    session_started: bool = False
-    """``on_session_start`` was fired (it fires once, in the new session's first turn)."""
-    replayed: StoredMessage | None = None
-    """The stored user message of a replayed update, when the turn resumes on it."""
-    on_file: QueueFile | None = None
-    """Where ``send_file`` hands its files (``ToolContext.queue_file``; child turns too)."""
-
-
-@dataclass(slots=True)
-class _Opening:
-    """How far opening a turn got: its scope once the turn record is started."""
-
-    scope: TurnScope | None = None
-    is_new: bool = False
-    """The session is new: a turn ended while opening still fires ``on_session_start``."""
 
 
 class CommonAgent:
@@ -165,6 +112,8 @@ class CommonAgent:
         self.retry = retry or RetryPolicy()
         self.locks = SessionLocks()
         self.soul = SoulFile(profile.soul, profile.soul_path)
+        self.opener = TurnOpener(store, model, self.tools, profile, self.soul, clock)
+        """Steps 2–3 (:mod:`core.agent.opening`)."""
         self.compactor = _compactor(store, model, self.retry, profile)
         """Context management (``docs/turn-loop.md`` §18); None when the window is unknown."""
 
@@ -185,9 +134,9 @@ class CommonAgent:
         if budget is None:
             budget = IterationBudget(self.profile.max_iterations)
         async with self.locks.hold(session_key):
-            opening = _Opening()
+            opening = Opening()
             try:
-                turn = await self._open(session_key, message, control, budget, opening)
+                turn = await self.opener.open(session_key, message, control, budget, opening)
             except asyncio.CancelledError:
                 if opening.scope is not None:
                     await _time_boxed(self._end_unopened(opening, control, stop_end(None)))
@@ -200,7 +149,7 @@ class CommonAgent:
             return await self._drive(turn, step_callback, on_notice, on_text)
 
     async def _failed_open(
-        self, key: str, opening: _Opening, control: TurnControl, error: Exception
+        self, key: str, opening: Opening, control: TurnControl, error: Exception
     ) -> TurnResult:
         """A turn that could not open: if its record was written, it ends ``failed``."""
         logger.exception("turn of %s could not start", key)
@@ -218,7 +167,7 @@ class CommonAgent:
             )
         return _result(scope, end, 0)
 
-    async def _end_unopened(self, opening: _Opening, control: TurnControl, end: TurnEnd) -> bool:
+    async def _end_unopened(self, opening: Opening, control: TurnControl, end: TurnEnd) -> bool:
         """End the record of a turn that never got under way, then ``on_session_start`` (a
         new session's) and ``on_session_end``; False (no hook) when the record was never
         written."""
@@ -259,120 +208,14 @@ class CommonAgent:
             transcript = Transcript("", history)
             return await self.compactor.compact(session.id, None, transcript, CancellationToken())
 
-    # step 2 ---------------------------------------------------------------------------
-    async def _open(
-        self,
-        key: str,
-        message: UserMessage,
-        control: TurnControl,
-        budget: IterationBudget,
-        opening: _Opening,
-    ) -> _OpenTurn | TurnResult:
-        """Session, history and a started turn; from here on every failure is recorded.
-
-        A replayed update whose answer is stored gets that answer back instead (a
-        :class:`TurnResult`, no turn started)."""
-        session, is_new = await self._session(key)
-        history = summary_first(await self.store.load_active_messages(session.id))
-        replayed = await self._replayed(session.id, message.origin, history)
-        if replayed is not None:
-            answer = stored_answer(history, replayed.id)
-            if answer is not None:
-                logger.info(
-                    "replaying update %s: its answer is stored (turn %s); delivered again,"
-                    " no model call",
-                    message.origin,
-                    answer.turn_id,
-                )
-                return await redelivery(self.store, answer)
-        calls = await load_call_records(self.store, history)
-        scope = TurnScope(key, session.id, uuid.uuid4().hex, message.sender_id)
-        is_new = is_new or not history
-        opening.scope, opening.is_new = scope, is_new  # a written record is ended, hooks too
-        await self.store.start_turn(scope.session_id, scope.turn_id)
-        control.turn_id = scope.turn_id
-        transcript = Transcript("", history, calls)
-        opened = _OpenTurn(scope, transcript, control, budget, message, session, is_new)
-        opened.replayed = replayed
-        return opened
-
-    async def _replayed(
-        self, session_id: str, origin: str | None, history: list[StoredMessage]
-    ) -> StoredMessage | None:
-        """The active stored user message of a replayed update (same origin), if any."""
-        if origin is None:
-            return None
-        stored = await self.store.find_message_by_origin(session_id, origin)
-        if stored is None or stored.message.role != "user":
-            return None
-        if all(m.id != stored.id for m in history):
-            return None  # compacted away since: stored afresh
-        return stored
-
-    # steps 2–4 (storing the message, prompt, session hooks) ----------------------------
-    async def _prepare(self, turn: _OpenTurn) -> None:
-        """Store the user message, build the system prompt, fire the session hooks."""
-        if not await self._resume_replayed(turn):
-            await self._store_user_message(turn)
-        workspace = self.profile.session_workspace(turn.scope.session_key)
-        user = turn.transcript.user_entry.message
-        turn.transcript.images = await current_images(user.content, workspace, self.profile.vision)
-        await record_redirects(turn.control, turn.transcript, self.store)
-        await self._system_prompt(turn.session, turn.transcript)
-        await self._session_hooks(turn, turn.message.text)
-
-    async def _store_user_message(self, turn: _OpenTurn) -> None:
-        scope, message = turn.scope, turn.message
-        workspace = self.profile.session_workspace(scope.session_key)
-        content = await user_content(message, workspace, self.profile)
-        user = ChatMessage(role="user", content=content)
-        user_id = await self.store.append_message(
-            scope.session_id, scope.turn_id, user, origin=message.origin
-        )
-        await link_attachments(self.store, message, user_id)
-        turn.transcript.add(user, user_id)
-
-    async def _resume_replayed(self, turn: _OpenTurn) -> bool:
-        """A replayed update (same origin) reuses the user message stored the first time:
-        the model sees it once, with the history up to it (never later turns), and a
-        redirect still updates that stored message."""
-        stored = turn.replayed
-        if stored is None or turn.transcript.resume_at(stored.id) is None:
-            return False
-        logger.info(
-            "replaying update %s: reusing stored message %d", turn.message.origin, stored.id
-        )
-        return True
-
-    async def _session(self, key: str) -> tuple[SessionRecord, bool]:
-        session = await self.store.get_active_session(key)
-        if session is not None:
-            return session, False
-        return await self.store.create_session(key, self.profile.name), True
-
-    async def _system_prompt(self, session: SessionRecord, transcript: Transcript) -> None:
-        """The cached prefix as the system message; the volatile tier as the clock note on
-        this turn's user message — in the system message only for the external runtime
-        (``docs/turn-loop.md`` §2 step 3)."""
-        profile = self.profile
-        tools = tuple(self.tools.names())
-        soul = self.soul.current()
-        workspace = str(profile.session_workspace(session.key))
-        runtime = Runtime(self.model.model, tools, soul, profile.name, workspace)
-        prefix = await restore_or_build_prefix(self.store, session, self.profile, runtime)
-        now = self.clock()
-        if profile.external_runtime:
-            transcript.system_prompt = system_prompt(prefix, now)
-        else:
-            transcript.system_prompt, transcript.volatile_note = prefix, clock_note(now)
-
-    async def _session_hooks(self, turn: _OpenTurn, text: str) -> None:
+    # step 4 ---------------------------------------------------------------------------
+    async def _session_hooks(self, turn: OpenTurn, text: str) -> None:
         await self._session_start(turn)
         scope, guard = turn.scope.hook_args(), turn.control.token.guard
         found = await guard(self.hooks.collect("pre_llm_call", **scope, user_message=text))
         turn.transcript.model_context = "\n\n".join(str(c) for c in found if str(c))
 
-    async def _session_start(self, turn: _OpenTurn) -> None:
+    async def _session_start(self, turn: OpenTurn) -> None:
         """``on_session_start``, once, in a new session's first turn — also one stopped or
         failed before step 4 (then from :meth:`_finish`), so every ``on_session_end`` of
         the session comes after it (``docs/turn-loop.md`` §2 step 4)."""
@@ -381,16 +224,17 @@ class CommonAgent:
         turn.session_started = True
         await self._after_turn(turn.scope, turn.control.token, "on_session_start")
 
-    # steps 5–6 ------------------------------------------------------------------------
+    # an opened turn: the rest of steps 2–4, then 5–6 --------------------------------
     async def _drive(
         self,
-        turn: _OpenTurn,
+        turn: OpenTurn,
         step_callback: StepCallback | None,
         on_notice: NoticeCallback | None = None,
         on_text: TextCallback | None = None,
     ) -> TurnResult:
         try:
-            await self._prepare(turn)
+            await self.opener.prepare(turn)
+            await self._session_hooks(turn, turn.message.text)
             end = await self._watched_loop(turn, step_callback, on_notice, on_text)
         except asyncio.CancelledError:
             cancelled = TurnEnd("interrupted", "cancelled", stopped_early=True)
@@ -405,7 +249,7 @@ class CommonAgent:
 
     async def _watched_loop(
         self,
-        turn: _OpenTurn,
+        turn: OpenTurn,
         step_callback: StepCallback | None,
         on_notice: NoticeCallback | None,
         on_text: TextCallback | None = None,
@@ -425,7 +269,7 @@ class CommonAgent:
 
     async def _loop(
         self,
-        turn: _OpenTurn,
+        turn: OpenTurn,
         step_callback: StepCallback | None,
         on_notice: NoticeCallback | None,
         on_text: TextCallback | None = None,
@@ -448,7 +292,7 @@ class CommonAgent:
 
     def _parts(
         self,
-        turn: _OpenTurn,
+        turn: OpenTurn,
         on_notice: NoticeCallback | None,
         on_text: TextCallback | None = None,
     ) -> TurnParts:
@@ -477,7 +321,7 @@ class CommonAgent:
             compactor=self.compactor,
         )
 
-    def _child_runner(self, call_id: str, turn: _OpenTurn) -> RunChild:
+    def _child_runner(self, call_id: str, turn: OpenTurn) -> RunChild:
         scope, sender = turn.scope, turn.message
 
         async def run_child(task: str, token: CancellationToken) -> str:
@@ -491,7 +335,7 @@ class CommonAgent:
 
         return run_child
 
-    async def _finish(self, turn: _OpenTurn, end: TurnEnd) -> TurnResult:
+    async def _finish(self, turn: OpenTurn, end: TurnEnd) -> TurnResult:
         await self._session_start(turn)  # a first turn that ended before step 4
         iterations = turn.gate.calls if turn.gate is not None else end.iterations
         return await self._close(turn.scope, turn.control.token, end, iterations)
