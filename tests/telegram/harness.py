@@ -102,7 +102,9 @@ class GatewaySetup:
     allowed_users: frozenset[str] = ALLOWED
     retry: RetryPolicy | None = None
     telegram: Mapping[str, Any] = field(default_factory=dict)
-    """More ``TelegramSettings`` (e.g. its flood limits, scaled to the simulator's)."""
+    """More ``TelegramSettings`` (e.g. its flood limits, scaled to the simulator's).
+    ``streaming`` is ``"off"`` unless given here: the tests of streamed answers ask for it
+    (``tests/telegram/test_e2e_streaming.py``)."""
     clock: PaceClock | None = None
     """The clock the flood limits are paced on; ``None``: a :class:`TestClock` the
     simulator shares (no test waits for a flood window)."""
@@ -131,7 +133,10 @@ class Gateway:
         self.sim, self.store, self.workspace, self.setup = sim, store, workspace, setup
         self.model = OpenAIClient(base_url=models.url, model="scripted", trust_env=False)
         self.clock = shared_clock(sim, setup.clock)
-        settings = {"edit_interval": setup.edit_interval, "commands": MENU, **setup.telegram}
+        settings = {
+            "edit_interval": setup.edit_interval, "commands": MENU, "streaming": "off",
+            **setup.telegram,
+        }  # fmt: skip
         self.adapter = TelegramAdapter(
             sim.token,
             store,

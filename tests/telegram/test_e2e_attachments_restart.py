@@ -36,13 +36,18 @@ NOTES = b"".join(b"line %d of the notes\n" % n for n in range(20_000))  # ~400 K
 
 @pytest.fixture
 def home(tmp_path: Path, telegram_sim: TelegramSim, model_server: ScriptedModelServer) -> Path:
-    write_config(tmp_path, model_server, f"""
+    write_config(
+        tmp_path,
+        model_server,
+        f"""
 [telegram]
 token = "{telegram_sim.token}"
 base_url = "{telegram_sim.url}/bot"
 base_file_url = "{telegram_sim.url}/file/bot"
 allowed_users = [{ALICE.id}]
-""")  # fmt: skip
+streaming = "off"
+""",
+    )  # fmt: skip  (streaming off: the reply is the progress message edited, held below)
     return tmp_path
 
 
