@@ -52,7 +52,7 @@ from core.tools.base import QueueFile, ToolRegistry
 from core.types import ChatMessage
 
 # The turn's log: its records keep the name operators (and the replay tests) select it by.
-logger = logging.getLogger("core.agent.loop")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)

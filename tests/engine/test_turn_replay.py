@@ -40,7 +40,7 @@ async def test_a_replayed_update_sends_and_stores_the_user_message_once(
     rig.server.script(reply_hang(reply_text("lost")), reply_text("42"))
     await cut_short(rig)
 
-    with caplog.at_level(logging.INFO, logger="core.agent.loop"):
+    with caplog.at_level(logging.INFO, logger="core.agent.opening"):
         result = await replay(rig)
 
     assert (result.status, result.reply) == ("completed", "42")

@@ -53,7 +53,7 @@ async def test_a_replay_whose_answer_is_stored_delivers_it_again_without_a_model
     assert session is not None
     turns_before = await rig.store.list_turns(session.id)
 
-    with caplog.at_level(logging.INFO, logger="core.agent.loop"):
+    with caplog.at_level(logging.INFO, logger="core.agent.opening"):
         again = await say(rig, A, ORIGIN_A)
 
     assert len(rig.server.requests) == 1
