@@ -7,8 +7,9 @@ over HTTP and a real SQLite file.
 Calling the ``gateway`` fixture again builds another run on the same database, data
 directory and simulator, as a process restart would.
 
-The channel budget (sends and edits, ``adapters.discord.adapter.CHANNEL_LIMIT``) is paced
-on a :class:`tests.support.clock.TestClock` the simulator's edit budget shares, so no test
+The channel budget (sends and edits, ``adapters.discord.adapter.CHANNEL_LIMIT``) and a
+streamed answer's edits (``gateway.streaming``) are paced on a
+:class:`tests.support.clock.TestClock` the simulator's edit budget shares, so no test
 waits for a window and the simulator sees the calls spread as the gateway paced them.
 """
 
@@ -28,6 +29,7 @@ from core.store.sqlite import SqliteStore
 from core.tools.sandbox import Workspaces
 from gateway.config import Config, parse_config
 from gateway.service import GatewayService
+from gateway.streaming import Streams
 from gateway.wiring import build_service
 from tests.platform_sim.discord_sim import ALICE, BOB, DiscordSim
 from tests.support.clock import TestClock as PaceClock
@@ -65,6 +67,7 @@ def discord_config_data(
             "gateway_url": sim.gateway_url,
             "edit_interval": EDIT_INTERVAL,
             "allowed_users": [ALICE.id, BOB.id],
+            "streaming": "off",  # the tests of streamed answers ask for "native" or "edit"
             **discord,
         },
     }
@@ -108,6 +111,7 @@ class Gateway:
         self.clock = shared_clock(sim)
         self.adapter.capabilities = replace(self.adapter.capabilities, pace_clock=self.clock)
         self.service.attach(self.adapter)  # its bot's budget made again, on the test clock
+        self.service.streams = Streams(clock=self.clock.now, sleep=self.clock.sleep)
         if timing is not None:
             self.adapter.timing = timing
         self.stopped = False

@@ -27,6 +27,7 @@ token = "{discord_sim.token}"
 api_base = "{discord_sim.api_base}"
 gateway_url = "{discord_sim.gateway_url}"
 allowed_users = ["{ALICE.id}"]
+streaming = "off"  # the reply is its own POST (streamed, it would be an edit)
 """)  # fmt: skip
     return tmp_path
 

@@ -34,7 +34,7 @@ Enforced (real codes/messages): content <= 2000 (50035 BASE_TYPE_MAX_LENGTH), em
 older than ``token_lifetime`` s (401, 50027 Invalid Webhook Token), the
 MESSAGE_CONTENT intent (content blanked in guild messages that don't mention the bot),
 GUILD_MESSAGES / DIRECT_MESSAGES intents, privileged intents (close 4014), bad token (401 /
-close 4004), per-route buckets with ``X-RateLimit-*`` headers and 429 + ``Via`` +
+close 4004), per-route buckets (on ``sim.clock``) with ``X-RateLimit-*`` headers and 429 + ``Via`` +
 ``retry_after``, the channel edit budget (``edit_limit``: 5 edits of messages in one
 channel in any 5 s, measured on ``sim.clock`` — the harness gives it the gateway's test
 clock —, over it Discord's 429 ``{"message": "You are being rate limited.",
@@ -487,7 +487,7 @@ class DiscordSim(SimServer):
         return f"{name}:{major}"
 
     def check_bucket(self, name: str, request: web.Request) -> None:
-        key, now = self._bucket_key(name, request), time.monotonic()
+        key, now = self._bucket_key(name, request), self.clock()
         hits = [t for t in self._hits.get(key, []) if now - t < self.bucket.window]
         if len(hits) >= self.bucket.limit:
             raise RateLimited(round(self.bucket.window - (now - hits[0]), 3))
@@ -506,7 +506,7 @@ class DiscordSim(SimServer):
         self._edits[channel_id] = [*hits, now]
 
     def bucket_headers(self, name: str, request: web.Request) -> dict[str, str]:
-        key, now = self._bucket_key(name, request), time.monotonic()
+        key, now = self._bucket_key(name, request), self.clock()
         used = len([t for t in self._hits.get(key, []) if now - t < self.bucket.window])
         remaining = max(self.bucket.limit - used - 1, 0)
         return {"X-RateLimit-Limit": str(self.bucket.limit),
