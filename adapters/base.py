@@ -201,10 +201,13 @@ class RateLimit:
     seconds: float
 
 
-CallKind = Literal["send", "edit", "delete", "answer", "typing", "live"]
+CallKind = Literal["send", "edit", "delete", "answer", "typing", "live", "seal"]
 """What an outbound call does, as a platform's rate limits tell calls apart: a new message,
-an edit, a delete, a button press's answer, a typing indicator, streamed live text."""
-EVERY_CALL: frozenset[CallKind] = frozenset(("send", "edit", "delete", "answer", "typing", "live"))
+an edit, a delete, a button press's answer, a typing indicator, streamed live text, the
+end of a stream (a ``LiveText`` "seal", or "" clearing it: Telegram makes no call)."""
+EVERY_CALL: frozenset[CallKind] = frozenset(
+    ("send", "edit", "delete", "answer", "typing", "live", "seal")
+)
 MESSAGES: frozenset[CallKind] = frozenset(("send", "edit", "delete"))
 
 

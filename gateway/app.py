@@ -33,7 +33,7 @@ from core.store.files import DataDirInUse, DataDirLock
 from gateway.config import Config, ModelSection
 from gateway.containment import prepare_sandboxes, protect_process
 from gateway.service import GatewayService
-from gateway.wiring import build_service
+from gateway.wiring import build_service, demo_model
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +158,8 @@ def _build_model(section: ModelSection) -> ModelClient:
             "[model] timeout is deprecated; set connect_timeout, first_byte_timeout and "
             "idle_timeout (it stands in for each of them not set)"
         )
+    if section.provider == "demo":
+        return demo_model(section.model)  # its answers stream (gateway.wiring)
     try:
         return build_model_client(
             section.provider,

@@ -24,7 +24,9 @@ How each call is scheduled (docs/architecture.md, "The outbound pipeline")::
     Typing        awaited, CLEANUP, one waiting per chat (coalesced), never retried
     Delete        queued at CLEANUP and never awaited: perform returns at once
     LiveText      awaited at the call's priority: PROGRESS for the web's live text,
-                  STREAM for a streamed answer (gateway.streaming), coalesced by its key
+                  STREAM for a streamed answer (gateway.streaming), coalesced by its key;
+                  its end (a seal, or "" clearing it) is its own kind, "seal", charged
+                  only in the windows that count it
     Latest        its call's priority; what is sent is asked for when it starts, so a
                   progress state or a streamed answer is never a stale one
                   (gateway.progress, gateway.streaming)
@@ -152,6 +154,8 @@ async def schedule(
         call = item
         run = partial(next, call)
     chat, (kind, what) = call.chat, KINDS[type(call)]
+    if isinstance(call, LiveText) and _ends_stream(call):
+        kind = "seal"  # charged only where the platform counts it (a Slack stopStream)
     if isinstance(item, Latest):
         what = "stream" if call.priority == Priority.STREAM else "progress"
     if isinstance(call, Delete):
@@ -166,6 +170,11 @@ async def schedule(
     return await scheduler.run(
         run, chat=chat, priority=call.priority, what=what, coalesce=call.coalesce, kind=kind
     )
+
+
+def _ends_stream(call: LiveText) -> bool:
+    """A seal, or the "" that clears a stream: Telegram makes no call for either."""
+    return call.mode == "seal" or (call.mode == "replace" and not call.text)
 
 
 async def _newest(item: Latest, next: Perform) -> SentMessage | None:

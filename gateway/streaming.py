@@ -50,6 +50,7 @@ from core.tasks import TaskSet
 from gateway.chats import Place
 from gateway.live_text import END_SECONDS, visible
 from gateway.pipeline import Latest, Outbound
+from gateway.progress import FINISH_SECONDS
 from gateway.rate_limits import Sleep
 
 logger = logging.getLogger(__name__)
@@ -76,12 +77,17 @@ class StreamedReply:
         sleep: Sleep = asyncio.sleep,
         on_refused: Refused | None = None,
         end_timeout: float = END_SECONDS,
+        finish_timeout: float = FINISH_SECONDS,
     ) -> None:
         self._outbound, self._chat, self._mode = outbound, chat, mode
         self._caps = outbound.capabilities
         self._clock, self._sleep = clock, sleep
         self._on_refused = on_refused
         self._end_timeout = end_timeout
+        """Time box of the seal or the clearing call."""
+        self._finish_timeout = finish_timeout
+        """How long an update in flight is waited for when the stream ends (its message
+        must be known to be handed over), as :meth:`ProgressView.hand_over` does."""
         self.shows_progress = mode == "native" and self._caps.stream_progress
         """Tool steps are shown inside the stream (no progress message)."""
         self._answer = ""
@@ -153,7 +159,7 @@ class StreamedReply:
             return False
         self._ended = True
         self._wake.set()
-        await self._task.aclose(self._end_timeout if self._in_flight else 0.0)
+        await self._task.aclose(self._finish_timeout if self._in_flight else 0.0)
         return True
 
     async def _end_call(self, mode: LiveMode) -> None:
@@ -203,7 +209,8 @@ class StreamedReply:
     async def _write(self) -> None:
         self._writing = None
         try:
-            sent = await self._outbound.perform(Latest(self._call(""), self._newest))
+            asked = self._call(PLACEHOLDER)  # where, how and what kind: the text is newest()'s
+            sent = await self._outbound.perform(Latest(asked, self._newest))
         except StreamRefused as refused:
             self._to_edits(refused)
             return

@@ -7,6 +7,10 @@ section is enabled builds its adapter from its section and an
 attached. No module here names a platform: adding one is its package plus its registration
 (``docs/architecture.md`` §6). A configured platform without an adapter yet is named in
 the log, never silently ignored.
+
+The offline demo provider streams its words :data:`DEMO_CHUNK_DELAY` apart
+(:func:`demo_model`), so a newcomer sees an answer arrive in the chats that stream it
+(docs/architecture.md §13).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from core.hooks.builtin import register_builtin_hooks
 from core.hooks.loader import load_hooks
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
+from core.model.demo import DemoModel
 from core.model.retry import RetryPolicy
 from core.redaction import remember_secrets
 from core.store.base import Store
@@ -40,6 +45,14 @@ from gateway.web.compose import mount_web, web_operators
 from gateway.web.metrics import GatewayMetrics
 
 log = logging.getLogger(__name__)
+
+DEMO_CHUNK_DELAY = 0.03
+"""Seconds between two words the demo model streams (a real model's pace, about)."""
+
+
+def demo_model(name: str = "demo") -> ModelClient:
+    """The configured demo provider: its answers stream word by word."""
+    return DemoModel(name, chunk_delay=DEMO_CHUNK_DELAY)
 
 
 def build_service(

@@ -15,8 +15,8 @@ from dataclasses import replace
 
 import pytest
 
-from adapters.base import Capabilities, ChatRef, StreamingMode
-from adapters.calls import Priority
+from adapters.base import Capabilities, Charges, ChatRef, RateLimit, StreamingMode
+from adapters.calls import Priority, Send
 from core.agent.step import ReplyText, ReplyTextReset
 from core.redaction import MASK, remember_secrets
 from gateway.chats import Place
@@ -25,6 +25,7 @@ from gateway.pipeline import Outbound
 from gateway.streaming import PLACEHOLDER, StreamedReply, Streams
 from tests.gateway.fakes import TELEGRAMISH, FakeAdapter, Step, event
 from tests.gateway.harness import ALICE, Gateway, GatewayFactory, with_profile
+from tests.support.clock import TestClock
 
 CHAT = ChatRef("fake", "100")
 NATIVE = replace(TELEGRAMISH, streaming="native", stream_interval=1.0)
@@ -178,6 +179,28 @@ async def test_stream_updates_are_scheduled_at_stream_priority_coalesced_per_cha
     assert seen[-1][0] == Priority.REPLY  # the seal goes with the reply
 
 
+async def test_ending_a_stream_takes_no_place_in_a_window_that_counts_drafts() -> None:
+    """Telegram counts drafts like messages in a chat's window (~1 a second) but makes no
+    call for a seal: the answer is not held a window behind it."""
+    clock = TestClock()
+    caps = replace(
+        NATIVE, chat_limit=RateLimit(1, 1.0), pace_clock=clock,
+        charges=Charges(chat=frozenset({"send", "live"})),
+    )  # fmt: skip
+    adapter = FakeAdapter(capabilities=caps, clock=clock.now)
+    outbound = Outbound(adapter, scheduler=OutboundScheduler(caps))
+    stream = StreamedReply(outbound, CHAT, "native")
+    stream(said("Hello there "))
+    await adapter.wait_for(lambda: bool(adapter.of("live_text:replace")))
+    await stream.hand_over()
+    await outbound.perform(Send(CHAT, "Hello there, friend."))
+    draft, seal, answer = (
+        adapter.of(m)[0].at for m in ("live_text:replace", "live_text:seal", "send")
+    )
+    assert seal - draft < 0.5 and 1.0 <= answer - draft < 1.5
+    await outbound.aclose()
+
+
 # refusal and edit mode ------------------------------------------------------------------
 async def test_a_refused_native_stream_falls_back_to_edits_once_with_one_info_line(
     caplog: pytest.LogCaptureFixture,
@@ -279,6 +302,26 @@ async def test_edit_mode_message_becomes_the_first_reply_chunk(running: GatewayF
         assert sent.markup is False and ANSWER.startswith(sent.text)
         final = adapter.of("edit")[-1]
         assert final.message == sent.message and final.text == ANSWER and final.markup
+
+
+async def test_a_refused_stream_answers_once_by_edits_and_later_turns_edit_at_once(
+    running: GatewayFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    adapter = streaming_adapter(replace(NATIVE, edit_interval=0.5))
+    adapter.refuse_streams()
+    steps = (Step(ANSWER, streamed=True), Step("Second answer here.", streamed=True))
+    async with running(*steps, adapter=adapter, **streaming_profile()) as gw:
+        on_the_clock(gw)
+        with caplog.at_level(logging.INFO, logger="gateway.streaming"):
+            for text in ("what is it?", "and again?"):
+                await gw.say(ALICE, text)
+                await gw.idle()
+        assert len(adapter.of("live_text:replace")) == 1  # refused once, then edits
+        first, second = adapter.of("send")
+        finals = {e.message: e.text for e in adapter.of("edit")}
+        assert finals == {first.message: ANSWER, second.message: "Second answer here."}
+        assert adapter.texts("live_text:seal") == []
+    assert sum("refused a native stream" in r.getMessage() for r in caplog.records) == 1
 
 
 async def test_stream_progress_shows_the_tool_step_inside_the_stream_and_no_message(
