@@ -262,6 +262,7 @@ class Normalizer:
             chat_type=place.chat_type,
             sender=Sender(user, user),
             session_key=place.key,
+            mentioned=True,  # addressed to the bot, as a slash command is
             stream_id=stream_ts,
         )
 

@@ -466,7 +466,8 @@ class SlackSim(SimServer):
         await self.changed()
 
     def check_rate(self, channel: str) -> None:
-        now, limit = time.monotonic(), self.rate_limit
+        """The channel's write window, on ``clock`` (a test's pacing clock when given)."""
+        now, limit = self.clock(), self.rate_limit
         self._writes = [(c, t) for c, t in self._writes if now - t < limit.window]
         if len([c for c, _ in self._writes if c == channel]) >= limit.per_channel:
             raise SlackApiFailure("ratelimited", status=429, retry_after=limit.retry_after)

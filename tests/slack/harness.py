@@ -5,7 +5,10 @@ scripted model server over HTTP and a real SQLite file.
 
 ``mode`` is ``"socket"`` or ``"http"``; in HTTP mode the simulator is told the adapter's
 events URL once it listens. ``profile={...}`` adds keys to the default profile,
-``sections={"attachments": {...}}`` whole config sections.
+``sections={"attachments": {...}}`` whole config sections. Streamed answers are off unless
+a test asks (``streaming="native"``); their pace is kept on a
+:class:`tests.support.clock.TestClock` the simulator's ``Call.at`` reads too, so no test
+waits out ``stream_interval``.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from core.model.openai_client import OpenAIClient
 from core.store.sqlite import SqliteStore
 from gateway.config import parse_config
 from gateway.service import GatewayService
+from gateway.streaming import Streams
 from gateway.wiring import build_service
 from tests.platform_sim.base import SimMessage
 from tests.platform_sim.slack_sim import ALICE, BOB, SlackSim
+from tests.support.clock import TestClock
 from tests.support.model_server import ScriptedModelServer
 
 MODES = ("socket", "http")
@@ -80,6 +85,9 @@ class SlackGateway:
         found = self.service.directory.adapter("slack")
         assert found is not None, "the wiring built no Slack adapter"
         self.adapter = unwrap(found)
+        self.clock = TestClock()
+        sim.clock = self.clock.now
+        self.service.streams = Streams(clock=self.clock.now, sleep=self.clock.sleep)
 
     async def start(self) -> SlackGateway:
         await self.service.start()
