@@ -12,9 +12,10 @@ text goes out as an ordinary call through the bot's pipeline (:mod:`gateway.pipe
              removed once the chat has nothing left running
 
 Per turn, :func:`live_reply` gives the engine's ``on_text`` listener (:class:`LiveReply`)
-for the turn's chat, or ``None`` when the chat cannot show live text (Telegram, for one:
-its edits are rate-limited, so it keeps the whole reply). The final reply is still
-delivered once, by :mod:`gateway.delivery`; the live text is display only.
+for the turn's chat, or ``None`` when the chat cannot show live text (the web chat can;
+the rate-limited platforms stream answers through :mod:`gateway.streaming` instead,
+docs/architecture.md §13). The final reply is still delivered once, by
+:mod:`gateway.delivery`; the live text is display only.
 
 What is shown is redacted like every text sent to a chat (:func:`core.redaction.redact`),
 and only up to the last whitespace: a secret is shown whole or not at all, never a prefix

@@ -26,8 +26,8 @@ lets it *start*, so a stale state is never sent. While the turn runs the message
 
 **Inside a streamed answer.** With ``shown_by`` (a native stream with
 ``Capabilities.stream_progress``: :mod:`gateway.streaming`) the view sends no message: the
-current step's line is handed to the stream, which shows it above the answer so far
-(docs/architecture.md §13).
+current step's line — or a slow model's notice, until its answer flows — is handed to the
+stream, which shows it above the answer so far (docs/architecture.md §13).
 
 **Becoming the reply.** :meth:`ProgressView.hand_over` stops the view and hands its message
 to the reply sender, which edits it into the first chunk of the answer (one call instead of
@@ -224,6 +224,10 @@ class ProgressView:
     def notice(self, notice: TurnNotice) -> None:
         """The engine's ``on_notice``: show, update or remove the notice message."""
         if self._closing:
+            return
+        if self._shown_by is not None:  # in the stream's status line, not a message
+            step = self._lines[-1].text() if self._lines else ""
+            self._shown_by(notice_text(notice) if isinstance(notice, ModelSlow) else step)
             return
         self._want_notice(notice_text(notice) if isinstance(notice, ModelSlow) else None)
 

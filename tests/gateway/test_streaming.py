@@ -15,13 +15,14 @@ from dataclasses import replace
 
 import pytest
 
-from adapters.base import Capabilities, Charges, ChatRef, RateLimit, StreamingMode
+from adapters.base import AdapterError, Capabilities, Charges, ChatRef, RateLimit, StreamingMode
 from adapters.calls import Priority, Send
-from core.agent.step import ReplyText, ReplyTextReset
+from core.agent.step import ModelSlow, ModelSlowEnded, ReplyText, ReplyTextReset
 from core.redaction import MASK, remember_secrets
 from gateway.chats import Place
 from gateway.outbound import OutboundScheduler
 from gateway.pipeline import Outbound
+from gateway.progress import ProgressConfig, ProgressView
 from gateway.streaming import PLACEHOLDER, StreamedReply, Streams
 from tests.gateway.fakes import TELEGRAMISH, FakeAdapter, Step, event
 from tests.gateway.harness import ALICE, Gateway, GatewayFactory, with_profile
@@ -121,6 +122,31 @@ async def test_native_stream_is_sent_again_every_keepalive_while_a_long_tool_run
     assert [t for _, t in live(adapter)][3:] == [""]
 
 
+async def test_the_progress_view_shows_steps_and_a_slow_model_inside_the_stream() -> None:
+    adapter, stream, clock = rig(DRAFTS)
+    view = ProgressView(
+        Outbound(adapter), CHAT, ProgressConfig(mode="all"), clock=clock, sleep=clock.sleep,
+        shown_by=stream.show_step,
+    )  # fmt: skip
+    view.step(2, [{"name": "terminal", "arguments": {"command": "make test"}, "result": "ok"}])
+    await settle()
+    view.notice(ModelSlow(iteration=2, attempt=1, max_attempts=3, waited=20.0))
+    await clock.advance(1.0)
+    view.notice(ModelSlowEnded(iteration=2))
+    await clock.advance(1.0)
+    stream(said("All tests pass. "))
+    await clock.advance(1.0)
+    step = "💻 terminal: make test"
+    assert adapter.texts("live_text:replace") == [
+        step,
+        "⏳ The model has not answered for 20 s; still waiting. Send /stop to give up.",
+        step,
+        f"{step}\n\nAll tests pass.",
+    ]
+    await view.finish("completed")
+    assert adapter.of("send") == [] and adapter.of("edit") == []  # the view sent nothing
+
+
 async def test_updates_waiting_for_the_budget_are_coalesced_to_the_newest_text() -> None:
     adapter = FakeAdapter(capabilities=replace(NATIVE, stream_interval=0.0))
     adapter.holds["live_text:replace"] = held = asyncio.Event()
@@ -199,6 +225,22 @@ async def test_ending_a_stream_takes_no_place_in_a_window_that_counts_drafts() -
     )
     assert seal - draft < 0.5 and 1.0 <= answer - draft < 1.5
     await outbound.aclose()
+
+
+async def test_a_failing_stream_stops_for_the_turn_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    adapter, stream, clock = rig(NATIVE)
+    adapter.fail("live_text:replace", AdapterError("fake: the network is down"))
+    with caplog.at_level(logging.WARNING, logger="gateway.streaming"):
+        stream(said("Hello there "))
+        await settle()
+        for text in ("Hello there my ", "Hello there my friend "):
+            stream(said(text))
+            await clock.advance(1.0)
+        assert await stream.hand_over() is None
+    assert len(adapter.of("live_text:replace")) == 1 and adapter.of("live_text:seal") == []
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
 
 
 # refusal and edit mode ------------------------------------------------------------------
