@@ -25,7 +25,7 @@ from gateway.pipeline import Outbound
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.streaming import PLACEHOLDER, StreamedReply, Streams
 from tests.gateway.fakes import TELEGRAMISH, FakeAdapter, Step, event
-from tests.gateway.harness import ALICE, Gateway, GatewayFactory, with_profile
+from tests.gateway.harness import ALICE, MALLORY, Gateway, GatewayFactory, with_profile
 from tests.support.clock import TestClock
 
 CHAT = ChatRef("fake", "100")
@@ -406,6 +406,22 @@ async def test_native_stop_ends_the_running_turn_with_one_notice(running: Gatewa
         await gw.service.router(replace(event(ALICE), kind="stop", text="", stream_id="d1"))
         await gw.idle()
         assert gw.ran == [] and adapter.texts() == ["⏹ Stopped."]
+
+
+async def test_a_native_stop_from_someone_not_allowed_changes_nothing(
+    running: GatewayFactory,
+) -> None:
+    async with running(Step(None, tools=(("slow", {}),)), Step("done.")) as gw:
+        await gw.say(ALICE, "long job")
+        await asyncio.wait_for(gw.tool_started.wait(), 5)
+        alices = event(ALICE).session_key  # a stop on Alice's stream, pressed by a stranger
+        stranger = replace(event(MALLORY), kind="stop", stream_id="d1", session_key=alices)
+        await gw.service.router(stranger)
+        assert gw.service.dispatcher.status(str(alices)).running
+        gw.gate.set()
+        await gw.idle()
+        assert gw.ran == ["slow"] and gw.adapter.texts()[-1] == "done."
+        assert "⏹ Stopped." not in gw.adapter.texts()
 
 
 async def test_native_stop_with_nothing_running_does_nothing(running: GatewayFactory) -> None:
