@@ -20,6 +20,7 @@ from bench import (
     sandbox,
     stop,
     store,
+    streaming,
     transport,
     turn,
 )
@@ -40,6 +41,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "path": message_path.run,
     "press": press.run,
     "attachments": attachments.run,
+    "streaming": streaming.run,
 }
 
 

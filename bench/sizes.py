@@ -21,6 +21,8 @@ class Sizes:
     file_calls: int = 1000
     intake_runs: int = 5
     """Fresh processes, each taking in one 20 MB file (``attachments``)."""
+    stream_answers: int = 10
+    """Streamed answers per platform row, after one warm-up (``streaming``)."""
 
     @property
     def traced(self) -> int:
@@ -41,4 +43,5 @@ QUICK = Sizes(
     sandbox_runs=20,
     file_calls=200,
     intake_runs=2,
+    stream_answers=3,
 )
