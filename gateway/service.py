@@ -393,7 +393,8 @@ class GatewayService:
     ) -> None:
         """Send the reply once (the outbox keeps its chunks once across restarts); the
         streamed answer's message (edit mode), else a recent progress message, becomes its
-        first chunk (see :class:`ProgressConfig`, docs/architecture.md §13)."""
+        first chunk — never the progress message after a native stream, whose place the
+        adapter gives the reply (see :class:`ProgressConfig`, docs/architecture.md §13)."""
         if result.turn_id:
             if result.turn_id in self._answered:
                 logger.error("turn %s already answered; duplicate dropped", result.turn_id)
@@ -404,7 +405,8 @@ class GatewayService:
         if place is None or text is None:
             return
         into = await stream.hand_over() if stream is not None else None
-        into = into or await self._progress_into_reply(view)
+        if stream is None or stream.mode == "edit":  # a native stream's place is the reply's
+            into = into or await self._progress_into_reply(view)
         await self.delivery.reply(
             place.outbound, place.chat, text, turn_id=result.turn_id or None, into=into
         )

@@ -243,6 +243,7 @@ class SlackAdapter:
         if self._inbox is not None:
             await self._inbox.close()
         await self.status.aclose()
+        await self.streams.aclose()
         await self.files.aclose()
         self.health_cell.stopped()
 

@@ -32,12 +32,14 @@ The native Stop button of the thread's agent session (``agent_session_stopped``)
 stops the streams itself; :meth:`SlackStreams.stopped` answers which one of them is this
 adapter's live stream (None: an old or unknown one) and marks it ended; its text stays
 (Slack keeps a stopped stream: clearing it with ``""`` then only forgets it), and later
-text for that turn is dropped. An append
+text for that turn is dropped. At shutdown a stream still live is stopped and deleted (its
+turn runs again after the restart). An append
 refused with ``message_not_in_streaming_state`` (Slack ended the stream) ends it alike.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -56,6 +58,7 @@ MAX_MARKDOWN = 12_000
 """Characters of ``markdown_text`` per stream call."""
 ENDED = "message_not_in_streaming_state"
 REMEMBERED = 10_000
+CLOSE_SECONDS = 2.0
 
 Thread = tuple[str, str]
 ClearStatus = Callable[[ChatRef], Awaitable[None]]
@@ -195,6 +198,18 @@ class SlackStreams:
             return None
         stream.live = False
         return stream
+
+    async def aclose(self) -> None:
+        """Shutdown: the streams still live are stopped and removed (best effort, at most
+        :data:`CLOSE_SECONDS`): their turns run again after the restart, streaming anew."""
+        live = [(thread, s) for thread, s in self._streams.items() if s.live]
+        try:
+            async with asyncio.timeout(CLOSE_SECONDS):
+                for thread, stream in live:
+                    await self._discard(thread, stream)
+        except TimeoutError:
+            _log.info("slack: %d stream(s) not removed at shutdown", len(self._streams))
+        self._streams.clear()
 
     def shown(self, chat: ChatRef) -> str:
         """What the thread's live stream shows ("" when none)."""

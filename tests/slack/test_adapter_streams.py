@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from adapters.base import ChatRef, InboundEvent, RateLimited, SentMessage, StreamRefused
-from adapters.calls import LiveText, Send
+from adapters.calls import LiveText, Send, Typing
 from adapters.slack.adapter import SlackAdapter, SlackSettings, chunk_metadata
 from core.store.sqlite import SqliteStore
 from tests.platform_sim.base import SimError, SimMessage
@@ -241,3 +241,29 @@ async def test_a_stop_for_an_ended_stream_changes_nothing(
     other = await asked(slack, slack_sim, text=f"{slack_sim.mention} next")  # a later event
     assert other.thread_id != chat.thread_id  # the stop delivered nothing before it
     assert slack.events.empty()
+
+
+async def test_the_thread_status_gives_way_to_the_stream_and_comes_back_for_a_tool(
+    slack: Running, slack_sim: SlackSim
+) -> None:
+    chat = await asked(slack, slack_sim)
+    thread = (GENERAL, str(chat.thread_id))
+    await slack.adapter.perform(Typing(chat))
+    assert slack_sim.statuses[thread] == "is thinking…"
+    await slack.show(chat, "Let me check")
+    assert slack_sim.statuses[thread] == ""  # the stream's message clears it, as a post does
+    await slack.adapter.perform(Typing(chat))  # a tool runs: the turn refreshes its status
+    assert slack_sim.statuses[thread] == "is thinking…"
+    await slack.show(chat, "Let me check that")
+    assert slack_sim.stream_calls(GENERAL)[-1] == "chat.appendStream"
+
+
+async def test_a_stream_still_live_at_shutdown_is_removed(
+    slack: Running, slack_sim: SlackSim
+) -> None:
+    chat = await asked(slack, slack_sim)
+    await slack.show(chat, "half an answer")
+    await slack.adapter.stop()
+    assert [m for m in slack_sim.bot_messages(GENERAL) if not m.deleted] == []
+    assert slack_sim.stream_calls(GENERAL) == ["chat.startStream", "chat.stopStream",
+                                               "chat.delete"]  # fmt: skip

@@ -24,7 +24,7 @@ from tests.platform_sim.base import Call, SimMessage
 from tests.platform_sim.slack_sim import ALICE, GENERAL, SlackSim
 from tests.slack.conftest import GatewayFactory
 from tests.slack.harness import SlackGateway, replies_in, thread_key
-from tests.support.model_server import ScriptedModelServer, reply_text
+from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call
 
 GAP = 0.005
 """Real seconds between two streamed tokens."""
@@ -183,3 +183,27 @@ async def test_a_stop_for_a_stream_that_ended_changes_nothing(
         "the next answer"
     ]  # fmt: skip
     assert STOPPED not in [t for _, t in after]
+
+
+async def test_a_preamble_to_a_tool_gives_way_to_the_answers_stream(
+    slack_gateway: GatewayFactory, slack_sim: SlackSim, model_server: ScriptedModelServer
+) -> None:
+    answer = long_answer(20)
+    model_server.script(
+        reply_tool_call("terminal", {"command": "true"}, content="Let me check that first.",
+                        gap=GAP),
+        reply_text(answer, gap=GAP),
+    )  # fmt: skip
+    run = await slack_gateway("socket", streaming="native")
+    asked = await ask(run, slack_sim, "check it", answer)
+
+    [first, second] = [s for s in slack_sim.streams.values() if s.thread_ts == asked.id]
+    assert first.text.startswith("Let me check")
+    gone = slack_sim.find_message(GENERAL, first.ts)
+    assert gone is not None and gone.deleted  # the preamble's stream gave way
+    texts = [m.text for m in replies_in(slack_sim, GENERAL, asked.id)]
+    assert texts[-1:] == rendered(run, answer)[:1] and len(texts) == 2, texts  # progress, answer
+    assert "terminal" in texts[0]
+    [answered] = [m for m in replies_in(slack_sim, GENERAL, asked.id) if m.id == second.ts]
+    assert answered.text == rendered(run, answer)[0]
+    assert answer not in [c.params.get("text") for c in slack_sim.calls_to("chat.postMessage")]
