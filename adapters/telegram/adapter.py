@@ -324,8 +324,10 @@ class TelegramAdapter:
         once")."""
         match call:
             case Send(chat, text, buttons, markup):
+                self.drafts.message_sent(chat)
                 return await self._send(chat, text, buttons, markup)
             case SendFile(chat, file, caption):
+                self.drafts.message_sent(chat)
                 return await self.files.send(chat, file, caption)
             case Edit(message, text, buttons, markup):
                 await self._edit(message, text, buttons, markup)

@@ -5,13 +5,22 @@ The gateway streams an answer as ``LiveText`` calls (docs/architecture.md, "Stre
     replace  the draft shows ``text`` (plain, the newest text whole: at most 4096 UTF-16
              units, the start cut off with "…" beyond): ``sendMessageDraft(chat_id,
              draft_id, text, message_thread_id, can_stop=true, keep_on_stop=true)``; the
-             first one of a stream draws a new draft (a new ``draft_id``); "" ends the
-             stream without a call (a draft cannot be removed: it fades in ~30 s, or goes
-             when the next message arrives)
+             first one of a stream draws a new draft (a new ``draft_id``). "" on a live
+             draft draws Telegram's "Thinking…" placeholder (an empty text, Bot API 10.0):
+             a draft cannot be removed, and its Stop stays usable (the text so far was a
+             preamble to tool calls, or the turn is ending: the message that follows
+             dismisses it); with no live draft, no call
     append   the same with ``text`` added to what the draft shows
     seal     the stream is over: the next ``Send`` is the answer as a real message, which
              makes Telegram drop the draft — the draft itself is never sent as a message
              (that would be a duplicate)
+
+Any real message the bot sends into the chat (topic) dismisses its draft on Telegram
+(:meth:`DraftStreams.message_sent`). A draft with text keeps its ``draft_id`` for the rest
+of its stream — the next text or keepalive draws it again (after an approval card, say), and
+a Stop pressed just before the message still counts —; an empty or stopped one ends there
+(the turn is over: the message was its notice or its error), so the next turn draws a new
+draft.
 
 Drafts exist only in private chats (and their topics): a group, supergroup or channel
 (a negative chat id) raises :class:`StreamRefused` at once, without a call, and so does any
@@ -97,9 +106,11 @@ class DraftStreams:
     async def perform(self, call: LiveText) -> None:
         """One ``LiveText`` call (the module docstring)."""
         key = (call.chat.chat_id, call.chat.thread_id)
-        if call.mode == "seal" or (call.mode == "replace" and not call.text):
+        if call.mode == "seal":
             self._live.pop(key, None)
             return
+        if call.mode == "replace" and not call.text and key not in self._live:
+            return  # nothing shown: nothing to clear
         if not is_private(call.chat):
             raise StreamRefused(f"telegram chat {call.chat.chat_id}: drafts are for private chats")
         draft = self._live.get(key) or Draft(next(self._ids))
@@ -127,6 +138,14 @@ class DraftStreams:
             message_thread_id=thread,
             api_kwargs=dict(DRAFT_OPTIONS),
         )
+
+    def message_sent(self, chat: ChatRef) -> None:
+        """A real message goes into ``chat``: Telegram drops its draft; an empty or stopped
+        one ends its stream (the module docstring)."""
+        key = (chat.chat_id, chat.thread_id)
+        draft = self._live.get(key)
+        if draft is not None and (draft.stopped or not draft.text):
+            del self._live[key]
 
     def stop(self, chat: ChatRef, draft_id: int) -> bool:
         """The user pressed Stop on draft ``draft_id``: True (once) when it is the chat's

@@ -5,6 +5,11 @@ One :class:`Gateway` is one run of the service; calling the ``gateway`` fixture 
 builds another on the same database and simulator, as a process restart would. An update
 counts as handled once its own turn's reply went out, unless a stop cut that turn short
 (the event's receipt, :class:`adapters.base.Receipt`).
+
+A streamed answer (``gateway.streaming``) is paced on the run's clock: the simulator's
+``sim.clock`` sees the drafts spread as the gateway paced them. A streaming test gives a
+:class:`ScaledClock` (a second of pacing is 10 ms of waiting), so a draft's keepalive
+(20 s) still comes after the drafts that new text asked for.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from gateway.chat_syntax import command_menu
 from gateway.intake import DEFAULT_ATTACHMENTS, Attachments
 from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService
+from gateway.streaming import Streams
 from tests.platform_sim.base import SimMessage
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
 from tests.support.clock import TestClock
@@ -112,6 +118,22 @@ class GatewaySetup:
     """``[attachments]`` and ``[transcription]`` as the service takes them."""
     vision: bool = False
     """The profile's model accepts images."""
+    stream: bool = False
+    """The profile asks the model for SSE streams (the reply's text as it is written)."""
+
+
+class ScaledClock(TestClock):
+    """A :class:`TestClock` whose waits last ``scale`` of their time (the rest is skipped):
+    waits keep their order and proportion, at a hundredth of the time by default."""
+
+    def __init__(self, scale: float = 0.01) -> None:
+        super().__init__()
+        self.scale = scale
+
+    async def sleep(self, seconds: float) -> None:
+        waited = max(seconds, 0.0) * self.scale
+        self.skipped += max(seconds, 0.0) - waited
+        await asyncio.sleep(waited)
 
 
 def shared_clock(sim: TelegramSim, wanted: PaceClock | None) -> PaceClock:
@@ -144,6 +166,7 @@ class Gateway:
             key_rule=session_key,
         )
         self.service = self._compose()
+        self.service.streams = Streams(clock=self.clock.now, sleep=self.clock.sleep)
         self.stopping = False
         self.stopped = False
 
@@ -157,6 +180,7 @@ class Gateway:
             busy_policy=self.setup.busy_policy,
             stop_clears_queue=self.setup.stop_clears_queue,
             vision=self.setup.vision,
+            stream=self.setup.stream,
         )
         engine = Engine(
             store=self.store,

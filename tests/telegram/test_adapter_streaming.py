@@ -25,6 +25,7 @@ from tests.telegram.conftest import AdapterFactory
 from tests.telegram.harness import EventLog
 
 DM = ChatRef("telegram", str(ALICE.id))
+BOB_DM = ChatRef("telegram", str(BOB.id))
 GROUP = -100777
 
 
@@ -81,16 +82,37 @@ async def test_a_stream_is_one_draft_with_can_stop_and_a_seal_starts_a_new_one(
     assert adapter.drafts.live(DM) == second.draft_id
 
 
-async def test_append_adds_and_an_empty_replace_ends_the_stream_without_a_call(
+async def test_append_adds_and_an_empty_replace_draws_the_thinking_placeholder(
     adapter: TelegramAdapter, telegram_sim: TelegramSim
 ) -> None:
     sim = telegram_sim
     sim.chat(ALICE.id)
+    await adapter.perform(replace(BOB_DM, ""))  # nothing live: nothing to clear
     await adapter.perform(LiveText(DM, "one ", "append"))
     await adapter.perform(LiveText(DM, "two", "append"))
-    await adapter.perform(replace(DM, ""))
-    assert [v.text for v in sim.drafts.of(ALICE.id)[0].versions] == ["one ", "one two"]
-    assert adapter.drafts.live(DM) is None and len(sim.calls_to("sendMessageDraft")) == 2
+    await adapter.perform(replace(DM, ""))  # a preamble reset: the draft stays, empty
+    await adapter.perform(replace(DM, "the answer"))
+    (draft,) = sim.drafts.of(ALICE.id)
+    assert [v.text for v in draft.versions] == ["one ", "one two", "", "the answer"]
+    assert adapter.drafts.live(DM) == draft.draft_id
+    assert len(sim.calls_to("sendMessageDraft")) == 4
+
+
+async def test_a_real_message_keeps_a_draft_with_text_and_ends_an_empty_one(
+    adapter: TelegramAdapter, telegram_sim: TelegramSim
+) -> None:
+    sim = telegram_sim
+    sim.chat(ALICE.id)
+    await adapter.perform(replace(DM, "checking"))
+    await adapter.perform(Send(DM, "Approve?", markup=False))  # a card mid-turn
+    await adapter.perform(replace(DM, "checking"))  # the keepalive draws it again
+    first = sim.drafts.of(ALICE.id)[0]
+    assert (len(sim.drafts.of(ALICE.id)), first.state, len(first.versions)) == (1, "live", 2)
+    await adapter.perform(replace(DM, ""))  # the turn was stopped: cleared
+    await adapter.perform(Send(DM, "Stopped.", markup=False))
+    assert adapter.drafts.live(DM) is None
+    await adapter.perform(replace(DM, "the next turn"))
+    assert sim.drafts.of(ALICE.id)[-1].draft_id != first.draft_id
 
 
 async def test_a_topic_of_a_private_chat_gets_its_own_draft(
