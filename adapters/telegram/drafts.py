@@ -5,11 +5,11 @@ The gateway streams an answer as ``LiveText`` calls (docs/architecture.md, "Stre
     replace  the draft shows ``text`` (plain, the newest text whole: at most 4096 UTF-16
              units, the start cut off with "…" beyond): ``sendMessageDraft(chat_id,
              draft_id, text, message_thread_id, can_stop=true, keep_on_stop=true)``; the
-             first one of a stream draws a new draft (a new ``draft_id``). "" on a live
-             draft draws Telegram's "Thinking…" placeholder (an empty text, Bot API 10.0):
-             a draft cannot be removed, and its Stop stays usable (the text so far was a
-             preamble to tool calls, or the turn is ending: the message that follows
-             dismisses it); with no live draft, no call
+             first one of a stream draws a new draft (a new ``draft_id``). "" makes no call
+             (the gateway charges none for it): a draft cannot be removed, so it shows its
+             last text until the next text draws it again (the text so far was a preamble to
+             tool calls) or a message ends it (the turn ended without an answer: its notice
+             or its error), and its Stop stays usable meanwhile
     append   the same with ``text`` added to what the draft shows
     seal     the stream is over: the next ``Send`` is the answer as a real message, which
              makes Telegram drop the draft — the draft itself is never sent as a message
@@ -109,8 +109,9 @@ class DraftStreams:
         if call.mode == "seal":
             self._live.pop(key, None)
             return
-        if call.mode == "replace" and not call.text and key not in self._live:
-            return  # nothing shown: nothing to clear
+        if call.mode == "replace" and not call.text:
+            self._clear(key)
+            return
         if not is_private(call.chat):
             raise StreamRefused(f"telegram chat {call.chat.chat_id}: drafts are for private chats")
         draft = self._live.get(key) or Draft(next(self._ids))
@@ -120,6 +121,14 @@ class DraftStreams:
         await self._draw(call.chat, draft.draft_id, text)
         draft.text = text
         self._live[key] = draft
+
+    def _clear(self, key: StreamKey) -> None:
+        """The stream's text is gone (a preamble reset, or the turn ended without an
+        answer): no call — a draft cannot be removed; its Stop stays usable until the next
+        text draws it again or a message ends it (:meth:`message_sent`)."""
+        draft = self._live.get(key)
+        if draft is not None:
+            draft.text = ""
 
     async def _draw(self, chat: ChatRef, draft_id: int, text: str) -> None:
         try:

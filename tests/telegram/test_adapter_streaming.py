@@ -82,20 +82,21 @@ async def test_a_stream_is_one_draft_with_can_stop_and_a_seal_starts_a_new_one(
     assert adapter.drafts.live(DM) == second.draft_id
 
 
-async def test_append_adds_and_an_empty_replace_draws_the_thinking_placeholder(
-    adapter: TelegramAdapter, telegram_sim: TelegramSim
+async def test_append_adds_and_an_empty_replace_makes_no_call_and_keeps_the_draft(
+    adapter: TelegramAdapter, telegram_sim: TelegramSim, events: EventLog
 ) -> None:
     sim = telegram_sim
     sim.chat(ALICE.id)
     await adapter.perform(replace(BOB_DM, ""))  # nothing live: nothing to clear
     await adapter.perform(LiveText(DM, "one ", "append"))
     await adapter.perform(LiveText(DM, "two", "append"))
-    await adapter.perform(replace(DM, ""))  # a preamble reset: the draft stays, empty
-    await adapter.perform(replace(DM, "the answer"))
+    await adapter.perform(replace(DM, ""))  # a preamble reset: no call, the draft stays
     (draft,) = sim.drafts.of(ALICE.id)
-    assert [v.text for v in draft.versions] == ["one ", "one two", "", "the answer"]
     assert adapter.drafts.live(DM) == draft.draft_id
-    assert len(sim.calls_to("sendMessageDraft")) == 4
+    await sim.press_stop(ALICE.id)  # its Stop still counts
+    assert (await events.next_event()).stream_id == str(draft.draft_id)
+    assert [v.text for v in draft.versions] == ["one ", "one two"]
+    assert len(sim.calls_to("sendMessageDraft")) == 2
 
 
 async def test_a_real_message_keeps_a_draft_with_text_and_ends_an_empty_one(

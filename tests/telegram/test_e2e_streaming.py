@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -144,11 +145,13 @@ async def test_a_refused_draft_falls_back_to_edits_once_and_the_answer_arrives_o
 
 # the draft's Stop button ------------------------------------------------------------------------
 async def stop_on_the_draft(run: Gateway, sim: TelegramSim) -> None:
-    """Press Stop on the live draft; returns once "Stopped" is answered and the turn over."""
+    """Press Stop on the live draft: within a second "Stopped" is answered, the turn over."""
     await sim.wait_for(lambda: sim.drafts.live(ALICE.id))
+    started = time.monotonic()
     await sim.press_stop(ALICE.id)
     await sim.wait_for_bot_message(ALICE.id, lambda m: "Stopped" in m.text)
-    await asyncio.wait_for(run.idle(KEY), 1.0)
+    await run.idle(KEY)
+    assert time.monotonic() - started < 1.0
 
 
 async def the_next_message_runs(
@@ -191,7 +194,7 @@ async def test_stop_on_the_draft_during_a_tool_ends_the_turn(
         await asyncio.wait_for(asyncio.shield(tool_running), 5)
         await stop_on_the_draft(run, telegram_sim)
     shown = [v.text for v in the_draft(telegram_sim).versions]
-    assert shown[0].startswith("Let") and shown[-1] == ""  # the preamble, then "Thinking…"
+    assert all("Let me wait on the gate.".startswith(t) for t in shown)  # the preamble's
     assert len(model_server.requests) == 1
     assert (stopped_replies(telegram_sim), await last_turn_status(store)) == (1, "interrupted")
     await the_next_message_runs(run, telegram_sim, model_server)
