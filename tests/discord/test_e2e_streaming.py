@@ -11,10 +11,11 @@ no test waits a second for it.
 
 from __future__ import annotations
 
+import asyncio
 from itertools import pairwise
 
 from tests.discord.conftest import GatewayFactory
-from tests.discord.harness import Gateway, dm_key
+from tests.discord.harness import STOPPED, Gateway, dm_key
 from tests.platform_sim.base import Call
 from tests.platform_sim.discord_sim import ALICE, DiscordSim
 from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call
@@ -130,3 +131,30 @@ async def test_progress_and_the_stream_share_the_channel_budget_with_no_429(
     times = [c.at for c in outbound(discord_sim, dm)]
     assert most_in_any_window(times, 5.0) <= 5
     assert discord_sim.edit_limited == 0 and run.adapter.rate_limits == 0
+
+
+async def test_stop_during_a_streamed_answer_removes_it_with_one_notice_and_the_next_runs(
+    gateway: GatewayFactory, discord_sim: DiscordSim, model_server: ScriptedModelServer
+) -> None:
+    release = asyncio.Event()
+    partial = long_answer(20)
+    model_server.script(
+        reply_text(partial, gap=GAP, stall_after=6, until=release),  # role + 5 words
+        reply_text("next one done"),
+    )
+    run = await gateway(streaming="native")
+    dm = discord_sim.dm_channel(ALICE).id
+    await discord_sim.user_says(dm, "start writing")
+    streamed = await discord_sim.wait_for_bot_message(dm, lambda m: m.text.startswith("word0000"))
+    await discord_sim.user_says(dm, "/stop")
+    await discord_sim.wait_for_bot_message(dm, lambda m: m.text == STOPPED)
+    await run.idle(dm_key(dm))
+    await discord_sim.wait_for(lambda: streamed.deleted, timeout=5)
+    release.set()
+    await discord_sim.user_says(dm, "next")
+    await discord_sim.wait_for_bot_message(dm, lambda m: m.text == "next one done")
+    await run.idle(dm_key(dm))
+
+    shown = [m.text for m in discord_sim.bot_messages(dm) if not m.deleted]
+    assert shown == [STOPPED, "next one done"]
+    assert not any(partial in m.text for m in discord_sim.bot_messages(dm))
