@@ -48,13 +48,16 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
+    MESSAGES,
     AdapterError,
     ButtonRows,
     Capabilities,
+    Charges,
     ChatRef,
     EventSink,
     InboundEvent,
     MessageGone,
+    RateLimit,
     RateLimited,
     SentMessage,
     StreamingMode,
@@ -95,6 +98,15 @@ LOOKUP_LIMIT = 100
 """Latest messages read when looking for a chunk that was in flight at a crash."""
 LOOKUP_MARGIN = 60.0
 """Seconds before the send began that the lookup starts from (clocks differ)."""
+
+STREAM_LIMIT = RateLimit(100, 60.0)
+"""The bot's stream calls (``chat.startStream``/``appendStream``, "live"): Slack's Tier 4,
+about 100 a minute per workspace for ``chat.appendStream``, so that several answers
+streaming at once slow down (coalesced to their newest text) instead of being refused."""
+SLACK_CHARGES = Charges(bot=frozenset({"live"}), chat=MESSAGES, group=MESSAGES)
+"""Only stream calls are paced by the gateway (the other methods have no window here: a
+``ratelimited`` answer is waited out); a stream's end ("seal") is a reply's and is not
+held behind them."""
 
 SlackMode = Literal["socket", "http"]
 
@@ -159,6 +171,8 @@ class SlackAdapter:
             upload_limit=UPLOAD_LIMIT,
             streaming=self.settings.streaming,
             stream_interval=self.settings.stream_interval,
+            bot_limit=STREAM_LIMIT if self.settings.streaming == "native" else None,
+            charges=SLACK_CHARGES,
         )
         self.client = AsyncWebClient(token=bot_token, base_url=self.settings.api_base_url)
         self.files = FileFetcher(bot_token, self.settings.api_base_url)

@@ -58,6 +58,7 @@ async def _answer(sim: SlackSim, method: str, request: web.Request, params: Json
         raise sim.error_for(fault)
     if method not in METHODS:
         raise SlackApiFailure("unknown_method")
+    sim.check_tier(method)
     return await METHODS[method](sim, params)
 
 

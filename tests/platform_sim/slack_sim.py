@@ -43,7 +43,9 @@ blocks, unknown block types, text lengths, > 25 elements, duplicate ids),
 (``{event_type, event_payload}``) is kept on the message and returned by
 ``conversations.history``/``conversations.replies`` only with ``include_all_metadata``
 (events carry none); ``oldest``/``latest`` bound both reads (exclusive); rate
-limits answer HTTP 429 ``ratelimited`` with ``Retry-After`` (whole seconds). Events not acked
+limits (a channel's writes, ``RateLimit``; a method's tier when ``sim.tiers[method] =
+Tier(count, window)``, workspace-wide on ``sim.clock``) answer HTTP 429 ``ratelimited``
+with ``Retry-After`` (whole seconds). Events not acked
 within ``ack_timeout`` s are redelivered with ``retry_attempt``/``retry_reason`` (Socket Mode)
 or ``X-Slack-Retry-Num`` (HTTP), up to 3 retries. The bot's own posts are echoed as events.
 Faults: ``fail_next("chat.postMessage", SimError.rate_limit(1))``; ``drop_connection()``
@@ -116,6 +118,16 @@ class RateLimit:
     retry_after: int = 1
 
 
+@dataclass(frozen=True, slots=True)
+class Tier:
+    """A method's calls allowed per workspace per ``window`` seconds (Slack's rate tiers,
+    e.g. Tier 4 ``Tier(100, 60.0)`` for ``chat.appendStream``); 429 beyond."""
+
+    count: int
+    window: float = 60.0
+    retry_after: int = 1
+
+
 class SlackSim(SimServer):
     platform = "slack"
 
@@ -158,6 +170,11 @@ class SlackSim(SimServer):
         self._messages: dict[str, list[SimMessage]] = {}
         self._ts = itertools.count(1)
         self._writes: list[tuple[str, float]] = []
+        self.tiers: dict[str, Tier] = {}
+        """Method → its rate tier, enforced workspace-wide on ``clock`` (none by default)."""
+        self._tiered: list[tuple[str, float]] = []
+        self.tier_limited = 0
+        """Calls answered 429 by a tier."""
 
     @property
     def api_url(self) -> str:
@@ -472,6 +489,18 @@ class SlackSim(SimServer):
         if len([c for c, _ in self._writes if c == channel]) >= limit.per_channel:
             raise SlackApiFailure("ratelimited", status=429, retry_after=limit.retry_after)
         self._writes.append((channel, now))
+
+    def check_tier(self, method: str) -> None:
+        """The method's tier (``tiers``), counted across the workspace on ``clock``."""
+        tier = self.tiers.get(method)
+        if tier is None:
+            return
+        now = self.clock()
+        self._tiered = [(m, t) for m, t in self._tiered if now - t < tier.window or m != method]
+        if sum(1 for m, _ in self._tiered if m == method) >= tier.count:
+            self.tier_limited += 1
+            raise SlackApiFailure("ratelimited", status=429, retry_after=tier.retry_after)
+        self._tiered.append((method, now))
 
     def error_for(self, error: SimError) -> SlackApiFailure:
         if error.kind == "rate_limit":

@@ -12,10 +12,10 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.platform_sim.slack_sim import ALICE, GENERAL, TEAM, RateLimit, SlackSim
+from tests.platform_sim.slack_sim import ALICE, GENERAL, TEAM, RateLimit, SlackSim, Tier
 from tests.sim_selftest.test_slack_sim import socket_mode
 
-RECIPIENT = {"recipient_user_id": ALICE.id, "recipient_team_id": TEAM}
+RECIPIENT: dict[str, Any] = {"recipient_user_id": ALICE.id, "recipient_team_id": TEAM}
 
 
 def client(sim: SlackSim, token: str | None = None) -> AsyncWebClient:
@@ -184,3 +184,22 @@ async def test_native_stop_ends_the_threads_streams_and_tells_the_app(
     assert await error_of(web.chat_appendStream(channel=GENERAL, ts=ts, markdown_text="x")) == (
         "message_not_in_streaming_state"
     )
+
+
+async def test_a_methods_tier_is_counted_across_the_workspace(slack_sim: SlackSim) -> None:
+    web = client(slack_sim)
+    slack_sim.tiers["chat.appendStream"] = Tier(2, 60.0, retry_after=7)
+    streams = []
+    for _ in range(2):  # two threads, one workspace
+        root = await thread(slack_sim)
+        started = await web.chat_startStream(channel=GENERAL, thread_ts=root, **RECIPIENT)
+        streams.append(str(started["ts"]))
+    await web.chat_appendStream(channel=GENERAL, ts=streams[0], markdown_text="a")
+    await web.chat_appendStream(channel=GENERAL, ts=streams[1], markdown_text="b")
+    with pytest.raises(SlackApiError) as caught:
+        await web.chat_appendStream(channel=GENERAL, ts=streams[0], markdown_text="c")
+    assert (caught.value.response.status_code, caught.value.response.headers["Retry-After"]) == (
+        429, "7"
+    )  # fmt: skip
+    assert slack_sim.tier_limited == 1 and slack_sim.streams[streams[0]].text == "a"
+    await web.chat_startStream(channel=GENERAL, thread_ts=root, **RECIPIENT)  # untiered

@@ -5,15 +5,18 @@ scripted model server over HTTP and a real SQLite file.
 
 ``mode`` is ``"socket"`` or ``"http"``; in HTTP mode the simulator is told the adapter's
 events URL once it listens. ``profile={...}`` adds keys to the default profile,
-``sections={"attachments": {...}}`` whole config sections. Streamed answers are off unless
-a test asks (``streaming="native"``); their pace is kept on a
-:class:`tests.support.clock.TestClock` the simulator's ``Call.at`` reads too, so no test
-waits out ``stream_interval``.
+``sections={"attachments": {...}}`` whole config sections, ``capabilities={...}`` fields of
+the adapter's capabilities (its windows). Streamed answers are off unless
+a test asks (``streaming="native"``); their pace and the bot's stream window
+(``adapters.slack.adapter.STREAM_LIMIT``) are kept on a
+:class:`tests.support.clock.TestClock` the simulator's ``Call.at``, channel window and
+tiers read too, so no test waits out ``stream_interval`` or a window.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +81,7 @@ class SlackGateway:
         **slack: Any,
     ) -> None:
         self.sim, self.store, self.mode = sim, store, mode
+        limits = slack.pop("capabilities", {})
         data = slack_config_data(sim, models, mode, **slack)
         self.config = parse_config(data, None, {"COMMONOS_HOME": str(home)})
         self.model = OpenAIClient(base_url=models.url, model="scripted", trust_env=False)
@@ -87,6 +91,10 @@ class SlackGateway:
         self.adapter = unwrap(found)
         self.clock = TestClock()
         sim.clock = self.clock.now
+        self.adapter.capabilities = replace(
+            self.adapter.capabilities, pace_clock=self.clock, **limits
+        )
+        self.service.attach(self.adapter)  # its bot's budget made again, on the test clock
         self.service.streams = Streams(clock=self.clock.now, sleep=self.clock.sleep)
 
     async def start(self) -> SlackGateway:

@@ -9,13 +9,16 @@ live."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
+from pydantic import ValidationError
 
 from adapters.base import ChatRef, InboundEvent, RateLimited, SentMessage, StreamRefused
 from adapters.calls import LiveText, Send, Typing
-from adapters.slack.adapter import SlackAdapter, SlackSettings, chunk_metadata
+from adapters.slack.adapter import STREAM_LIMIT, SlackAdapter, SlackSettings, chunk_metadata
+from adapters.slack.platform import SlackSection
 from core.store.sqlite import SqliteStore
 from tests.platform_sim.base import SimError, SimMessage
 from tests.platform_sim.slack_sim import ALICE, GENERAL, TEAM, SlackSim
@@ -267,3 +270,36 @@ async def test_a_stream_still_live_at_shutdown_is_removed(
     assert [m for m in slack_sim.bot_messages(GENERAL) if not m.deleted] == []
     assert slack_sim.stream_calls(GENERAL) == ["chat.startStream", "chat.stopStream",
                                                "chat.delete"]  # fmt: skip
+
+
+def test_capabilities_follow_the_streaming_setting(store: SqliteStore) -> None:
+    native = SlackAdapter("xoxb-x", store).capabilities
+    assert (native.streaming, native.stream_interval, native.stream_keepalive) == (
+        "native", 1.0, None
+    )  # fmt: skip
+    assert not native.stream_progress and not native.live_text
+    assert native.bot_limit == STREAM_LIMIT and native.charges.bot == {"live"}
+    edit = SlackAdapter("xoxb-x", store, SlackSettings(streaming="edit")).capabilities
+    assert (edit.streaming, edit.bot_limit) == ("edit", None)
+
+
+def test_the_streaming_key_takes_three_values() -> None:
+    assert SlackSection.model_validate({"streaming": "off"}).streaming == "off"
+    assert SlackSection.model_validate({}).streaming == "native"
+    with pytest.raises(ValidationError, match='expected one of "native", "edit", "off"'):
+        SlackSection.model_validate({"streaming": "live"})
+
+
+async def test_a_taken_over_chunk_in_flight_at_a_crash_is_found_not_posted_again(
+    slack: Running, slack_sim: SlackSim
+) -> None:
+    chat = await asked(slack, slack_sim)
+    await slack.show(chat, "an answer")
+    await slack.seal(chat)
+    since = time.time()
+    taken = await slack.reply(chat, "an *answer*", key="turn-9:0")
+    again = await slack.adapter.perform(
+        Send(chat, "an *answer*", markup=True, key="turn-9:0", in_flight_since=since)
+    )  # the next run sends the chunk it found in flight
+    assert again == taken
+    assert slack_sim.calls_to("chat.postMessage") == []

@@ -19,9 +19,9 @@ from itertools import pairwise
 
 import pytest
 
-from adapters.base import ChatRef
+from adapters.base import ChatRef, RateLimit
 from tests.platform_sim.base import Call, SimMessage
-from tests.platform_sim.slack_sim import ALICE, GENERAL, SlackSim
+from tests.platform_sim.slack_sim import ALICE, GENERAL, SlackSim, Tier
 from tests.slack.conftest import GatewayFactory
 from tests.slack.harness import SlackGateway, replies_in, thread_key
 from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call
@@ -207,3 +207,28 @@ async def test_a_preamble_to_a_tool_gives_way_to_the_answers_stream(
     [answered] = [m for m in replies_in(slack_sim, GENERAL, asked.id) if m.id == second.ts]
     assert answered.text == rendered(run, answer)[0]
     assert answer not in [c.params.get("text") for c in slack_sim.calls_to("chat.postMessage")]
+
+
+async def test_answers_streaming_at_once_keep_to_the_bots_stream_window(
+    slack_gateway: GatewayFactory, slack_sim: SlackSim, model_server: ScriptedModelServer
+) -> None:
+    window = RateLimit(8, 60.0)  # STREAM_LIMIT's mechanism, small enough to be reached
+    slack_sim.tiers["chat.appendStream"] = Tier(window.count, window.seconds)
+    answers = [long_answer(30) + f" (answer {n})" for n in range(4)]
+    model_server.script(*(reply_text(a, gap=GAP) for a in answers))
+    run = await slack_gateway("socket", streaming="native", capabilities={"bot_limit": window})
+    asked = [await slack_sim.user_says(GENERAL, f"{slack_sim.mention} q{n}") for n in range(4)]
+    wanted = sorted(rendered(run, a)[0] for a in answers)
+
+    def shown() -> list[str]:
+        return sorted(m.text for q in asked for m in replies_in(slack_sim, GENERAL, q.id))
+
+    await slack_sim.wait_for(lambda: shown() == wanted, timeout=10)
+    for message in asked:
+        await run.idle(thread_key(GENERAL, message.id))
+    assert shown() == wanted  # every answer once
+    live = [c for c in slack_sim.calls if c.method in STREAM_METHODS[:2]]
+    assert len(live) > window.count  # the window was reached, and kept
+    assert slack_sim.tier_limited == 0
+    assert all(c.status == 200 for c in slack_sim.calls if c.method.startswith("chat."))
+    assert [c.method for c in slack_sim.calls].count("chat.postMessage") == 0
