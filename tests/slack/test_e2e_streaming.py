@@ -232,3 +232,21 @@ async def test_answers_streaming_at_once_keep_to_the_bots_stream_window(
     assert slack_sim.tier_limited == 0
     assert all(c.status == 200 for c in slack_sim.calls if c.method.startswith("chat."))
     assert [c.method for c in slack_sim.calls].count("chat.postMessage") == 0
+
+
+async def test_a_dm_top_level_is_not_a_thread_its_answer_is_edited_in_place_once(
+    slack_gateway: GatewayFactory, slack_sim: SlackSim, model_server: ScriptedModelServer
+) -> None:
+    answer = long_answer(40)
+    model_server.script(reply_text(answer, gap=GAP))
+    run = await slack_gateway("socket", streaming="native")
+    dm = slack_sim.dm_channel(ALICE)
+    await slack_sim.user_says(dm, "tell me")
+    last = rendered(run, answer)[-1]
+    await slack_sim.wait_for_bot_message(dm, lambda m: m.text == last)
+    await run.idle(f"slack:dm:{dm}")
+
+    [message] = replies_in(slack_sim, dm, None)
+    assert message.text == rendered(run, answer)[0] and message.history  # edited in place
+    methods = [c.method for c in writes(slack_sim, dm)]
+    assert "chat.startStream" not in methods and methods.count("chat.postMessage") == 1
