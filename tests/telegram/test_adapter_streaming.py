@@ -17,6 +17,7 @@ from adapters.telegram.adapter import TelegramSettings
 from adapters.telegram.drafts import MAX_DRAFT_UTF16, fit
 from adapters.telegram.platform import PLATFORM as TELEGRAM
 from adapters.telegram.platform import TelegramSection
+from adapters.telegram.webhook import WebhookSettings
 from core.store.sqlite import SqliteStore
 from tests.platform_sim.base import SimError
 from tests.platform_sim.telegram_drafts import STOP_UPDATE
@@ -214,6 +215,18 @@ async def test_the_bot_asks_telegram_for_the_stop_update(
 ) -> None:
     await telegram_sim.wait_for(lambda: telegram_sim.calls_to("getUpdates"))
     assert STOP_UPDATE in telegram_sim.calls_to("getUpdates")[-1].params["allowed_updates"]
+
+
+async def test_a_webhook_asks_for_the_stop_update_and_gets_the_press(
+    start_adapter: AdapterFactory, telegram_sim: TelegramSim, events: EventLog
+) -> None:
+    adapter = await start_adapter(webhook=WebhookSettings(secret_token="s3cret", port=0))
+    (hook,) = telegram_sim.calls_to("setWebhook")
+    assert STOP_UPDATE in hook.params["allowed_updates"]
+    telegram_sim.chat(ALICE.id)
+    await adapter.perform(replace(DM, "working"))
+    await telegram_sim.press_stop(ALICE.id)
+    assert (await events.next_event()).kind == "stop"
 
 
 async def test_a_stop_for_an_ended_or_unknown_draft_changes_nothing(
