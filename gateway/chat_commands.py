@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -50,6 +50,10 @@ from gateway.messages import (
 logger = logging.getLogger(__name__)
 
 Reply = str | None
+
+CommandHandler = Callable[[InboundEvent, str, str], Awaitable[Reply]]
+"""``handler(event, session_key, args)``: a command a feature module adds
+(``ChatCommands(extra=...)``: pairing, links, per-chat settings), run like the built-ins."""
 
 
 class SessionContext(Protocol):
@@ -93,14 +97,17 @@ class ChatCommands:
         stopped: StoppedTurns,
         directory: ChatDirectory,
         context: SessionContext | None = None,
+        extra: Mapping[str, CommandHandler] | None = None,
     ) -> None:
         self._dispatcher, self._approvals, self._store = dispatcher, approvals, store
         self._submit, self._stopped, self._directory = submit, stopped, directory
         self._context = context
+        self.extra: dict[str, CommandHandler] = dict(extra or {})
+        """Commands of feature modules by name (a module adds its own at wiring)."""
 
     async def run(self, event: InboundEvent) -> Reply:
         name = canonical(event.command or "")
-        handler = getattr(self, f"_cmd_{name}", None)
+        handler = self.extra.get(name) or getattr(self, f"_cmd_{name}", None)
         if handler is None:
             return unknown_command(name)
         reply: Reply = await handler(event, str(event.session_key), event.args.strip())

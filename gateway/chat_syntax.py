@@ -41,6 +41,13 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("compact", "Summarise the older messages to free the context"),
     CommandInfo("approve", "Approve the pending request (optionally by id)"),
     CommandInfo("deny", "Deny the pending request (optionally by id and reason)"),
+    CommandInfo("model", "Show or switch this chat's model"),
+    CommandInfo("busy", "What a message does while I work: queue, interrupt or steer"),
+    CommandInfo("progress", "How much progress this chat shows: all, tools or off"),
+    CommandInfo("verbose", "Show tool arguments in progress: on or off"),
+    CommandInfo("link", "Join this conversation with your chat on another platform"),
+    CommandInfo("unlink", "Stop sharing this conversation across platforms"),
+    CommandInfo("pair", "Owners: approve, list or revoke new users"),
 )
 
 

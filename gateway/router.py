@@ -42,6 +42,7 @@ from core.store.base import Store
 from gateway.access import AccessControl, user_of
 from gateway.chat_commands import (
     ChatCommands,
+    CommandHandler,
     Reply,
     SessionContext,
     StopButtons,
@@ -101,6 +102,12 @@ class Router:
         self._ack_interval, self._clock = ack_interval, clock
         self._policy_for = policy_for
         self._last_ack: dict[str, float] = {}
+
+    @property
+    def command_handlers(self) -> dict[str, CommandHandler]:
+        """Where a feature module adds its chat commands by name (``/pair``, ``/link``,
+        ``/model`` ...): run like the built-ins, after the access check."""
+        return self._commands.extra
 
     @property
     def commands(self) -> tuple[CommandInfo, ...]:

@@ -249,6 +249,55 @@ class QueuedFile:
         return self.started_at is not None and self.message_id is None
 
 
+@dataclass(frozen=True, slots=True)
+class PairingCode:
+    """A one-time code a stranger got in a DM (``[access] pairing``, docs/pairing.md):
+    stored by its hash (``code_hash``: sha256 hex of the code), never the code itself."""
+
+    code_hash: str
+    platform: str
+    user_id: str
+    name: str
+    chat_id: str
+    created_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PairedUser:
+    """A user an owner let in from the chat, the dashboard or ``commonos pair approve``.
+    ``announced`` is False until the user was told they are in."""
+
+    platform: str
+    user_id: str
+    name: str
+    paired_at: float
+    paired_by: str
+    announced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSettings:
+    """What a chat set for its session (``/model``, ``/busy``, ``/progress``,
+    ``/verbose``); None: the profile's own."""
+
+    model: str | None = None
+    busy: str | None = None
+    progress: str | None = None
+    verbose: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LinkCode:
+    """A short-lived ``/link`` code (by its hash) one identity made to join another."""
+
+    code_hash: str
+    platform: str
+    user_id: str
+    created_at: float
+    expires_at: float
+
+
 class Store(Protocol):
     """Everything the engine and gateway persist."""
 
@@ -443,6 +492,59 @@ class Store(Protocol):
     async def mark_file_failed(self, key: str, reason: str) -> None:
         """Give the file up (the platform refused it for good); it is not sent again."""
         ...
+
+    # pairing ----------------------------------------------------------------
+    async def put_pairing_code(self, code: PairingCode) -> None:
+        """Keep ``code`` (replacing any code the same user had on that platform)."""
+        ...
+
+    async def pairing_codes(self, platform: str | None = None) -> list[PairingCode]:
+        """Codes not taken yet (expired ones included: the caller compares with its clock),
+        oldest first."""
+        ...
+
+    async def take_pairing_code(self, code_hash: str) -> PairingCode | None:
+        """Remove and return the code with this hash (None: no such code)."""
+        ...
+
+    async def drop_pairing_codes(self, before: float) -> int:
+        """Remove codes that expired before ``before``; how many."""
+        ...
+
+    async def pair_user(self, user: PairedUser) -> None:
+        """Let ``user`` in (replaces an earlier pairing of the same user)."""
+        ...
+
+    async def unpair_user(self, platform: str, user_id: str) -> bool: ...
+
+    async def paired_users(self, platform: str | None = None) -> list[PairedUser]: ...
+
+    async def mark_paired_announced(self, platform: str, user_id: str) -> None: ...
+
+    # per-session settings ---------------------------------------------------
+    async def session_settings(self, session_key: str) -> SessionSettings:
+        """The settings a chat made for ``session_key`` (all None when none)."""
+        ...
+
+    async def put_session_settings(self, session_key: str, settings: SessionSettings) -> None:
+        ...
+
+    # identity links ---------------------------------------------------------
+    async def put_link_code(self, code: LinkCode) -> None: ...
+
+    async def take_link_code(self, code_hash: str) -> LinkCode | None: ...
+
+    async def link_identity(self, platform: str, user_id: str, person: str) -> None:
+        """``platform``'s ``user_id`` is ``person`` (replaces an earlier link of it)."""
+        ...
+
+    async def person_of(self, platform: str, user_id: str) -> str | None: ...
+
+    async def identities_of(self, person: str) -> list[tuple[str, str]]:
+        """Every (platform, user id) linked as ``person``."""
+        ...
+
+    async def unlink_identity(self, platform: str, user_id: str) -> bool: ...
 
     # dead letters -----------------------------------------------------------
     async def add_dead_letter(self, letter: DeadLetter) -> int | None:
