@@ -170,4 +170,5 @@ async def test_a_version_7_file_gains_the_tables_and_keeps_its_data(tmp_path: Pa
     assert (message.message.content, message.origin) == ("kept", ORIGIN)
     assert row.message_id == message.id
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone() == (8,)
+        [version] = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    assert version >= ATTACHMENTS_AND_FILES.version  # later migrations apply too

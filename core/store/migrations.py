@@ -302,6 +302,62 @@ ATTACHMENTS_AND_FILES = Migration(
     ),
 )
 
+PAIRING_SETTINGS_AND_LINKS = Migration(
+    version=9,
+    name="pairing, per-session settings and identity links",
+    statements=(
+        # A stranger's one-time code, by its sha256 (never the code): one per user on a
+        # platform (UNIQUE: a new code replaces the old one, INSERT OR REPLACE).
+        """CREATE TABLE pairing_codes (
+            code_hash TEXT PRIMARY KEY,
+            platform TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            name TEXT NOT NULL DEFAULT '',
+            chat_id TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            UNIQUE (platform, user_id)
+        )""",
+        # Users an owner let in from the chat; ``announced`` once they were told.
+        """CREATE TABLE paired_users (
+            platform TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            name TEXT NOT NULL DEFAULT '',
+            paired_at REAL NOT NULL,
+            paired_by TEXT NOT NULL,
+            announced INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (platform, user_id)
+        )""",
+        # What a chat set for its session key; NULL: the profile's own.
+        """CREATE TABLE session_settings (
+            session_key TEXT PRIMARY KEY,
+            model TEXT,
+            busy TEXT,
+            progress TEXT,
+            verbose INTEGER,
+            updated_at REAL NOT NULL
+        )""",
+        # Which person each (platform, user id) is: their DMs are one session.
+        """CREATE TABLE identity_links (
+            platform TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            person TEXT NOT NULL,
+            linked_at REAL NOT NULL,
+            PRIMARY KEY (platform, user_id)
+        )""",
+        "CREATE INDEX identity_links_person ON identity_links (person)",
+        # A short-lived /link code, by its sha256; one per identity.
+        """CREATE TABLE link_codes (
+            code_hash TEXT PRIMARY KEY,
+            platform TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            UNIQUE (platform, user_id)
+        )""",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = tuple(
     sorted(
         (
@@ -313,6 +369,7 @@ MIGRATIONS: tuple[Migration, ...] = tuple(
             OUTBOX_STARTED,
             COMMAND_SYNCS,
             ATTACHMENTS_AND_FILES,
+            PAIRING_SETTINGS_AND_LINKS,
         ),
         key=lambda m: m.version,
     )

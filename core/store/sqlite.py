@@ -1,8 +1,9 @@
 """The ``Store`` on one SQLite file, through aiosqlite.
 
-Opening (:func:`open_store`) refuses, without changing a byte, a file that is not SQLite,
-a SQLite file that is not ours, and a store written by newer code; otherwise it switches
-the file to WAL, turns foreign keys on, sets a busy timeout and applies pending migrations.
+Opening (:func:`open_store`, through :mod:`core.store.connection`) refuses, without
+changing a byte, a file that is not SQLite, a SQLite file that is not ours, and a store
+written by newer code; otherwise it switches the file to WAL, turns foreign keys on, sets a
+busy timeout and applies pending migrations.
 
 **Durability: WAL with ``synchronous = NORMAL``.** A commit is written to the WAL file but
 not fsynced; the WAL is fsynced at each checkpoint. Every committed write survives the
@@ -30,13 +31,15 @@ How the contract of :mod:`core.store.base` is kept:
   count.
 
 The SQL and the row mapping of each table group live beside this module, as values
-(:mod:`core.store.statements`); this one holds the connection, runs them and translates
-errors. Every text parameter is made encodable first (:func:`~core.store.statements.storable`):
-a lone surrogate is stored as U+FFFD instead of failing the write.
+(:mod:`core.store.statements`); this one holds the connection and runs them (``take_*``
+as ``DELETE ... RETURNING``: a code is taken once). Every text parameter is made encodable
+first (:func:`~core.store.statements.storable`): a lone surrogate is stored as U+FFFD
+instead of failing the write.
 
-Foreign errors stop here: every ``sqlite3.Error`` leaves as a ``StoreError`` naming the file
-and what was being done; one that means storage cannot be written right now (disk full,
-read-only file, I/O error, locked) leaves as its subclass ``StoreUnavailable``. After
+Foreign errors stop here (:func:`core.store.connection.translated`): every ``sqlite3.Error``
+leaves as a ``StoreError`` naming the file and what was being done; one that means
+storage cannot be written right now (disk full, read-only file, I/O error, locked) leaves
+as its subclass ``StoreUnavailable``. After
 :meth:`SqliteStore.close` every operation raises ``StoreError``.
 """
 
@@ -47,14 +50,14 @@ import logging
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 import aiosqlite
 
-from core.store import attachments, outbox, platforms, sessions, tool_calls
+from core.store import access, attachments, outbox, platforms, sessions, tool_calls
+from core.store import settings as chat_settings
 from core.store.base import (
     ApprovalCard,
     ApprovalRecord,
@@ -62,38 +65,27 @@ from core.store.base import (
     DeadLetter,
     InboundRecord,
     InboundState,
+    LinkCode,
     OutboxChunk,
+    PairedUser,
+    PairingCode,
     QueuedFile,
     SessionRecord,
+    SessionSettings,
     Store,
     StoredMessage,
     StoreError,
-    StoreUnavailable,
     ToolCallRecord,
     ToolCallStatus,
     TurnRecord,
 )
-from core.store.files import private_database, private_dir
-from core.store.migrations import apply_migrations, read_version, refuse_newer
+from core.store.connection import open_connection, translated
 from core.store.statements import storable
 from core.types import ApprovalState, ChatMessage, Content, ExitReason, TurnStatus
 
 log = logging.getLogger(__name__)
 
-BUSY_TIMEOUT_MS = 5000
-SQLITE_HEADER = b"SQLite format 3\x00"
-
 Params = Sequence[object]
-
-_UNAVAILABLE = {
-    sqlite3.SQLITE_FULL,
-    sqlite3.SQLITE_READONLY,
-    sqlite3.SQLITE_IOERR,
-    sqlite3.SQLITE_BUSY,
-    sqlite3.SQLITE_LOCKED,
-    sqlite3.SQLITE_CANTOPEN,
-}
-"""Primary result codes meaning "storage is not usable right now", not "bad data"."""
 
 
 class _Written(NamedTuple):
@@ -332,6 +324,67 @@ class SqliteStore:
     async def mark_file_failed(self, key: str, reason: str) -> None:
         await self._update_one(*attachments.mark_file_failed(key, reason))
 
+    # pairing, identity links (core/store/access.py), chat settings (settings.py) -----
+    async def put_pairing_code(self, code: PairingCode) -> None:
+        await self._write(*access.put_pairing_code(code))
+
+    async def pairing_codes(self, platform: str | None = None) -> list[PairingCode]:
+        return [
+            access.pairing_code_from_row(r)
+            for r in await self._read(*access.pairing_codes(platform))
+        ]
+
+    async def take_pairing_code(self, code_hash: str) -> PairingCode | None:
+        taken = await self._take(*access.take_pairing_code(code_hash))
+        return access.pairing_code_from_row(taken[0]) if taken else None
+
+    async def drop_pairing_codes(self, before: float) -> int:
+        return (await self._write(*access.drop_pairing_codes(before))).rowcount
+
+    async def pair_user(self, user: PairedUser) -> None:
+        await self._write(*access.pair_user(user))
+
+    async def unpair_user(self, platform: str, user_id: str) -> bool:
+        return (await self._write(*access.unpair_user(platform, user_id))).rowcount == 1
+
+    async def paired_users(self, platform: str | None = None) -> list[PairedUser]:
+        return [
+            access.paired_user_from_row(r) for r in await self._read(*access.paired_users(platform))
+        ]
+
+    async def mark_paired_announced(self, platform: str, user_id: str) -> None:
+        await self._update_one(*access.mark_paired_announced(platform, user_id))
+
+    async def session_settings(self, session_key: str) -> SessionSettings:
+        return chat_settings.settings_from_rows(
+            await self._read(chat_settings.SESSION_SETTINGS, (session_key,))
+        )
+
+    async def put_session_settings(self, session_key: str, settings: SessionSettings) -> None:
+        await self._write(*chat_settings.put_session_settings(session_key, settings, time.time()))
+
+    async def put_link_code(self, code: LinkCode) -> None:
+        await self._write(*access.put_link_code(code))
+
+    async def take_link_code(self, code_hash: str) -> LinkCode | None:
+        taken = await self._take(*access.take_link_code(code_hash))
+        return access.link_code_from_row(taken[0]) if taken else None
+
+    async def link_identity(self, platform: str, user_id: str, person: str) -> None:
+        await self._write(*access.link_identity(platform, user_id, person, time.time()))
+
+    async def person_of(self, platform: str, user_id: str) -> str | None:
+        found = await self._read(access.PERSON_OF, (platform, user_id))
+        return str(found[0]["person"]) if found else None
+
+    async def identities_of(self, person: str) -> list[tuple[str, str]]:
+        return [
+            (r["platform"], r["user_id"]) for r in await self._read(access.IDENTITIES_OF, (person,))
+        ]
+
+    async def unlink_identity(self, platform: str, user_id: str) -> bool:
+        return (await self._write(*access.unlink_identity(platform, user_id))).rowcount == 1
+
     # plumbing ---------------------------------------------------------------
     def _open_connection(self) -> aiosqlite.Connection:
         if self._closed:
@@ -340,31 +393,28 @@ class SqliteStore:
 
     async def _read(self, sql: str, params: Params) -> list[sqlite3.Row]:
         conn = self._open_connection()
-        with _translated(self._path, "read"):
+        with translated(self._path, "read"):
             return list(await conn.execute_fetchall(sql, storable(params)))
 
     async def _write(self, sql: str, params: Params, doing: str) -> _Written:
         """Run one writing statement, alone, as its own committed transaction."""
         async with self._write_lock:
             conn = self._open_connection()
-            with _translated(self._path, doing):
+            with translated(self._path, doing):
                 async with conn.execute(sql, storable(params)) as cursor:
                     return _Written(cursor.rowcount, cursor.lastrowid)
+
+    async def _take(self, sql: str, params: Params, doing: str) -> list[sqlite3.Row]:
+        """Run one ``DELETE ... RETURNING`` alone, under the write lock; the rows it took."""
+        async with self._write_lock:
+            conn = self._open_connection()
+            with translated(self._path, doing):
+                return list(await conn.execute_fetchall(sql, storable(params)))
 
     async def _update_one(self, sql: str, params: Params, target: str) -> None:
         written = await self._write(sql, params, f"update {target}")
         if written.rowcount != 1:
             raise StoreError(f"{self._path}: no {target}")
-
-
-@contextmanager
-def _translated(path: Path, doing: str) -> Iterator[None]:
-    try:
-        yield
-    except sqlite3.Error as exc:
-        unavailable = (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _UNAVAILABLE
-        kind = StoreUnavailable if unavailable else StoreError
-        raise kind(f"{path}: cannot {doing}: {exc}") from exc
 
 
 def _conforms(store: SqliteStore) -> Store:
@@ -376,56 +426,9 @@ async def open_store(path: Path) -> SqliteStore:
     """Open (creating it and its parent directories if missing) and migrate the store file.
 
     Raises ``StoreError`` with the file named, and leaves the file as it was, when it is not
-    a SQLite database, not a CommonOS store, or of a schema newer than this code.
+    a SQLite database, not a CommonOS store, or of a schema newer than this code
+    (:func:`core.store.connection.open_connection`).
     """
-    await asyncio.to_thread(_check_file, path)
-    with _translated(path, "open the store"):
-        conn = await aiosqlite.connect(path, isolation_level=None)
-    prepared = False
-    try:
-        await _prepare(conn, path)
-        prepared = True
-    finally:
-        if not prepared:
-            await conn.close()
+    conn = await open_connection(path)
     log.info("store opened at %s", path)
     return SqliteStore(conn, path)
-
-
-def _check_file(path: Path) -> None:
-    """Refuse a file that is not SQLite before SQLite touches it; create the data
-    directory and the file private (:mod:`core.store.files`), or make them private."""
-    try:
-        private_dir(path.parent)
-        if not path.exists():
-            private_database(path)
-            return
-        with path.open("rb") as file:
-            head = file.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise StoreError(f"cannot use {path} as the store file: {exc}") from exc
-    if head and head != SQLITE_HEADER:
-        raise StoreError(f"{path} is not a SQLite database")
-    try:
-        private_database(path)
-    except OSError as exc:
-        log.warning("cannot make %s private: %s", path, exc.strerror or exc)
-
-
-async def _prepare(conn: aiosqlite.Connection, path: Path) -> None:
-    conn.row_factory = sqlite3.Row
-    with _translated(path, "open the store"):
-        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        await conn.execute("PRAGMA foreign_keys = ON")
-        version = await read_version(conn, path)  # reads only: the file is still untouched
-        refuse_newer(path, version)
-        await _enable_wal(conn, path)
-        await apply_migrations(conn, version)
-
-
-async def _enable_wal(conn: aiosqlite.Connection, path: Path) -> None:
-    found = list(await conn.execute_fetchall("PRAGMA journal_mode = WAL"))
-    if found[0][0] != "wal":
-        log.warning("store %s stays in %s journal mode (WAL refused)", path, found[0][0])
-        return
-    await conn.execute("PRAGMA synchronous = NORMAL")

@@ -2,7 +2,8 @@
 
 Each table group has one module holding its SQL as values and its row mapping
 (:mod:`core.store.sessions`, :mod:`core.store.tool_calls`, :mod:`core.store.platforms`,
-:mod:`core.store.outbox`, :mod:`core.store.attachments`); :class:`core.store.sqlite.SqliteStore`
+:mod:`core.store.outbox`, :mod:`core.store.attachments`, :mod:`core.store.access`,
+:mod:`core.store.settings`); :class:`core.store.sqlite.SqliteStore`
 runs each statement alone, as its own committed write (the store's one-writer contract), so
 another backend can run the same values. Booleans are stored as 0/1, times as REAL UNIX
 seconds.
