@@ -51,6 +51,15 @@ to the event's receipt, ``docs/architecture.md`` §3 step 10)::
            or dropped from the queue by ``stop`` — handled for good, never replayed
     False  a shutdown cut it short: refused while shutting down, dropped by ``aclose``,
            its turn interrupted by ``aclose``, or ``on_result`` raised or was cancelled
+
+**Debounce.** With the key's ``debounce`` window (seconds; the profile's ``debounce_ms``,
+0 = off) a message submitted with ``merge=True`` (the router's plain text messages; never
+commands, presses or a forced ``policy``) to an idle key does not start at once: it
+gathers the same person's next messages for the window and they run as ONE turn
+(:mod:`core.debounce`); each joining message's outcome is ``merged`` and its ``handled``
+follows that one turn. ``stop`` during the window never waits for it: it drops the
+gathered messages (handled True, like a cleared queue), or with ``stop_clears_queue`` off
+runs them at once (docs/turn-loop.md §21).
 """
 
 from __future__ import annotations
@@ -67,6 +76,7 @@ from core.agent.control import TurnControl
 from core.agent.profile import BusyPolicy
 from core.agent.turn import TurnResult, UserMessage
 from core.cancellation import Cancelled
+from core.debounce import Sleep, Window, joins, merged
 from core.per_key import PerKey, per_key
 from core.tasks import TaskSet
 from core.types import ExitReason, TurnStatus
@@ -86,10 +96,11 @@ SubmitKind = Literal[
     "interrupted_and_queued",
     "rejected_queue_full",
     "rejected_shutting_down",
+    "merged",
 ]
 
-OWN_TURN = frozenset({"started", "queued", "interrupted_and_queued"})
-"""Submit outcomes after which the message runs as its own turn."""
+OWN_TURN = frozenset({"started", "queued", "interrupted_and_queued", "merged"})
+"""Submit outcomes after which the message runs in a turn (its own, or one it joined)."""
 
 SHUTDOWN_GRACE_SECONDS = 5.0
 """How long ``aclose`` lets stopped turns finish before cancelling their workers."""
@@ -130,19 +141,32 @@ class SessionStatus:
     sender_id: str | None = None
     """Who asked for the running turn (its message's ``sender_id``); None when idle."""
     sender_name: str | None = None
+    gathering: int = 0
+    """Messages gathered in a debounce window, waiting to run as one turn."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
     """A message waiting for (or running) its turn, and the future of how it ended (none
-    for a leftover: nobody waits for it)."""
+    for a leftover: nobody waits for it); ``also``: those of messages merged into it."""
 
     message: UserMessage
     handled: asyncio.Future[bool] | None = None
+    also: tuple[asyncio.Future[bool] | None, ...] = ()
 
     def settle(self, handled: bool) -> None:
-        if self.handled is not None and not self.handled.done():
-            self.handled.set_result(handled)
+        for future in (self.handled, *self.also):
+            if future is not None and not future.done():
+                future.set_result(handled)
+
+
+def _batch(entries: list[_Entry]) -> _Entry:
+    """The gathered entries as one: the merged message, every ``handled`` following it."""
+    first, *rest = entries
+    if not rest:
+        return first
+    message = merged([e.message for e in entries])
+    return _Entry(message, first.handled, tuple(e.handled for e in rest))
 
 
 @dataclass(slots=True)
@@ -158,6 +182,16 @@ class _Lane:
     urgent: int = 0
     """How many messages at the front of ``queue`` jumped the backlog (interrupters,
     leftovers); the next one goes right behind them."""
+    window: Window | None = None
+    """The debounce window gathering ``gathered`` before the first turn; None: none."""
+    gathered: list[_Entry] = field(default_factory=list)
+
+    def drop_gathered(self, handled: bool) -> int:
+        """Settle and forget the gathered messages; how many there were."""
+        for entry in self.gathered:
+            entry.settle(handled)
+        count, self.gathered = len(self.gathered), []
+        return count
 
     def push_front(self, entry: _Entry) -> int:
         """Queue ``entry`` behind the other urgent ones; its 1-based position."""
@@ -187,40 +221,58 @@ class Dispatcher:
         on_result: ResultObserver | None = None,
         stop_clears_queue: PerKey[bool] = True,
         clock: Callable[[], float] = time.time,
+        debounce: PerKey[float] = 0.0,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._run_turn = run_turn
         self._policy: Callable[[str], BusyPolicy] = per_key(policy_for)
         self._limit: Callable[[str], int] = per_key(queue_limit)
         self._on_result = on_result
         self._stop_clears_queue: Callable[[str], bool] = per_key(stop_clears_queue)
-        self._clock = clock
+        self._clock, self._sleep = clock, sleep
+        self._debounce: Callable[[str], float] = per_key(debounce)
         self._lanes: dict[str, _Lane] = {}
         self._workers = TaskSet(logger)
         self._closing = False
 
     # submitting ----------------------------------------------------------------
     def submit(
-        self, session_key: str, message: UserMessage, *, policy: BusyPolicy | None = None
+        self,
+        session_key: str,
+        message: UserMessage,
+        *,
+        policy: BusyPolicy | None = None,
+        merge: bool = False,
     ) -> SubmitOutcome:
         """Start, queue or fold in ``message`` and return at once (call it from the event
         loop); the outcome's ``handled`` resolves when the message has ended.
 
         ``policy`` overrides the session's busy policy for this message (``/queue`` forces
-        ``"queue"`` whatever the profile says).
+        ``"queue"`` whatever the profile says). ``merge``: a plain text message that may
+        wait in the key's debounce window (module docstring, "Debounce").
         """
         entry = _Entry(message, asyncio.get_running_loop().create_future())
-        outcome = self._place(session_key, entry, policy)
+        window = self._debounce(session_key) if merge and policy is None else 0.0
+        outcome = self._place(session_key, entry, policy, window)
         if outcome.kind not in OWN_TURN:
             entry.settle(outcome.kind != "rejected_shutting_down")
         return SubmitOutcome(outcome.kind, outcome.position, entry.handled)
 
-    def _place(self, session_key: str, entry: _Entry, policy: BusyPolicy | None) -> SubmitOutcome:
+    def _place(
+        self, session_key: str, entry: _Entry, policy: BusyPolicy | None, window: float
+    ) -> SubmitOutcome:
         if self._closing:
             return SubmitOutcome("rejected_shutting_down")
         lane = self._lanes.get(session_key)
         if lane is None:
-            self._start(session_key, entry)
+            self._start(session_key, entry, window)
             return SubmitOutcome("started")
+        if lane.window is not None and not lane.window.closed:
+            if window > 0 and joins([e.message for e in lane.gathered], entry.message):
+                lane.gathered.append(entry)
+                lane.window.extend()
+                return SubmitOutcome("merged")
+            lane.window.close()  # the gathered turn starts now; this message goes after it
         policy = policy or self._policy(session_key)
         running = _live(lane.control)
         if policy == "steer" and running is not None:
@@ -237,8 +289,11 @@ class Dispatcher:
         lane.queue.append(entry)
         return SubmitOutcome("queued", len(lane.queue))
 
-    def _start(self, session_key: str, entry: _Entry) -> None:
+    def _start(self, session_key: str, entry: _Entry, window: float) -> None:
         lane = _Lane()
+        if window > 0:
+            lane.window = Window(window, self._clock, self._sleep)
+            lane.gathered = [entry]
         self._lanes[session_key] = lane
         work = self._work(session_key, lane, entry)
         lane.worker = self._workers.spawn(work, name=f"dispatcher:{session_key}")
@@ -247,6 +302,9 @@ class Dispatcher:
     async def _work(self, session_key: str, lane: _Lane, first: _Entry) -> None:
         entry: _Entry | None = first
         try:
+            if lane.window is not None:
+                entry = None
+                entry = await self._gather(lane)
             while entry is not None:
                 result = await self._run_one(session_key, lane, entry.message)
                 delivered = await self._deliver(session_key, entry.message, result)
@@ -254,12 +312,24 @@ class Dispatcher:
                 entry.settle(delivered and not cut_short)
                 entry = self._next(lane)
         finally:
+            lane.drop_gathered(False)  # cancelled in the window
             if entry is not None:
                 entry.settle(False)  # the worker was cancelled mid-turn or mid-delivery
             # No await between the empty-queue check and eviction: a concurrent submit
             # either landed in the queue (and was taken) or finds the key absent.
             if self._lanes.get(session_key) is lane:
                 del self._lanes[session_key]
+
+    async def _gather(self, lane: _Lane) -> _Entry | None:
+        """Wait out the debounce window; its messages as one entry (None: ``stop`` dropped
+        them, or a shutdown came, which settles them False)."""
+        assert lane.window is not None
+        await lane.window.wait()
+        lane.window = None
+        if self._closing:
+            lane.drop_gathered(False)
+        entries, lane.gathered = lane.gathered, []
+        return _batch(entries) if entries else self._next(lane)
 
     def _next(self, lane: _Lane) -> _Entry | None:
         if self._closing or not lane.queue:
@@ -314,8 +384,10 @@ class Dispatcher:
         lane = self._lanes.get(session_key)
         if lane is None:
             return StopOutcome()
-        queued = len(lane.queue)
         clears = self._stop_clears_queue(session_key)
+        queued = len(lane.queue) + (lane.drop_gathered(True) if clears else len(lane.gathered))
+        if lane.window is not None:
+            lane.window.close()  # never waits: dropped, or they run now
         if clears:
             lane.clear(handled=True)
         stopped = lane.control is not None
@@ -351,6 +423,7 @@ class Dispatcher:
             turn_id=lane.control.turn_id if lane.control is not None else None,
             sender_id=lane.running.sender_id if lane.running is not None else None,
             sender_name=lane.running.sender_name if lane.running is not None else None,
+            gathering=len(lane.gathered),
         )
 
     def _control(self, session_key: str) -> TurnControl | None:
@@ -380,6 +453,9 @@ class Dispatcher:
         self._closing = True
         for lane in self._lanes.values():
             lane.clear(handled=False)
+            lane.drop_gathered(False)
+            if lane.window is not None:
+                lane.window.close()
             if lane.control is not None:
                 lane.control.stop("shutdown")
         await self._workers.aclose(grace)

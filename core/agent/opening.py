@@ -114,7 +114,7 @@ class TurnOpener:
         :class:`TurnResult`, no turn started)."""
         session, is_new = await self._session(key)
         history = summary_first(await self.store.load_active_messages(session.id))
-        replayed = await self._replayed(session.id, message.origin, history)
+        replayed = await self._replayed(session.id, message.origins, history)
         if replayed is not None:
             answer = stored_answer(history, replayed.id)
             if answer is not None:
@@ -154,17 +154,17 @@ class TurnOpener:
         return await self.store.create_session(key, self.profile.name), True
 
     async def _replayed(
-        self, session_id: str, origin: str | None, history: list[StoredMessage]
+        self, session_id: str, origins: tuple[str, ...], history: list[StoredMessage]
     ) -> StoredMessage | None:
-        """The active stored user message of a replayed update (same origin), if any."""
-        if origin is None:
-            return None
-        stored = await self.store.find_message_by_origin(session_id, origin)
-        if stored is None or stored.message.role != "user":
-            return None
-        if all(m.id != stored.id for m in history):
-            return None  # compacted away since: stored afresh
-        return stored
+        """The active stored user message of a replayed update (one of ``origins``; several
+        when messages were merged into one turn), if any."""
+        for origin in origins:
+            stored = await self.store.find_message_by_origin(session_id, origin)
+            if stored is None or stored.message.role != "user":
+                continue
+            if any(m.id == stored.id for m in history):
+                return stored
+        return None  # none stored, or compacted away since: stored afresh
 
     def _resume_replayed(self, turn: OpenTurn) -> bool:
         """A replayed update (same origin) reuses the user message stored the first time:
@@ -184,7 +184,7 @@ class TurnOpener:
         content = await user_content(message, workspace, self.profile)
         user = ChatMessage(role="user", content=content)
         user_id = await self.store.append_message(
-            scope.session_id, scope.turn_id, user, origin=message.origin
+            scope.session_id, scope.turn_id, user, origin=message.stored_origin
         )
         await link_attachments(self.store, message, user_id)
         turn.transcript.add(user, user_id)

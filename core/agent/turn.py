@@ -23,6 +23,21 @@ class UserMessage:
     """The files it came with, saved in the session's workspace (the gateway's intake did
     that before the turn: docs/attachments.md); the model sees them as image parts or
     notes (:mod:`core.agent.attachment_content`)."""
+    also: tuple[str, ...] = ()
+    """The origins of the other updates merged into this one message (``debounce_ms``,
+    :mod:`core.debounce`): a replay of any of them finds the one stored message."""
+
+    @property
+    def origins(self) -> tuple[str, ...]:
+        """Every inbound update this message carries (its own origin first)."""
+        own = () if self.origin is None else (self.origin,)
+        return (*own, *self.also)
+
+    @property
+    def stored_origin(self) -> str | None:
+        """What the store records as the message's origin: every origin it carries, one a
+        line (``Store.find_message_by_origin`` matches any one of them)."""
+        return "\n".join(self.origins) or None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -85,7 +85,13 @@ _INSERT_MESSAGE = insert_sql(
     "messages", ("session_id", "turn_id", *MESSAGE_COLUMNS, "created_at", "origin")
 )
 ACTIVE_MESSAGES = "SELECT * FROM messages WHERE session_id = ? AND active = 1 ORDER BY id"
-MESSAGE_BY_ORIGIN = "SELECT * FROM messages WHERE session_id = ? AND origin = ? ORDER BY id LIMIT 1"
+MESSAGE_BY_ORIGIN = (
+    "SELECT * FROM messages WHERE session_id = ?1 AND (origin = ?2"
+    " OR instr(char(10) || origin || char(10), char(10) || ?2 || char(10)) > 0)"
+    " ORDER BY id LIMIT 1"
+)
+"""A message stored with ``origin`` — alone, or as one line of several (messages merged
+into one turn, :attr:`core.agent.turn.UserMessage.stored_origin`)."""
 
 
 def append_message(
