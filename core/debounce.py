@@ -17,11 +17,24 @@ presses and forced messages (``/queue``) never wait in a window.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
+from typing import NamedTuple
 
 from core.agent.turn import UserMessage
 
 Sleep = Callable[[float], Awaitable[None]]
+
+
+class Pace(NamedTuple):
+    """The clock a window is measured on and the sleep it waits with (tests inject both)."""
+
+    clock: Callable[[], float] = time.monotonic
+    sleep: Sleep = asyncio.sleep
+
+
+REAL_TIME = Pace()
+"""The wall clock (monotonic) and ``asyncio.sleep``."""
 
 MAX_MERGED = 20
 """At most this many messages in one merged turn; the next one starts the turn."""
@@ -58,9 +71,9 @@ class Window:
     """A wait until ``seconds`` after the latest message (:meth:`extend`), which
     :meth:`close` cuts short at once (``/stop``, a message that cannot join, shutdown)."""
 
-    def __init__(self, seconds: float, clock: Callable[[], float], sleep: Sleep) -> None:
-        self._seconds, self._clock, self._sleep = seconds, clock, sleep
-        self._deadline = clock() + seconds
+    def __init__(self, seconds: float, pace: Pace) -> None:
+        self._seconds, self._clock, self._sleep = seconds, pace.clock, pace.sleep
+        self._deadline = self._clock() + seconds
         self._timer: asyncio.Future[None] | None = None
         self.closed = False
 

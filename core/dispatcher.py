@@ -76,7 +76,7 @@ from core.agent.control import TurnControl
 from core.agent.profile import BusyPolicy
 from core.agent.turn import TurnResult, UserMessage
 from core.cancellation import Cancelled
-from core.debounce import Sleep, Window, joins, merged
+from core.debounce import REAL_TIME, Pace, Window, joins, merged
 from core.per_key import PerKey, per_key
 from core.tasks import TaskSet
 from core.types import ExitReason, TurnStatus
@@ -222,14 +222,14 @@ class Dispatcher:
         stop_clears_queue: PerKey[bool] = True,
         clock: Callable[[], float] = time.time,
         debounce: PerKey[float] = 0.0,
-        sleep: Sleep = asyncio.sleep,
+        debounce_pace: Pace = REAL_TIME,
     ) -> None:
         self._run_turn = run_turn
         self._policy: Callable[[str], BusyPolicy] = per_key(policy_for)
         self._limit: Callable[[str], int] = per_key(queue_limit)
         self._on_result = on_result
         self._stop_clears_queue: Callable[[str], bool] = per_key(stop_clears_queue)
-        self._clock, self._sleep = clock, sleep
+        self._clock, self._pace = clock, debounce_pace
         self._debounce: Callable[[str], float] = per_key(debounce)
         self._lanes: dict[str, _Lane] = {}
         self._workers = TaskSet(logger)
@@ -292,7 +292,7 @@ class Dispatcher:
     def _start(self, session_key: str, entry: _Entry, window: float) -> None:
         lane = _Lane()
         if window > 0:
-            lane.window = Window(window, self._clock, self._sleep)
+            lane.window = Window(window, self._pace)
             lane.gathered = [entry]
         self._lanes[session_key] = lane
         work = self._work(session_key, lane, entry)

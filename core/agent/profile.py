@@ -42,6 +42,9 @@ class AgentProfile:
     queue_limit: int = 20
     stop_clears_queue: bool = True
     """``/stop`` drops the session's queued messages too (False: they run next)."""
+    debounce_ms: int = 0
+    """Text messages from one person arriving within this many milliseconds of each other
+    while the session is idle run as one turn (:mod:`core.debounce`); 0: off."""
     stream: bool = False
     context_window: int | None = None
     """The model's context window in tokens (``[model] context_window``, default 32768 in

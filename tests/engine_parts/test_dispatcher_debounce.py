@@ -10,6 +10,7 @@ import asyncio
 
 from core.agent.turn import UserMessage
 from core.attachments import Attachment
+from core.debounce import Pace
 from core.dispatcher import Dispatcher
 from core.store.base import ChatMessage
 from core.store.sqlite import SqliteStore
@@ -47,8 +48,7 @@ def _dispatcher(
     return Dispatcher(
         turns,
         on_result=replies,
-        clock=clock.now,
-        sleep=clock.sleep,
+        debounce_pace=Pace(clock.now, clock.sleep),
         debounce=WINDOW,
         **kwargs,  # type: ignore[arg-type]
     )
