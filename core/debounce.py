@@ -1,4 +1,4 @@
-"""Rapid messages merged into one turn (``debounce_ms``, docs/turn-loop.md §21).
+"""Rapid messages merged into one turn (``debounce_ms``, docs/turn-loop.md §20).
 
 When a session is idle, the Dispatcher does not start a text message's turn at once: it
 opens a :class:`Window` of ``debounce_ms``. Each further text message from the same person

@@ -59,7 +59,7 @@ gathers the same person's next messages for the window and they run as ONE turn
 (:mod:`core.debounce`); each joining message's outcome is ``merged`` and its ``handled``
 follows that one turn. ``stop`` during the window never waits for it: it drops the
 gathered messages (handled True, like a cleared queue), or with ``stop_clears_queue`` off
-runs them at once (docs/turn-loop.md §21).
+runs them at once (docs/turn-loop.md §20).
 """
 
 from __future__ import annotations

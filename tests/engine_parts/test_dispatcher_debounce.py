@@ -1,8 +1,8 @@
 """Debounce (``debounce_ms``): rapid text messages from one person become one turn.
 
-Time is a :class:`ManualClock`: the Dispatcher's window sleeps on it and only the test
-moves it, so "100 ms apart" and "500 ms window" cost no real time; turns are released by
-events (the ``ScriptedTurns`` of the dispatcher tests)."""
+Time is a :class:`~tests.support.manual_clock.ManualClock`: the Dispatcher's window
+sleeps on it and only the test moves it, so "100 ms apart" and "500 ms window" cost no
+real time; turns are released by events (the ``ScriptedTurns`` of the dispatcher tests)."""
 
 from __future__ import annotations
 
@@ -15,31 +15,9 @@ from core.dispatcher import Dispatcher
 from core.store.base import ChatMessage
 from core.store.sqlite import SqliteStore
 from tests.engine_parts.test_dispatcher import WAIT, Replies, ScriptedTurns
+from tests.support.manual_clock import ManualClock
 
 WINDOW = 0.5
-
-
-class ManualClock:
-    """Time moves only by :meth:`advance`; a sleeper wakes once its end is reached."""
-
-    def __init__(self) -> None:
-        self.now_s = 1000.0
-        self._moved = asyncio.Condition()
-
-    def now(self) -> float:
-        return self.now_s
-
-    async def sleep(self, seconds: float) -> None:
-        end = self.now_s + seconds
-        async with self._moved:
-            await self._moved.wait_for(lambda: self.now_s >= end)
-
-    async def advance(self, seconds: float) -> None:
-        self.now_s += seconds
-        async with self._moved:
-            self._moved.notify_all()
-        for _ in range(5):  # let woken sleepers and the worker run
-            await asyncio.sleep(0)
 
 
 def _dispatcher(
