@@ -43,7 +43,7 @@ def message_envelope(message: discord.Message, bot: str, known: frozenset[str]) 
         chat_type=chat_type_of(channel),
         author_id=str(message.author.id),
         author_name=message.author.display_name,
-        author_bot=message.author.bot,
+        author_bot=message.author.bot or message.webhook_id is not None,
         text=text,
         mentioned=any(str(user.id) == bot for user in message.mentions),
         reply_to_bot=isinstance(resolved, discord.Message) and str(resolved.author.id) == bot,

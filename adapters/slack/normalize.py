@@ -49,7 +49,10 @@ SLACK_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 SLACK_TS = re.compile(r"[0-9]{1,12}\.[0-9]{1,9}")
 """A message timestamp, which is also its id in the channel (``1700000000.000100``)."""
 WORD = re.compile(r"[a-z_]{1,32}")
-HANDLED_SUBTYPES = frozenset({None, "", "thread_broadcast", "file_share", "me_message"})
+HANDLED_SUBTYPES = frozenset(
+    {None, "", "thread_broadcast", "file_share", "me_message", "bot_message"}
+)
+"""``bot_message`` is read so ``allow_bots`` can let a bot in; access ignores it by default."""
 BARE_COMMANDS = frozenset({"stop"})
 """Words that are a command when they are the whole message."""
 
@@ -143,7 +146,7 @@ class Normalizer:
             update_id=message_id(event),
             chat=place.chat,
             chat_type=place.chat_type,
-            sender=Sender(sender_id, sender_id, is_bot="bot_id" in event),
+            sender=Sender(sender_id, sender_id, is_bot=is_bot_message(event)),
             session_key=place.key,
             text=text.strip(),
             mentioned=mentioned,
@@ -289,6 +292,11 @@ def key_problem(event: Json) -> str | None:
     """Why a session key cannot be made of ``event``'s fields (None: it can). The reason
     names fields and types only, never a value (it is logged)."""
     return _problem(event, KEY_FIELDS)
+
+
+def is_bot_message(event: Json) -> bool:
+    """Sent by a bot: it names a ``bot_id`` or is a ``bot_message`` (a legacy integration)."""
+    return "bot_id" in event or event.get("subtype") == "bot_message"
 
 
 def unusable(event: Json) -> str | None:

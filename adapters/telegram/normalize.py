@@ -106,6 +106,11 @@ def chat_ref_of(chat: Chat, message: Message | None, chat_type: ChatType) -> Cha
 
 
 def sender_of(user: User | None, message: Message | None) -> Sender:
+    """Who sent it; a bot when the user is one or a business account's bot wrote it
+    (``sender_business_bot``). ``via_bot`` (a person's inline-bot message) is the person's."""
+    business_bot = message.sender_business_bot if message is not None else None
+    if business_bot is not None:
+        return Sender(str(business_bot.id), business_bot.username or str(business_bot.id), True)
     if user is not None:
         return Sender(str(user.id), user.full_name or user.username or str(user.id), user.is_bot)
     chat = message.sender_chat if message is not None else None
@@ -175,6 +180,8 @@ class Normalizer:
         attachments = attachments_of(message)
         if not text and not attachments:
             return None
+        if message.from_user is not None and message.from_user.id == self.bot.id:
+            return None  # our own message: never a turn, whatever allow_bots says
         chat = chat_ref_of(message.chat, message, chat_type)
         sender = sender_of(message.from_user, message)
         base = InboundEvent(

@@ -59,6 +59,7 @@ async def send_message(sim: TelegramSim, p: Json) -> Json:
     if reply is not None:
         raw["reply_to_message"] = reply.raw
     sim.store(chat.id, raw)
+    await sim.relay(chat, raw, reply)
     return raw
 
 

@@ -66,6 +66,14 @@ them (20 MB download limit, per-file counters in ``sim.files``); sendDocument/se
 (multipart, 50 MB, photo checks) are kept in ``sim.files.sent``; captions are limited to 1024
 UTF-16 units.
 
+Two bots in one group (``sim.add_bot(token, username)`` → the second bot's own
+``TelegramSim`` view, served by this one's server at the same ``url``): chats, users and
+the message log are shared; each bot has its own token, updates and calls. A message either
+bot sends to a group is delivered to the other as a ``message`` update from a user with
+``is_bot: true`` (as Telegram does for bots that can see each other's messages; privacy
+mode applies); a user's message in a group reaches every bot in it. ``sim.bot_messages(chat,
+bot=peer.bot)`` keeps one bot's messages.
+
 Enforced with the real error texts: 4096 UTF-16 units ("message is too long"), 64-byte
 callback_data (BUTTON_DATA_INVALID), "message is not modified", "message to edit not found",
 parse_mode HTML/MarkdownV2 ("can't parse entities: ..."), answerCallbackQuery once and within
@@ -198,6 +206,38 @@ class TelegramSim(SimServer):
         self._drop_next = False
         self._redelivering: set[int] = set()
         self._sends: list[tuple[int, float]] = []
+        self.fellows: list[TelegramSim] = [self]
+        """Every bot on this simulator (:meth:`add_bot`), this one first."""
+
+    # more bots ------------------------------------------------------------------------------
+    def add_bot(self, token: str, username: str) -> TelegramSim:
+        """A second bot on this simulator: its own view, sharing chats, users and messages."""
+        peer = TelegramSim(token, username, flood=self.flood, privacy_mode=self.privacy_mode)
+        peer.url, peer.port, peer.clock = self.url, self.port, self.clock
+        peer.chats, peer.users, peer.errors = self.chats, self.users, self.errors
+        peer._messages, peer._message_ids = self._messages, self._message_ids
+        peer._changed, peer.fellows = self._changed, self.fellows
+        self.fellows.append(peer)
+        return peer
+
+    async def relay(self, chat: TgChat, raw: Json, reply_to: SimMessage | None = None) -> None:
+        """The other bots in a group see ``raw``, a message of ours or a user's."""
+        if chat.type == "private":
+            return
+        for fellow in self.fellows:
+            if fellow is not self and fellow._sees(chat, raw, reply_to):
+                await fellow.push_update("message", dict(raw))
+
+    def _sees(self, chat: TgChat, raw: Json, reply_to: SimMessage | None) -> bool:
+        """Whether this bot is sent ``raw`` (not its own; privacy mode applied)."""
+        if raw["from"]["id"] == self.bot.id:
+            return False
+        return not self.privacy_mode or self._meant_for_bot(chat, raw, reply_to)
+
+    async def stop(self) -> None:
+        for fellow in self.fellows:
+            fellow.closing = True
+        await super().stop()
 
     # chats and users ------------------------------------------------------------------------
     def add_group(
@@ -246,8 +286,13 @@ class TelegramSim(SimServer):
     def messages(self, chat: ChatRef) -> list[SimMessage]:
         return list(self._messages.get(self.chat(chat).id, []))
 
-    def bot_messages(self, chat: ChatRef) -> list[SimMessage]:
-        return [m for m in self.messages(chat) if m.from_bot]
+    def bot_messages(self, chat: ChatRef, *, bot: TgUser | None = None) -> list[SimMessage]:
+        """Messages from bots; ``bot``: from that bot only."""
+        return [
+            m
+            for m in self.messages(chat)
+            if m.from_bot and (bot is None or m.author == str(bot.id))
+        ]
 
     def last_bot_message(self, chat: ChatRef) -> SimMessage | None:
         sent = [m for m in self.bot_messages(chat) if not m.deleted]
@@ -307,10 +352,12 @@ class TelegramSim(SimServer):
             raw["reply_to_message"] = reply_to.raw
         msg = self.store(tg_chat.id, raw)
         if self.privacy_mode and not self._meant_for_bot(tg_chat, raw, reply_to):
+            await self.relay(tg_chat, raw, reply_to)
             await self.changed()  # seen by the group, not delivered to a bot in privacy mode
             return msg
         update = await self.push_update("message", raw)
         msg.event_id = str(update.update_id)
+        await self.relay(tg_chat, raw, reply_to)
         return msg
 
     async def user_sends(
@@ -522,6 +569,10 @@ class TelegramSim(SimServer):
         return await download(self, request)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        token = request.match_info["token"]
+        for fellow in self.fellows[1:] if self is self.fellows[0] else ():
+            if fellow.token == token:
+                return await fellow._handle(request)
         name = request.match_info["method"]
         known = [*self.methods(), "getUpdates"]
         method = next((m for m in known if m.lower() == name.lower()), name)
