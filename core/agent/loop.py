@@ -44,6 +44,11 @@ reuse call ids such as ``call_1`` across turns) with a child of ``token`` (so st
 parent stops the child), the parent's ``IterationBudget`` and the parent message's sender
 (so the user who asked can approve what the child wants to do).
 
+The session's model: with a ``choose_model`` (the gateway's ``/model``,
+:mod:`core.agent.model_choice`) the turn opens with the session's chosen client, its
+``vision`` and ``stream``, and every model call asks again (a switch counts from the next
+call); without one, or when it answers None, the profile's model serves.
+
 Redirects are recorded the moment they arrive (:func:`core.agent.steer.watch_redirects`
 runs beside the loop); a steer or redirect the turn never delivered stays on the
 ``TurnControl`` for the Dispatcher, which runs it as the next turn.
@@ -55,6 +60,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import Any
 
 from core.agent.budget import IterationBudget, LoopGate
@@ -63,6 +69,7 @@ from core.agent.context import ContextUse, summary_first
 from core.agent.control import TurnControl
 from core.agent.external import ExternalRuntime
 from core.agent.model_call import ModelCaller
+from core.agent.model_choice import ModelChoice, ModelChooser, SessionModel
 from core.agent.opening import Opening, OpenTurn, TurnOpener
 from core.agent.profile import AgentProfile
 from core.agent.prompt import SoulFile
@@ -101,9 +108,13 @@ class CommonAgent:
         *,
         clock: Callable[[], float] = time.time,
         retry: RetryPolicy | None = None,
+        choose_model: ModelChooser | None = None,
     ) -> None:
         self.store = store
         self.model = model
+        self.choose_model = choose_model
+        """The session's model (``/model``, :mod:`core.agent.model_choice`); None: the
+        profile's for every session."""
         self.tools = tools.subset(profile.tools) if profile.tools is not None else tools
         self.hooks = hooks
         self.approvals = approvals
@@ -136,7 +147,9 @@ class CommonAgent:
         async with self.locks.hold(session_key):
             opening = Opening()
             try:
-                turn = await self.opener.open(session_key, message, control, budget, opening)
+                choice = await self._choice(session_key)
+                opener = self._opener(choice)
+                turn = await opener.open(session_key, message, control, budget, opening)
             except asyncio.CancelledError:
                 if opening.scope is not None:
                     await _time_boxed(self._end_unopened(opening, control, stop_end(None)))
@@ -146,7 +159,21 @@ class CommonAgent:
             if isinstance(turn, TurnResult):
                 return turn  # a replayed update whose answer is stored: no new turn
             turn.on_file = on_file
-            return await self._drive(turn, step_callback, on_notice, on_text)
+            return await self._drive(turn, opener, step_callback, on_notice, on_text)
+
+    async def _choice(self, session_key: str) -> ModelChoice:
+        """The session's model for the turn opening now (the profile's when none chosen)."""
+        chosen = await self.choose_model(session_key) if self.choose_model else None
+        profile = self.profile
+        return chosen or ModelChoice(self.model, profile.vision, profile.stream)
+
+    def _opener(self, choice: ModelChoice) -> TurnOpener:
+        """Steps 2–3 with the turn's model: its name in the prompt, its ``vision``."""
+        profile = self.profile
+        if choice == ModelChoice(self.model, profile.vision, profile.stream):
+            return self.opener
+        profile = replace(profile, vision=choice.vision, stream=choice.stream)
+        return replace(self.opener, model=choice.client, profile=profile)
 
     async def _failed_open(
         self, key: str, opening: Opening, control: TurnControl, error: Exception
@@ -228,14 +255,15 @@ class CommonAgent:
     async def _drive(
         self,
         turn: OpenTurn,
+        opener: TurnOpener,
         step_callback: StepCallback | None,
         on_notice: NoticeCallback | None = None,
         on_text: TextCallback | None = None,
     ) -> TurnResult:
         try:
-            await self.opener.prepare(turn)
+            await opener.prepare(turn)
             await self._session_hooks(turn, turn.message.text)
-            end = await self._watched_loop(turn, step_callback, on_notice, on_text)
+            end = await self._watched_loop(turn, opener, step_callback, on_notice, on_text)
         except asyncio.CancelledError:
             cancelled = TurnEnd("interrupted", "cancelled", stopped_early=True)
             await _time_boxed(self._finish(turn, cancelled))
@@ -250,6 +278,7 @@ class CommonAgent:
     async def _watched_loop(
         self,
         turn: OpenTurn,
+        opener: TurnOpener,
         step_callback: StepCallback | None,
         on_notice: NoticeCallback | None,
         on_text: TextCallback | None = None,
@@ -260,7 +289,7 @@ class CommonAgent:
             name=f"redirects:{turn.scope.turn_id}",
         )
         try:
-            end = await self._loop(turn, step_callback, on_notice, on_text)
+            end = await self._loop(turn, opener, step_callback, on_notice, on_text)
         finally:
             watcher.cancel()
             await asyncio.wait({watcher})
@@ -270,6 +299,7 @@ class CommonAgent:
     async def _loop(
         self,
         turn: OpenTurn,
+        opener: TurnOpener,
         step_callback: StepCallback | None,
         on_notice: NoticeCallback | None,
         on_text: TextCallback | None = None,
@@ -281,7 +311,7 @@ class CommonAgent:
             return await external.run(turn.scope, turn.transcript, turn.control, step_callback)
         turn.gate = LoopGate(self.profile.max_iterations, turn.budget)
         run = TurnRun(
-            self._parts(turn, on_notice, on_text),
+            self._parts(turn, opener, on_notice, on_text),
             turn.scope,
             turn.transcript,
             turn.control,
@@ -293,6 +323,7 @@ class CommonAgent:
     def _parts(
         self,
         turn: OpenTurn,
+        opener: TurnOpener,
         on_notice: NoticeCallback | None,
         on_text: TextCallback | None = None,
     ) -> TurnParts:
@@ -309,17 +340,25 @@ class CommonAgent:
             child_runner=lambda call_id: self._child_runner(call_id, turn),
             queue_file=turn.on_file,
         )
-        caller = ModelCaller(self.model, self.hooks, self.retry, scope, on_notice, on_text)
+        model = self._model_of(scope.session_key, opener.model)
+        caller = ModelCaller(model, self.hooks, self.retry, scope, on_notice, on_text)
         return TurnParts(
             store=self.store,
             hooks=self.hooks,
-            profile=self.profile,
+            profile=opener.profile,  # the turn's model's vision and stream
             clock=self.clock,
             specs=self.tools.specs(),
             caller=caller,
             runner=ToolRunner(env),
             compactor=self.compactor,
         )
+
+    def _model_of(self, session_key: str, opened_with: ModelClient) -> ModelClient:
+        """The turn's model calls: the session's asked for again at each call when a
+        chooser is given (a ``/model`` switch counts from the next call)."""
+        if self.choose_model is None:
+            return opened_with
+        return SessionModel(session_key, self.choose_model, self.model)
 
     def _child_runner(self, call_id: str, turn: OpenTurn) -> RunChild:
         scope, sender = turn.scope, turn.message
