@@ -1,7 +1,7 @@
 """The session's model: which :class:`~core.model.base.ModelClient` a turn talks to.
 
 A :class:`CommonAgent` has its profile's model. The gateway may give it a
-:data:`ModelChooser` (``/model NAME``, docs/turn-loop.md §20): an async callable asked for
+:data:`ModelChooser` (``/model NAME``, docs/turn-loop.md §21): an async callable asked for
 a session key's :class:`ModelChoice` — None keeps the profile's own. It is asked
 
 * when a turn opens: the choice's ``vision`` decides whether the user's images go to the
