@@ -47,6 +47,8 @@ class GatewaySession:
 
     id: str
     intents: int
+    bot: Any = None
+    """The bot's simulator view (:meth:`DiscordSim.add_bot`) this session identified as."""
     seq: int = 0
     events: list[Json] = field(default_factory=list)  # every dispatch, for resume replay
 
@@ -124,14 +126,15 @@ class Gateway:
     async def _identify(self, conn: Connection, data: Json) -> None:
         self.identify = data
         self.identifies.append(data)
-        if data.get("token") != self.sim.token:
+        view = self.sim.view_of(data.get("token"))
+        if view is None:
             await conn.ws.close(code=4004, message=CLOSE_REASONS[4004])
             return
         intents = int(data.get("intents", 0))
-        if intents & PRIVILEGED & ~self.sim.privileged_intents:
+        if intents & PRIVILEGED & ~view.privileged_intents:
             await conn.ws.close(code=4014, message=CLOSE_REASONS[4014])
             return
-        session = GatewaySession(f"session-{self.sim.next_id()}", intents)
+        session = GatewaySession(f"session-{self.sim.next_id()}", intents, view)
         self.sessions[session.id] = session
         conn.session = session
         ready = self._ready(session)
@@ -145,16 +148,17 @@ class Gateway:
 
     def _ready(self, session: GatewaySession) -> Json:
         guilds = [{"id": g, "unavailable": True} for g in self.sim.guilds]
-        return {"v": 10, "user": self.sim.bot.to_json(), "session_id": session.id,
+        view = session.bot or self.sim
+        return {"v": 10, "user": view.bot.to_json(), "session_id": session.id,
                 "resume_gateway_url": f"ws://127.0.0.1:{self.sim.port}/gateway",
                 "guilds": guilds, "private_channels": [], "relationships": [],
-                "application": {"id": self.sim.app_id, "flags": 0}, "shard": [0, 1],
+                "application": {"id": view.app_id, "flags": 0}, "shard": [0, 1],
                 "session_type": "normal"}  # fmt: skip
 
     async def _resume(self, conn: Connection, data: Json) -> None:
         self.resumes.append(data)
         session = self.sessions.get(str(data.get("session_id")))
-        if session is None or data.get("token") != self.sim.token:
+        if session is None or data.get("token") != (session.bot or self.sim).token:
             await conn.send({"op": 9, "d": False})
             return
         conn.session = session

@@ -43,6 +43,12 @@ clock —, over it Discord's 429 ``{"message": "You are being rate limited.",
 ``enforce_nonce`` (the same nonce from the same author in the same channel within
 ``nonce_window`` s returns the message it made; none is created). The bot's own messages
 and edits are echoed back over the gateway.
+Two bots in one guild: ``sim.add_bot(token, user_id, username)`` → the second bot's own
+``DiscordSim`` view on the same server (same ``url``, ``api_base``, ``gateway_url``): guild,
+channels and messages shared; its own token (REST ``Authorization`` and IDENTIFY pick the
+view), user, application and calls. Every gateway session gets every message, so each
+bot's messages reach the other with ``author.bot`` set, as Discord delivers them;
+``sim.bot_messages(channel, bot=view.bot)`` keeps one bot's messages.
 Faults: ``fail_next("create_message", SimError.rate_limit(0.2))``; ``drop_connection(how)``
 with ``reconnect`` (op 7, client resumes), ``invalid_session`` (op 9) or ``close``
 (``code=4000`` unless given: ``drop_connection("close", code=4004)``);
@@ -180,6 +186,8 @@ class DiscordSim(SimServer):
         self._typing: list[tuple[str, float]] = []
         self._hits: dict[str, list[float]] = {}
         self._seq = itertools.count(1)
+        self.fellows: list[DiscordSim] = [self]
+        """Every bot on this simulator (:meth:`add_bot`), this one first."""
 
     @property
     def api_base(self) -> str:
@@ -196,6 +204,23 @@ class DiscordSim(SimServer):
     def snowflake(self) -> str:
         ms = int(time.time() * 1000) - dp.EPOCH_MS
         return str(ms << 22 | next(self._seq) & 0x3FFFFF)
+
+    # more bots ------------------------------------------------------------------------------
+    def add_bot(self, token: str, user_id: str, username: str) -> DiscordSim:
+        """A second bot in the guild: its own view, sharing the world and the gateway."""
+        peer = DiscordSim(token, privileged_intents=self.privileged_intents)
+        peer.bot, peer.app_id = DcUser(user_id, username, bot=True), f"9{user_id}"
+        peer.url, peer.port, peer.clock, peer.errors = self.url, self.port, self.clock, self.errors
+        peer.guilds, peer.channels, peer._messages = self.guilds, self.channels, self._messages
+        peer.gateway, peer.cdn, peer._seq = self.gateway, self.cdn, self._seq
+        peer._changed, peer.fellows = self._changed, self.fellows
+        self.guilds[GUILD].members.append(peer.bot)
+        self.fellows.append(peer)
+        return peer
+
+    def view_of(self, token: object) -> DiscordSim | None:
+        """The bot whose token this is."""
+        return next((view for view in self.fellows if view.token == token), None)
 
     # world ----------------------------------------------------------------------------------
     def dm_channel(self, user: DcUser) -> DcChannel:
@@ -224,8 +249,13 @@ class DiscordSim(SimServer):
         key = channel if isinstance(channel, str) else channel.id
         return list(self._messages.get(key, []))
 
-    def bot_messages(self, channel: str | DcChannel) -> list[SimMessage]:
-        return [m for m in self.messages(channel) if m.from_bot]
+    def bot_messages(
+        self, channel: str | DcChannel, *, bot: DcUser | None = None
+    ) -> list[SimMessage]:
+        """Messages from bots; ``bot``: from that bot only."""
+        return [
+            m for m in self.messages(channel) if m.from_bot and (bot is None or m.author == bot.id)
+        ]
 
     def by_nonce(self, channel_id: str, author_id: str, nonce: str) -> SimMessage | None:
         """The message ``author_id`` made in the channel with ``nonce`` within the window."""
@@ -378,7 +408,7 @@ class DiscordSim(SimServer):
         return inter
 
     def users(self) -> list[DcUser]:
-        return [ALICE, BOB, self.bot]
+        return [ALICE, BOB, *(view.bot for view in self.fellows)]
 
     # faults ---------------------------------------------------------------------------------
     async def drop_connection(self, how: str = "reconnect", *, code: int = 4000) -> int:
@@ -436,6 +466,11 @@ class DiscordSim(SimServer):
 
     async def answer_rest(self, name: str, request: web.Request) -> web.Response:
         from tests.platform_sim.discord_rest import HANDLERS
+
+        token = request.headers.get("Authorization", "").removeprefix("Bot ")
+        view = self.view_of(token)
+        if view is not None and view is not self:
+            return await view.answer_rest(name, request)
 
         try:
             body = await _body(request, self.cdn.upload_limit)
