@@ -6,6 +6,12 @@ approval cards each session was shown, so a stale short id typed later can be to
 from one never asked there. Entries are small and keyed by session key, user id and
 approval id, bounded by ``capacity`` (oldest forgotten first).
 
+A turn answers where its message came from, not wherever its session spoke last (a
+linked session, :mod:`gateway.links`, lives in several chats): each recorded event's
+chat is remembered by its origin (:func:`origin_of`), and while a turn runs its chat is
+*the* place of its session key (:meth:`ChatDirectory.turn_place`) for the reply, the
+progress view, approval cards and files.
+
 It is also the one way out: each attached adapter gets its bot's
 :class:`gateway.pipeline.Outbound`, built once (its scheduler: one send budget with
 priorities, the one retry layer; then redaction, so each text sent or edited into a chat
@@ -31,6 +37,11 @@ class Place:
     chat: ChatRef
 
 
+def origin_of(event: InboundEvent) -> str:
+    """``"<platform>:<update id>"``: how a message names the update it came from."""
+    return f"{event.platform}:{event.update_id}"
+
+
 class ChatDirectory:
     def __init__(
         self,
@@ -46,6 +57,8 @@ class ChatDirectory:
         self._places: BoundedMap[str, ChatRef] = BoundedMap(capacity)
         self._names: BoundedMap[str, str] = BoundedMap(capacity)
         self._asked: BoundedMap[str, str] = BoundedMap(capacity)
+        self._origins: BoundedMap[str, ChatRef] = BoundedMap(capacity)
+        self._turns: BoundedMap[str, ChatRef] = BoundedMap(capacity)
 
     def add(self, adapter: Adapter) -> None:
         self._bots[adapter.platform] = Outbound.paced(adapter, self._traffic)
@@ -76,6 +89,7 @@ class ChatDirectory:
     def record(self, event: InboundEvent) -> None:
         """Remember where ``event``'s session lives and what its sender is called."""
         self._places.put(str(event.session_key), event.chat)
+        self._origins.put(origin_of(event), event.chat)
         self.remember_sender(event)
 
     def remember_sender(self, event: InboundEvent) -> None:
@@ -83,12 +97,26 @@ class ChatDirectory:
         self._names.put(user, event.sender.name)
 
     def place(self, session_key: str) -> Place | None:
-        """Where ``session_key`` lives; a child agent's key maps to its parent's chat."""
-        chat = self._places.get(session_key.partition("/child:")[0])
-        if chat is None:
-            return None
-        bot = self._bots.get(chat.platform)
-        return None if bot is None else Place(bot, chat)
+        """Where ``session_key`` lives (its running turn's chat, else where it spoke last);
+        a child agent's key maps to its parent's chat."""
+        key = session_key.partition("/child:")[0]
+        return self._at(self._turns.get(key) or self._places.get(key))
+
+    def turn_place(self, session_key: str, origin: str | None) -> Place | None:
+        """Where a turn of ``session_key`` started by the message from ``origin`` answers:
+        that update's chat (else the session's latest); it is the session's place until
+        :meth:`turn_ended`."""
+        chat = (self._origins.get(origin) if origin else None) or self._places.get(session_key)
+        if chat is not None:
+            self._turns.put(session_key, chat)
+        return self._at(chat)
+
+    def turn_ended(self, session_key: str) -> None:
+        self._turns.pop(session_key, None)
+
+    def _at(self, chat: ChatRef | None) -> Place | None:
+        bot = None if chat is None else self._bots.get(chat.platform)
+        return None if bot is None or chat is None else Place(bot, chat)
 
     def name_of(self, platform: str, user_id: str | None) -> str:
         """The display name of a user seen on ``platform`` (the id when unknown).

@@ -132,6 +132,7 @@ PERSON_OF = "SELECT person FROM identity_links WHERE platform = ? AND user_id = 
 IDENTITIES_OF = (
     "SELECT platform, user_id FROM identity_links WHERE person = ? ORDER BY linked_at, rowid"
 )
+IDENTITY_LINKS = "SELECT platform, user_id, person FROM identity_links ORDER BY linked_at, rowid"
 
 
 def put_link_code(code: LinkCode) -> Statement:

@@ -545,6 +545,11 @@ class Store(Protocol):
         """Every (platform, user id) linked as ``person``."""
         ...
 
+    async def identity_links(self) -> list[tuple[str, str, str]]:
+        """Every link as (platform, user id, person): read once at start, so a message is
+        routed without a store query (gateway/links.py)."""
+        ...
+
     async def unlink_identity(self, platform: str, user_id: str) -> bool: ...
 
     # dead letters -----------------------------------------------------------

@@ -382,6 +382,10 @@ class SqliteStore:
             (r["platform"], r["user_id"]) for r in await self._read(access.IDENTITIES_OF, (person,))
         ]
 
+    async def identity_links(self) -> list[tuple[str, str, str]]:
+        rows = await self._read(access.IDENTITY_LINKS, ())
+        return [(r["platform"], r["user_id"], r["person"]) for r in rows]
+
     async def unlink_identity(self, platform: str, user_id: str) -> bool:
         return (await self._write(*access.unlink_identity(platform, user_id))).rowcount == 1
 
