@@ -7,7 +7,8 @@
   A new ``/link`` replaces the identity's earlier code.
 * ``/link CODE`` sent by an admitted user in a direct chat on *another* platform (or the
   web chat) proves the same person holds both identities (the code was shown only in the
-  first one's own DM) and joins them as one *person* (the store's identity links). Wrong
+  first one's own DM) and joins them as one *person* (the store's identity links); the
+  chat that showed the code is told (when this run showed it). Wrong
   codes are counted per identity: after :data:`WRONG_CODES` within
   :data:`WRONG_WINDOW` seconds that identity's attempts are refused until the window
   passes (nobody else is affected).
@@ -33,11 +34,11 @@ import hashlib
 import secrets
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Literal
 
-from adapters.base import InboundEvent, SessionKey
+from adapters.base import ChatRef, InboundEvent, SessionKey
 from core.bounded import BoundedMap
 from core.store.base import LinkCode, Store
 from gateway.access import qualified
@@ -61,9 +62,12 @@ OWN_CODE = "🔗 That code is this chat's own: send /link {code} from your chat 
 TOO_MANY = "🔗 Too many wrong link codes. Try again in {minutes} minutes."
 NOT_LINKED = "🔗 This chat is not linked to another platform."
 UNLINKED = "🔓 Unlinked: this chat is its own conversation again."
+LINKED_ELSEWHERE = "🔗 Your link code was used: this chat is now part of one conversation."
 
 JoinResult = Literal["linked", "not_valid", "expired", "own_code", "same_platform", "too_many"]
 Clock = Callable[[], float]
+Notify = Callable[[ChatRef, str], Awaitable[object]]
+"""Tell a chat something (the service's plain notice)."""
 
 
 def linked_key(person: str) -> SessionKey:
@@ -91,8 +95,12 @@ class Links:
     held in memory too (:meth:`load` reads them at start; links change only through this
     object, written to the store first), so routing a message asks the store nothing."""
 
-    def __init__(self, store: Store, *, clock: Clock = time.time) -> None:
-        self._store, self.clock = store, clock
+    def __init__(
+        self, store: Store, *, clock: Clock = time.time, notify: Notify | None = None
+    ) -> None:
+        self._store, self.clock, self.notify = store, clock, notify
+        self._issued_in: BoundedMap[str, ChatRef] = BoundedMap(CAPACITY)
+        """The chat each code of this run was shown in: told when its code is used."""
         self._persons: dict[str, str] = {}
         """Platform-qualified identity → person, for every linked identity."""
         self._wrong: BoundedMap[str, deque[float]] = BoundedMap(CAPACITY)
@@ -121,11 +129,13 @@ class Links:
         return frozenset(i for i, p in self._persons.items() if p == person)
 
     # codes ----------------------------------------------------------------------------
-    async def issue(self, platform: str, user_id: str) -> str:
-        """A new code for this identity (replacing its earlier one)."""
+    async def issue(self, platform: str, user_id: str, chat: ChatRef | None = None) -> str:
+        """A new code for this identity (replacing its earlier one), shown in ``chat``."""
         code, now = new_code(), self.clock()
         stored = LinkCode(code_hash(code), platform, user_id, now, now + CODE_SECONDS)
         await self._store.put_link_code(stored)
+        if chat is not None:
+            self._issued_in.put(stored.code_hash, chat)
         return code
 
     async def join(self, platform: str, user_id: str, code: str) -> JoinResult:
@@ -143,7 +153,14 @@ class Links:
             await self._store.put_link_code(taken)  # still theirs to use elsewhere
             return "own_code" if taken.user_id == user_id else "same_platform"
         await self._join(taken.platform, taken.user_id, platform, user_id)
+        await self._tell_issuer(taken.code_hash)
         return "linked"
+
+    async def _tell_issuer(self, hash_: str) -> None:
+        """The chat that showed the code learns it was used (when this run showed it)."""
+        chat = self._issued_in.pop(hash_, None)
+        if chat is not None and self.notify is not None:
+            await self.notify(chat, LINKED_ELSEWHERE)
 
     async def _join(self, first: str, first_user: str, platform: str, user_id: str) -> None:
         """``platform:user_id`` becomes the person of ``first:first_user`` (a new one when
@@ -208,7 +225,7 @@ class Links:
             return DM_ONLY
         platform, user_id = event.platform, event.sender.id
         if not args:
-            return issued(await self.issue(platform, user_id))
+            return issued(await self.issue(platform, user_id, event.chat))
         result = await self.join(platform, user_id, args)
         if result == "linked":
             return self._linked_reply(platform, user_id)
