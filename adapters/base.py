@@ -190,6 +190,9 @@ class InboundEvent:
     reply_to_bot: bool = False
     attachments: tuple[Attachment, ...] = ()
     stream_id: str | None = None
+    source: SentMessage | None = None
+    """The user's message itself (a text or command event: its chat and Telegram
+    ``message_id``, Discord message id or Slack ``ts``): what a status reaction marks."""
     receipt: Receipt = field(default_factory=Receipt, compare=False, repr=False)
 
 
@@ -201,14 +204,15 @@ class RateLimit:
     seconds: float
 
 
-CallKind = Literal["send", "edit", "delete", "answer", "typing", "live", "seal"]
+CallKind = Literal["send", "edit", "delete", "answer", "typing", "live", "seal", "react"]
 """What an outbound call does, as a platform's rate limits tell calls apart: a new message,
 an edit, a delete, a button press's answer, a typing indicator, streamed live text, the
-end of a stream (a ``LiveText`` "seal", or "" clearing it: Telegram makes no call)."""
+end of a stream (a ``LiveText`` "seal", or "" clearing it: Telegram makes no call), a
+status reaction on a user's message (``React``)."""
 EVERY_CALL: frozenset[CallKind] = frozenset(
-    ("send", "edit", "delete", "answer", "typing", "live", "seal")
+    ("send", "edit", "delete", "answer", "typing", "live", "seal", "react")
 )
-MESSAGES: frozenset[CallKind] = frozenset(("send", "edit", "delete"))
+MESSAGES: frozenset[CallKind] = frozenset(("send", "edit", "delete", "react"))
 
 
 @dataclass(frozen=True, slots=True)

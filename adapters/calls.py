@@ -12,6 +12,7 @@ ends in a transport's ``handle_async_request``::
     AnswerPress(event, text)                 → None          acknowledge a button press
     Typing(chat)                             → None          a typing indicator, once
     LiveText(chat, text, mode)               → None          a streaming reply's text
+    React(message, emoji)                    → None          a status reaction on a message
 
 ``text`` is in the platform's ``Capabilities.markup`` unless ``markup`` is False (plain
 text, the fallback when markup is refused). ``key`` on a :class:`Send` is the outbox
@@ -52,7 +53,7 @@ class Priority(IntEnum):
     """A streamed answer's text (drafts, chat streams, edits in place): the lowest a turn
     waits for, coalesced to the newest text (docs/architecture.md, "Streaming")."""
     CLEANUP = 4
-    """Deletes and typing: never awaited by a turn."""
+    """Deletes, typing and status reactions: never awaited by a turn."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,5 +139,28 @@ class LiveText:
     coalesce: Hashable | None = None
 
 
-Call = Send | SendFile | Edit | Delete | AnswerPress | Typing | LiveText
+@dataclass(frozen=True, slots=True)
+class React:
+    """Mark ``message`` (a user's message: its chat and platform id) with ``emoji``, one
+    of :data:`STATUS_EMOJI` (docs/architecture.md, "Status reactions"). Each adapter
+    shows it as its platform allows (Telegram replaces the bot's reaction and takes only
+    its own emoji list; Slack takes names); a refusal is logged, never fatal. It runs at
+    ``CLEANUP`` priority, charged to the chat's budget, and no turn waits for it."""
+
+    message: SentMessage
+    emoji: str
+    priority: Priority = Priority.CLEANUP
+    coalesce: Hashable | None = None
+
+    @property
+    def chat(self) -> ChatRef:
+        return self.message.chat
+
+
+WORKING, DONE, FAILED = "👀", "✅", "❌"
+STATUS_EMOJI = (WORKING, DONE, FAILED)
+"""The status reactions: a turn started, ended well, ended otherwise."""
+
+
+Call = Send | SendFile | Edit | Delete | AnswerPress | Typing | LiveText | React
 """Every outbound call; ``call.chat`` is where it goes."""

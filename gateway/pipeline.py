@@ -58,6 +58,7 @@ from adapters.calls import (
     Edit,
     LiveText,
     Priority,
+    React,
     Send,
     SendFile,
     Typing,
@@ -136,7 +137,7 @@ KINDS: dict[type, tuple[CallKind, str]] = {
     Send: ("send", "message"), SendFile: ("send", "file"), Edit: ("edit", "edit"),
     Delete: ("delete", "delete"),
     AnswerPress: ("answer", "button answer"), Typing: ("typing", "typing"),
-    LiveText: ("live", "live text"),
+    LiveText: ("live", "live text"), React: ("react", "reaction"),
 }  # fmt: skip
 """Each call's kind (which of the platform's windows it is charged to,
 ``Capabilities.charges``) and its name in the scheduler's log lines."""
@@ -158,7 +159,7 @@ async def schedule(
         kind = "seal"  # charged only where the platform counts it (a Slack stopStream)
     if isinstance(item, Latest):
         what = "stream" if call.priority == Priority.STREAM else "progress"
-    if isinstance(call, Delete):
+    if isinstance(call, Delete | React):
         scheduler.later(run, chat=chat, priority=call.priority, what=what, kind=kind)
         return None
     if isinstance(call, Typing):

@@ -72,7 +72,17 @@ from adapters.base import (
     SentMessage,
     StreamingMode,
 )
-from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, SendFile, Typing
+from adapters.calls import (
+    AnswerPress,
+    Call,
+    Delete,
+    Edit,
+    LiveText,
+    React,
+    Send,
+    SendFile,
+    Typing,
+)
 from adapters.discord.commands import build_tree, sync_commands
 from adapters.discord.connection import (
     IDENTIFY_SPACING,
@@ -131,7 +141,7 @@ THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440
 CHANNEL_LIMIT = RateLimit(5, 5.0)
 """Discord's per-channel budget for sending and editing messages: about 5 in any 5 s
 (research/platform-features-2026.md §3.7); a streamed answer's edits are paced inside it."""
-CHANNEL_CHARGES = Charges(chat=frozenset(("send", "edit")))
+CHANNEL_CHARGES = Charges(chat=frozenset(("send", "edit", "react")))
 """Sends and edits share the channel's window; deletes, typing and press answers do not."""
 
 
@@ -506,6 +516,8 @@ class DiscordAdapter:
                 await self._typing(chat)
             case LiveText():
                 pass  # capabilities.live_text is False: the gateway sends none
+            case React(message, emoji):
+                await self._react(message, emoji)
         return None
 
     async def _send(
@@ -556,6 +568,12 @@ class DiscordAdapter:
         partial = self._channel(message.chat).get_partial_message(int(message.message_id))
         with platform_errors():
             await partial.delete()
+
+    async def _react(self, message: SentMessage, emoji: str) -> None:
+        """Add the bot's reaction (``PUT .../reactions/{emoji}/@me``; it keeps the others)."""
+        partial = self._channel(message.chat).get_partial_message(int(message.message_id))
+        with platform_errors():
+            await partial.add_reaction(emoji)
 
     async def _answer(self, event: InboundEvent, text: str | None) -> None:
         """The press was deferred on arrival; a notice goes to the presser only."""

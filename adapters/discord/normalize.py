@@ -100,6 +100,14 @@ def thread_name(text: str) -> str:
     return words[: THREAD_NAME - 1].rsplit(" ", 1)[0] + "…"
 
 
+def _source(envelope: Envelope) -> SentMessage | None:
+    """The user's message (in its own channel, also when its session moved to a thread
+    started from it); none for a press or a command (a slash command has no message)."""
+    if envelope.kind != "message" or not envelope.id.isdigit():
+        return None
+    return SentMessage(ChatRef(PLATFORM, envelope.channel_id), envelope.id)
+
+
 def event_of(
     envelope: Envelope, key_rule: SessionKeyRule, chat_id: str | None = None
 ) -> InboundEvent:
@@ -120,6 +128,7 @@ def event_of(
         mentioned=envelope.mentioned or envelope.bot_thread or moved,
         reply_to_bot=envelope.reply_to_bot,
         attachments=envelope.attachments,
+        source=_source(envelope),
     )
     if envelope.kind == "press":
         message = SentMessage(chat, envelope.message_id)

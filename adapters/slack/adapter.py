@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
@@ -62,12 +63,22 @@ from adapters.base import (
     SentMessage,
     StreamingMode,
 )
-from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, SendFile, Typing
+from adapters.calls import (
+    AnswerPress,
+    Call,
+    Delete,
+    Edit,
+    LiveText,
+    React,
+    Send,
+    SendFile,
+    Typing,
+)
 from adapters.health import Health, HealthCell, Sleep
 from adapters.inbox import STORAGE_NOTICE
 from adapters.session_keys import SessionKeyRule
 from adapters.slack.blocks import BUTTON_VALUE_LIMIT, message_blocks
-from adapters.slack.errors import platform_errors
+from adapters.slack.errors import error_code, platform_errors, translate
 from adapters.slack.files import UPLOAD_LIMIT, FileFetcher, shared_file, upload
 from adapters.slack.inbox import SlackInbox
 from adapters.slack.normalize import (
@@ -103,6 +114,8 @@ STREAM_LIMIT = RateLimit(100, 60.0)
 """The bot's stream calls (``chat.startStream``/``appendStream``, "live"): Slack's Tier 4,
 about 100 a minute per workspace for ``chat.appendStream``, so that several answers
 streaming at once slow down (coalesced to their newest text) instead of being refused."""
+SLACK_REACTIONS = {"👀": "eyes", "✅": "white_check_mark", "❌": "x"}
+"""Slack names its emoji: the status reactions' names."""
 SLACK_CHARGES = Charges(bot=frozenset({"live"}), chat=MESSAGES, group=MESSAGES)
 """Only stream calls are paced by the gateway (the other methods have no window here: a
 ``ratelimited`` answer is waited out); a stream's end ("seal") is a reply's and is not
@@ -378,6 +391,8 @@ class SlackAdapter:
                 await self.streams.show(chat, self.streams.shown(chat) + text)
             case LiveText(chat, text, _):
                 await self.streams.show(chat, text)
+            case React(message, emoji):
+                await self._react(message, emoji)
         return None
 
     async def _send(
@@ -526,6 +541,19 @@ class SlackAdapter:
     async def _delete(self, message: SentMessage) -> None:
         with platform_errors():
             await self.client.chat_delete(channel=message.chat.chat_id, ts=message.message_id)
+
+    async def _react(self, message: SentMessage, emoji: str) -> None:
+        """``reactions.add`` by name (👀 ``eyes``, ✅ ``white_check_mark``, ❌ ``x``); one the
+        bot already put there (``already_reacted``, a replay) is no error."""
+        try:
+            await self.client.reactions_add(
+                channel=message.chat.chat_id,
+                timestamp=message.message_id,
+                name=SLACK_REACTIONS.get(emoji, emoji),
+            )
+        except SlackApiError as exc:
+            if error_code(exc) != "already_reacted":
+                raise translate(exc) from exc
 
     async def _answer(self, event: InboundEvent, text: str | None) -> None:
         """The press was acknowledged on arrival; a notice goes to the presser alone."""

@@ -152,6 +152,7 @@ class Normalizer:
             mentioned=mentioned,
             reply_to_bot=joined,
             attachments=attachments_of(event),
+            source=_source(place.chat, event),
         )
         return base if base.attachments else self._as_command(base)
 
@@ -345,3 +346,9 @@ def message_id(event: Json) -> str:
     """One user message's id whichever event carries it (``message`` or ``app_mention``,
     first delivery or retry): ``<channel>:<ts>``."""
     return f"{event.get('channel', '')}:{event.get('ts', '')}"
+
+
+def _source(chat: ChatRef, event: Json) -> SentMessage | None:
+    """The user's message (its channel and ``ts``), what a status reaction marks."""
+    ts = event.get("ts")
+    return SentMessage(ChatRef(PLATFORM, chat.chat_id), str(ts)) if ts else None

@@ -55,7 +55,17 @@ from adapters.base import (
     SentMessage,
     StreamingMode,
 )
-from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, SendFile, Typing
+from adapters.calls import (
+    AnswerPress,
+    Call,
+    Delete,
+    Edit,
+    LiveText,
+    React,
+    Send,
+    SendFile,
+    Typing,
+)
 from adapters.health import Clock, Health, HealthCell
 from adapters.inbox import STORAGE_NOTICE
 from adapters.session_keys import SessionKeyRule
@@ -97,13 +107,17 @@ CHAT_LIMIT = RateLimit(3, 3.0)
 the reply edited into it go out at once)."""
 GROUP_LIMIT = RateLimit(20, 60.0)
 TELEGRAM_CHARGES = Charges(
-    bot=MESSAGES | {"live"}, chat=frozenset({"send", "live"}), group=frozenset({"send", "edit"})
+    bot=MESSAGES | {"live"},
+    chat=frozenset({"send", "live", "react"}),
+    group=frozenset({"send", "edit"}),
 )
 """What Telegram counts (core.telegram.org/bots/faq): messages. A chat's ~1 a second counts
 new messages and drafts (``sendMessageDraft``, "live"), a group's 20 a minute counts edits
 too, the bot's 30 a second counts every message call (deletes and drafts included, to be
 safe). Button answers (``answerCallbackQuery``) and typing (``sendChatAction``) are not
 messages: no window counts them."""
+TELEGRAM_REACTIONS = {"✅": "👍", "❌": "👎"}
+"""Status reactions Telegram's reaction list lacks, and what stands in for them."""
 STREAM_INTERVAL = 1.0
 """Fewest seconds between two drafts of one answer (Telegram animates the change)."""
 STREAM_KEEPALIVE = 20.0
@@ -339,6 +353,8 @@ class TelegramAdapter:
                 await self._typing(chat)
             case LiveText():
                 await self.drafts.perform(call)
+            case React(message, emoji):
+                await self._react(message, emoji)
         return None
 
     async def _send(
@@ -369,6 +385,16 @@ class TelegramAdapter:
     async def _delete(self, message: SentMessage) -> None:
         with platform_errors():
             await self.bot.delete_message(message.chat.chat_id, int(message.message_id))
+
+    async def _react(self, message: SentMessage, emoji: str) -> None:
+        """``setMessageReaction``: the bot's one reaction on the message, replaced (its
+        emoji from Telegram's list: ✅/❌ are not on it, 👍/👎 stand in)."""
+        with platform_errors():
+            await self.bot.set_message_reaction(
+                message.chat.chat_id,
+                int(message.message_id),
+                reaction=TELEGRAM_REACTIONS.get(emoji, emoji),
+            )
 
     async def _answer(self, event: InboundEvent, text: str | None) -> None:
         if event.press_id is None:

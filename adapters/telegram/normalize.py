@@ -196,6 +196,7 @@ class Normalizer:
             mentioned=is_mentioned(message, self.bot),
             reply_to_bot=is_reply_to_bot(message, self.bot),
             attachments=attachments,
+            source=SentMessage(chat, str(message.message_id)),
         )
         return base if attachments else self._as_command(base)
 

@@ -62,7 +62,17 @@ from adapters.base import (
     SentMessage,
     SessionKey,
 )
-from adapters.calls import AnswerPress, Call, Delete, Edit, LiveText, Send, SendFile, Typing
+from adapters.calls import (
+    AnswerPress,
+    Call,
+    Delete,
+    Edit,
+    LiveText,
+    React,
+    Send,
+    SendFile,
+    Typing,
+)
 from adapters.health import Health
 from adapters.offered import display_name, kind_of, shown_size
 from adapters.terminal.answers import Answer, answers_for, pressed, prompt_line
@@ -315,7 +325,7 @@ class TerminalAdapter:
                 self._delete(message)
             case AnswerPress(_, text) if text:
                 self._print(text)
-            case AnswerPress() | Typing() | LiveText():
+            case AnswerPress() | Typing() | LiveText() | React():
                 pass  # nothing to show (live_text is not declared)
         return None
 

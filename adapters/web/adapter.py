@@ -71,6 +71,7 @@ from adapters.calls import (
     Edit,
     LiveMode,
     LiveText,
+    React,
     Send,
     SendFile,
     Typing,
@@ -339,6 +340,8 @@ class WebAdapter:
                 await self._typing(chat)
             case LiveText(chat, text, mode):
                 await self._live_text(chat, text, mode)
+            case React():
+                pass  # the web chat shows the turn's state itself: no reactions
         return None
 
     async def _send(

@@ -130,7 +130,7 @@ TOKEN = "123456:TEST-TOKEN"
 ChatRef = int | str | TgChat  # a chat id (as int or as SimMessage.chat) or the chat itself
 JSON_FIELDS = {
     "reply_markup", "entities", "allowed_updates", "commands", "scope", "link_preview_options",
-    "reply_parameters", "caption_entities", "message_ids",
+    "reply_parameters", "caption_entities", "message_ids", "reaction",
 }  # fmt: skip
 INT_FIELDS = {
     "chat_id", "message_id", "offset", "limit", "timeout", "message_thread_id",
