@@ -28,6 +28,8 @@ from pydantic_core import PydanticCustomError
 GroupSessions = Literal["per_user", "shared"]
 EVERYONE = "*"
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+PAIRING_TTL = 3600.0
+"""Seconds a pairing code stays valid (``pairing_ttl``; gateway/pairing.py)."""
 
 
 # showing a raw value in a message ---------------------------------------------------
@@ -224,6 +226,11 @@ class PlatformSection(Section):
     enabled: Flag = True
     allowed_users: UserIds = frozenset()
     approvers: ApproverIds = frozenset()
+    pairing: Flag = False
+    """A stranger's DM gets a one-time code an owner approves (docs/pairing.md)."""
+    owners: ApproverIds = frozenset()
+    """Who approves pairing codes on this platform (with ``approvers``)."""
+    pairing_ttl: PositiveNumber = PAIRING_TTL
 
     def implicit_users(self) -> frozenset[str]:
         """Users allowed without being listed (the web chat's own browser user)."""

@@ -11,7 +11,7 @@ agent's own — are ignored unless ``allow_bots`` is set.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -41,6 +41,12 @@ class AccessPolicy:
     """Approvers are always allowed to talk."""
     require_mention: bool = True
     allow_bots: bool = False
+    pairing: bool = False
+    """A stranger's DM gets a pairing code (docs/pairing.md)."""
+    owners: frozenset[str] = frozenset()
+    """Who may approve pairing codes here (with the approvers)."""
+    pairing_ttl: float = 3600.0
+    """Seconds a pairing code stays valid."""
 
     def allows(self, user_id: str) -> bool:
         allowed = self.allowed_users | self.approvers
@@ -60,8 +66,16 @@ def user_of(event: InboundEvent) -> str:
 
 
 class AccessControl:
-    def __init__(self, policies: Mapping[str, AccessPolicy]) -> None:
+    """``paired(platform, user_id)``: users an owner let in from the chat
+    (:mod:`gateway.pairing`), allowed like the configured ones."""
+
+    def __init__(
+        self,
+        policies: Mapping[str, AccessPolicy],
+        paired: Callable[[str, str], bool] = lambda platform, user_id: False,
+    ) -> None:
         self._policies = dict(policies)
+        self._paired = paired
         self._reported: BoundedMap[tuple[str, str], None] = BoundedMap(REPORTED_CAPACITY)
 
     def policy(self, platform: str) -> AccessPolicy:
@@ -71,7 +85,8 @@ class AccessControl:
         policy = self.policy(event.platform)
         if event.sender.is_bot and not policy.allow_bots:
             return "ignore"
-        if not policy.allows(event.sender.id):
+        paired = self._paired(event.platform, event.sender.id)
+        if not (paired or policy.allows(event.sender.id)):
             self._report_unknown(event)
             return "deny"
         if _needs_mention(event) and policy.require_mention:

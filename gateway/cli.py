@@ -1,5 +1,6 @@
 """The ``commonos`` command line: ``run``, ``chat``, ``check-config``, ``inbox dead``,
-``inbox drop ID``, ``--version``.
+``inbox drop ID``, ``pair list | approve CODE | revoke PLATFORM:USER`` (docs/pairing.md),
+``--version``.
 
 Exit codes: 0 success (``run``: stopped by SIGINT/SIGTERM), 1 a problem the user can fix
 (bad config, store unusable) reported as one line per cause on stderr, 2 bad usage.
@@ -49,7 +50,24 @@ def build_parser() -> argparse.ArgumentParser:
     _config_option(check)
     check.set_defaults(handler=check_config_command)
     _inbox_commands(commands)
+    _pair_commands(commands)
     return parser
+
+
+def _pair_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pair = commands.add_parser("pair", help="let strangers in: pairing codes (docs/pairing.md)")
+    actions = pair.add_subparsers(dest="pair_command", metavar="ACTION", required=True)
+    listed = actions.add_parser("list", help="who waits for approval, who is paired")
+    _config_option(listed)
+    listed.set_defaults(handler=pair_command, pair_action="list", pair_value="")
+    approve = actions.add_parser("approve", help="let in the user who got this code")
+    approve.add_argument("pair_value", metavar="CODE", help="the code they got (ABCD-EFGH)")
+    _config_option(approve)
+    approve.set_defaults(handler=pair_command, pair_action="approve")
+    revoke = actions.add_parser("revoke", help="take a paired user's access away")
+    revoke.add_argument("pair_value", metavar="PLATFORM:USER", help="e.g. telegram:12345")
+    _config_option(revoke)
+    revoke.set_defaults(handler=pair_command, pair_action="revoke")
 
 
 def _inbox_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -145,6 +163,21 @@ def inbox_drop_command(args: argparse.Namespace) -> int:
     if not dropped:
         return fail([f"no dead letter {args.id} (see `commonos inbox dead`)"])
     print(f"dropped dead letter {args.id}")
+    return 0
+
+
+def pair_command(args: argparse.Namespace) -> int:
+    from core.store.base import StoreError
+    from gateway import pair_cli
+    from gateway.config import ConfigError, load_config
+
+    try:
+        path = load_config(args.config).gateway.db_path
+        print(pair_cli.act(path, args.pair_action, args.pair_value))
+    except ConfigError as exc:
+        return fail(exc.errors)
+    except (StoreError, pair_cli.PairProblem) as exc:
+        return fail([str(exc)])
     return 0
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from adapters.base import InboundEvent
 from adapters.calls import AnswerPress
@@ -39,7 +39,7 @@ from core.agent.turn import UserMessage
 from core.approvals import Approvals
 from core.dispatcher import Dispatcher, SubmitOutcome
 from core.store.base import Store
-from gateway.access import AccessControl, user_of
+from gateway.access import AccessControl, Verdict, user_of
 from gateway.chat_commands import (
     ChatCommands,
     CommandHandler,
@@ -70,6 +70,10 @@ from gateway.messages import (
 from gateway.pipeline import Outbound
 
 logger = logging.getLogger(__name__)
+
+Screen = Callable[[InboundEvent, Verdict], Awaitable[tuple[Verdict, Reply]]]
+"""``screen(event, verdict) -> (verdict, notice)``: may turn a stranger away with a notice
+(their pairing code) or admit a user paired since, telling them they are in."""
 
 ACK_INTERVAL = 30.0
 MAX_ACK_KEYS = 10_000
@@ -102,6 +106,8 @@ class Router:
         self._ack_interval, self._clock = ack_interval, clock
         self._policy_for = policy_for
         self._last_ack: dict[str, float] = {}
+        self.screen: Screen | None = None
+        """Asked after the access check (:meth:`gateway.pairing.Pairing.screen`)."""
 
     @property
     def command_handlers(self) -> dict[str, CommandHandler]:
@@ -135,6 +141,9 @@ class Router:
             await self._press(event)
             return
         verdict = self._access.check(event)
+        if self.screen is not None:  # pairing: a stranger's DM gets a code (docs/pairing.md)
+            verdict, notice = await self.screen(event, verdict)
+            await self._say(event, notice)
         if verdict != "admit":
             return
         self._directory.record(event)

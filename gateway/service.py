@@ -58,7 +58,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from adapters.base import Adapter, SentMessage
+from adapters.base import Adapter, ChatRef, SentMessage
 from adapters.session_keys import parse_session_key
 from core.agent.compaction import Compacted
 from core.agent.context import ContextUse
@@ -82,6 +82,7 @@ from gateway.delivery import TYPING_DELAY, TYPING_INTERVAL, Delivery, Typing
 from gateway.file_delivery import FileDelivery, Spool
 from gateway.intake import DEFAULT_ATTACHMENTS, NOTHING_TO_RUN, Attachments, Intake
 from gateway.live_text import live_reply
+from gateway.pairing import Pairing, PairingSettings
 from gateway.pipeline import Traffic
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.router import Router
@@ -126,6 +127,8 @@ class ChatPolicy:
     operators: frozenset[str] = frozenset()
     platform_profiles: Mapping[str, str] = field(default_factory=dict)
     progress: ProgressConfig = DEFAULT_PROGRESS
+    pairing: PairingSettings = field(default_factory=PairingSettings)
+    """Pairing's limits; who pairs where is each platform's ``AccessPolicy``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,8 @@ class Pacing:
     sleep: Sleep = asyncio.sleep
     typing_sleep: Sleep = asyncio.sleep
     typing_interval: float = TYPING_INTERVAL
+    wall_clock: Callable[[], float] = time.time
+    """Wall time, for what another process reads too (pairing codes' expiry)."""
 
 
 class GatewayService:
@@ -192,7 +197,9 @@ class GatewayService:
         spool = Spool(attachments.outbox)
         self.files = FileDelivery(store, self.directory, self.delivery, sleep=sleep, spool=spool)
         self.dispatcher = self._dispatcher()
+        self.pairing = self._pairing(chat, pacing)
         self.router = self._router(chat.access)
+        self.pairing.install(self.router)
 
     def attach(self, adapter: Adapter) -> None:
         """Add a platform's adapter (before :meth:`start`): its events reach the router,
@@ -213,7 +220,7 @@ class GatewayService:
             dispatcher=self.dispatcher,
             approvals=self.approvals,
             store=self.store,
-            access=AccessControl(_with_approvers(access, self._approvers)),
+            access=AccessControl(_with_approvers(access, self._approvers), self.pairing.is_paired),
             directory=self.directory,
             delivery=self.delivery,
             stopped=self.stopped_turns,
@@ -221,6 +228,18 @@ class GatewayService:
             context=self,
             policy_for=self._policy_for,
         )
+
+    def _pairing(self, chat: ChatPolicy, pacing: Pacing) -> Pairing:
+        """Strangers' codes and ``/pair`` (docs/pairing.md)."""
+        return Pairing(
+            self.store, _with_approvers(chat.access, self._approvers), operators=self.operators,
+            settings=chat.pairing, clock=pacing.wall_clock, sleep=pacing.sleep,
+            notify=self._notify,
+        )  # fmt: skip
+
+    async def _notify(self, chat: ChatRef, text: str) -> bool:
+        outbound = self.directory.outbound(chat.platform)
+        return outbound is not None and await self.delivery.notice(outbound, chat, text) is not None
 
     # lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -234,6 +253,7 @@ class GatewayService:
                 logger.info("%s adapter started", adapter.platform)
         for record in stale:
             await self.approver.retire(record)
+        await self.pairing.start()
 
     async def _recover(self) -> list[ApprovalRecord]:
         """Turns left running by a crash are failed; their approvals can never be answered.
@@ -250,6 +270,7 @@ class GatewayService:
     async def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop turns (running ones get ``grace`` seconds to end, then are cancelled;
         pending approvals end as cancelled), settle cards, stop adapters."""
+        await self.pairing.aclose()
         await self.dispatcher.aclose(grace)
         await self.approvals.aclose()
         for view in list(self._views.values()):

@@ -188,4 +188,7 @@ def _access(config: Config, platform: str) -> AccessPolicy:
         approvers=config.approvers(platform),
         require_mention=section.mention_required(),
         allow_bots=section.bots_allowed(),
+        pairing=section.pairing,
+        owners=section.owners,
+        pairing_ttl=section.pairing_ttl,
     )

@@ -8,7 +8,9 @@ Actions are POSTs that take the same paths as the chat commands: Stop is the rou
 ``/stop`` (:meth:`gateway.router.Router.stop`: the chat gets the same one "Stopped"
 notice), steer is ``Dispatcher.steer`` (as ``/steer``), and ``Approvals.resolve`` as the
 web user (``web:<name>``), so only ``[approvals] web`` approvers may decide, and the card on
-the request's own platform is edited to the outcome exactly as if pressed there.
+the request's own platform is edited to the outcome exactly as if pressed there. Pairing:
+the strangers waiting (never their codes) and an Approve form that is ``/pair approve``
+as the web user (docs/pairing.md).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from adapters.platforms import RouteHost
 from adapters.session_keys import parse_session_key
 from adapters.web.sse import HEARTBEAT, HEARTBEAT_FRAME, frame, open_stream
 from gateway.access import qualified
+from gateway.pairing import NOT_OWNER
 from gateway.previews import preview, redact, shorten
 from gateway.service import GatewayService
 from gateway.web.health import health_json
@@ -78,7 +81,24 @@ def dashboard_state(service: GatewayService, metrics: GatewayMetrics) -> dict[st
         for t in metrics.recent[:20]
     ]
     platforms = {platform: health_json(h) for platform, h in metrics.health().items()}
-    return {"running": running, "approvals": approvals, "recent": recent, "platforms": platforms}
+    return {
+        "running": running, "approvals": approvals, "recent": recent, "platforms": platforms,
+        "pairing": pairing_requests(service, now_wall),
+    }  # fmt: skip
+
+
+def pairing_requests(service: GatewayService, now: float) -> list[dict[str, Any]]:
+    """Who waits for a pairing approval (never their code: only they have it)."""
+    return [
+        {
+            "platform": code.platform,
+            "user_id": code.user_id,
+            "name": code.name,
+            "expires_in": max(0, round(code.expires_at - now)),
+        }
+        for code in sorted(service.pairing.waiting.values(), key=lambda c: c.created_at)
+        if code.expires_at > now
+    ]
 
 
 def platform_of(session_key: str) -> str:
@@ -107,6 +127,7 @@ class Dashboard:
         app.router.add_post("/api/dashboard/stop", self.stop)
         app.router.add_post("/api/dashboard/steer", self.steer)
         app.router.add_post("/api/dashboard/decide", self.decide)
+        app.router.add_post("/api/dashboard/pair", self.pair)
 
     async def page(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(
@@ -164,3 +185,17 @@ class Dashboard:
         )
         status = 403 if result == "forbidden" else 200
         return web.json_response({"result": result}, status=status)
+
+    async def pair(self, request: web.Request) -> web.Response:
+        """Approve a pairing code as the web user (docs/pairing.md): only an operator
+        (``[approvals] web``) or a web owner may; the answer is the chat's ``/pair`` one."""
+        body = await self._body(request)
+        code = str(body.get("code", "")).strip()
+        if not code:
+            return web.json_response(
+                {"error": "code: expected the user's pairing code"}, status=400
+            )
+        pairing = self.service.pairing
+        if not pairing.owns_any(self.user):
+            return web.json_response({"error": NOT_OWNER}, status=403)
+        return web.json_response({"message": await pairing.approve(code, self.user)})

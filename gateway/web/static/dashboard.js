@@ -76,6 +76,13 @@ function render(state) {
       cell(`${request.details}\n${request.prompt}`, "details"), cell(request.requested_by), actions);
     return tr;
   }));
+  $("pairing").replaceChildren(...(state.pairing || []).map((request) => {
+    const tr = document.createElement("tr");
+    tr.dataset.testid = "pairing-request";
+    tr.append(cell(request.platform), cell(request.user_id), cell(request.name),
+      cell(`${Math.ceil(request.expires_in / 60)} min`));
+    return tr;
+  }));
   $("recent").replaceChildren(...state.recent.map((turn) => {
     const tr = document.createElement("tr");
     tr.dataset.testid = "recent-turn";
@@ -83,6 +90,19 @@ function render(state) {
     return tr;
   }));
 }
+
+// Approve a pairing code: the same answer /pair approve gives in a chat (docs/pairing.md).
+$("pair-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const code = $("pair-code").value.trim();
+  if (!code) return;
+  const response = await fetch("/api/dashboard/pair", {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ code }),
+  });
+  const answer = await response.json().catch(() => ({}));
+  $("pair-answer").textContent = answer.message || answer.error || `error ${response.status}`;
+  $("pair-code").value = "";
+});
 
 const source = new EventSource("/api/dashboard/events");
 source.addEventListener("open", () => { $("status").textContent = "live"; });
