@@ -1,5 +1,5 @@
 """``commonos pair`` as a real process on a real store file (docs/pairing.md): a wrong
-code and an unknown user exits 1 with one line; revoke takes a pairing away."""
+code exits 1 with one line; revoke takes a pairing away."""
 
 from __future__ import annotations
 
