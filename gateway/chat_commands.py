@@ -63,6 +63,11 @@ class SessionContext(Protocol):
 
     async def compact(self, session_key: str) -> Compacted | None: ...
 
+    async def settings_status(self, session_key: str) -> str | None:
+        """``/status``'s part for the settings the chat made (None: none made;
+        :mod:`gateway.session_settings`)."""
+        ...
+
 
 class SubmitText(Protocol):
     """Start or queue a turn with ``text`` (the router's ``submit_text``)."""
@@ -176,6 +181,9 @@ class ChatCommands:
         use = await self._context.context_use(key) if self._context is not None else None
         if use is not None:
             parts.append(use.describe())
+        settings = await self._context.settings_status(key) if self._context else None
+        if settings:
+            parts.append(settings)
         return " · ".join(parts)
 
     async def _cmd_compact(self, event: InboundEvent, key: str, args: str) -> Reply:

@@ -90,6 +90,7 @@ class ProgressConfig:
     cleanup: bool = False
     """True: delete the progress message when the reply is sent; False: finalize it."""
     preview_length: int = 40
+    """Characters of a tool's telling argument in its line; 0: the tool's name only."""
     becomes_reply: bool = True
     """Edit the progress message into the reply's first chunk (where edits exist)."""
     new_message_after: float = 10.0
@@ -201,7 +202,8 @@ class ProgressView:
         last = self._lines[-1] if self._lines else None
         if self._config.mode == "new" and last is not None and last.name == name:
             return
-        line = _Line(emoji_for(name), name, preview(arguments, self._config.preview_length))
+        limit = self._config.preview_length  # 0: tool names only (``/verbose off``)
+        line = _Line(emoji_for(name), name, preview(arguments, limit) if limit > 0 else "")
         if last is not None and (last.name, last.preview) == (line.name, line.preview):
             last.count += 1
             return

@@ -58,7 +58,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from adapters.base import Adapter, ChatRef, SentMessage
+from adapters.base import Adapter, ChatRef, InboundEvent, SentMessage
 from adapters.session_keys import parse_session_key
 from core.agent.compaction import Compacted
 from core.agent.context import ContextUse
@@ -74,7 +74,7 @@ from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
 from core.store.base import ApprovalRecord, Store
 from core.tools.base import ToolRegistry
-from gateway.access import AccessControl, AccessPolicy, qualified
+from gateway.access import AccessControl, AccessPolicy, qualified, user_of
 from gateway.approval_card import ChatApprover
 from gateway.chat_commands import StoppedTurns
 from gateway.chats import ChatDirectory, Place
@@ -82,10 +82,12 @@ from gateway.delivery import TYPING_DELAY, TYPING_INTERVAL, Delivery, Typing
 from gateway.file_delivery import FileDelivery, Spool
 from gateway.intake import DEFAULT_ATTACHMENTS, NOTHING_TO_RUN, Attachments, Intake
 from gateway.live_text import live_reply
+from gateway.model_presets import NO_PRESETS, ModelPresets
 from gateway.pairing import Pairing, PairingSettings
 from gateway.pipeline import Traffic
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.router import Router
+from gateway.session_settings import SessionSettingsBook, SettingsCommands
 from gateway.streaming import StreamedReply, Streams
 
 logger = logging.getLogger(__name__)
@@ -153,6 +155,7 @@ class GatewayService:
         adapters: Sequence[Adapter] = (),
         traffic: Traffic | None = None,
         attachments: Attachments = DEFAULT_ATTACHMENTS,
+        presets: ModelPresets = NO_PRESETS,
     ) -> None:
         if engine.default_profile not in engine.profiles:
             names = sorted(engine.profiles)
@@ -180,6 +183,9 @@ class GatewayService:
         self.approvals = Approvals(
             store, self.approver, timeout=self._approval_timeout, approvers=self._approvers_of
         )
+        self.settings = SessionSettingsBook(store, presets)
+        """Per-chat settings (``/model``, ``/busy``, ``/progress``, ``/verbose``); the
+        presets' clients are closed at :meth:`stop`."""
         self.agents = {
             name: CommonAgent(
                 store,
@@ -189,6 +195,7 @@ class GatewayService:
                 self.approvals,
                 profile,
                 retry=engine.retry,
+                choose_model=self.settings.choose,
             )
             for name, profile in engine.profiles.items()
         }
@@ -199,6 +206,8 @@ class GatewayService:
         self.dispatcher = self._dispatcher()
         self.pairing = self._pairing(chat, pacing)
         self.router = self._router(chat.access)
+        self.chat_settings = SettingsCommands(self.settings, self._model_name, self._is_owner)
+        self.router.command_handlers.update(self.chat_settings.handlers())
         self.pairing.install(self.router)
 
     def attach(self, adapter: Adapter) -> None:
@@ -284,6 +293,7 @@ class GatewayService:
             except Exception:
                 logger.exception("%s adapter did not stop cleanly", bot.platform)
         await self.intake.aclose()
+        await self.settings.presets.aclose()
         still_running = await drain_abandoned(ABANDONED_GRACE)
         if still_running:
             logger.warning("%d stopped task(s) ignored cancellation at shutdown", still_running)
@@ -306,7 +316,20 @@ class GatewayService:
         return self.agents.get(name) or self.agents[self._default_profile]
 
     def _policy_for(self, session_key: str) -> BusyPolicy:
-        return self.profile_for(session_key).busy_policy
+        """The chat's ``/busy``, else the profile's (known once the key's turn started)."""
+        return self.settings.busy(session_key, self.profile_for(session_key).busy_policy)
+
+    async def settings_status(self, session_key: str) -> str | None:
+        """``/status``'s line of the chat's settings."""
+        return await self.chat_settings.status(session_key)
+
+    def _model_name(self, session_key: str) -> str:
+        return self.agent_for(session_key).model.model
+
+    def _is_owner(self, event: InboundEvent) -> bool:
+        """An owner of the event's platform (``owners``, approvers, operators: the same
+        as pairing's), who may pick a preset with ``owners_only``."""
+        return self.pairing.owns(user_of(event), event.platform)
 
     def _queue_limit(self, session_key: str) -> int:
         return self.profile_for(session_key).queue_limit
@@ -339,8 +362,9 @@ class GatewayService:
         stops = self.router.stop_buttons
         stop_id = stops.register(session_key, control, message.sender_id)
         stream = self.streams.open(session_key, place)
+        progress = await self.settings.progress(session_key, self._progress)
         view = ProgressView(
-            place.outbound, place.chat, self._progress, clock=self._clock, sleep=self._sleep,
+            place.outbound, place.chat, progress, clock=self._clock, sleep=self._sleep,
             buttons=stops.buttons(stop_id, place.outbound.capabilities),
             shown_by=stream.show_step if stream is not None and stream.shows_progress else None,
         )  # fmt: skip

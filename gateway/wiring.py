@@ -38,6 +38,7 @@ from gateway.config import Config
 from gateway.containment import profile_workspaces, unprobed_sandboxes
 from gateway.intake import Attachments, IntakeLimits
 from gateway.log_redaction import config_secrets
+from gateway.model_presets import build_presets
 from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService
 from gateway.transcription import Transcriber, TranscriptionConfig
@@ -71,8 +72,9 @@ def build_service(
     metrics = GatewayMetrics()
     engine = _engine(config, store, model, sandboxes, metrics)
     service = GatewayService(
-        engine, _chat(config), traffic=metrics.traffic, attachments=_attachments(config)
-    )
+        engine, _chat(config), traffic=metrics.traffic, attachments=_attachments(config),
+        presets=build_presets(config.models, config.model),
+    )  # fmt: skip
     context = AdapterContext(
         store=store,
         commands=tuple(command_menu()),

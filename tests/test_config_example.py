@@ -14,6 +14,7 @@ from gateway.config.render import warnings
 from gateway.config.schema import (
     AttachmentsSection,
     GatewaySection,
+    ModelPresetSection,
     ModelSection,
     ProfileSection,
     ProgressSection,
@@ -43,6 +44,7 @@ def schema_keys() -> dict[str, set[str]]:
         "gateway": set(GatewaySection.model_fields),
         "model": set(ModelSection.model_fields),
         "profiles.default": set(ProfileSection.model_fields) - {"name"},
+        "models.fast": set(ModelPresetSection.model_fields) - {"name", "api_key"},
         "progress": set(ProgressSection.model_fields),
         "attachments": set(AttachmentsSection.model_fields),
         "transcription": set(TranscriptionSection.model_fields),

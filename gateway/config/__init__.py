@@ -30,6 +30,7 @@ from gateway.config.schema import (
     AttachmentsSection,
     Config,
     GatewaySection,
+    ModelPresetSection,
     ModelSection,
     ProfileSection,
     ProgressSection,
@@ -138,6 +139,7 @@ class _Reader:
         known = platforms()
         core = {name: self.section(name, kind, data.get(name, {})) for name, kind in CORE.items()}
         profiles = self.profiles(data.get("profiles", {}))
+        models = self.models(data.get("models", {}))
         lists = {
             name: self.section(name, _user_lists(name, tuple(known)), data.get(name, {}))
             for name in USER_LISTS
@@ -147,7 +149,7 @@ class _Reader:
             for name, platform in known.items()
             if name in data or platform.on_by_default
         }
-        self.unknown("", data, [*CORE, "profiles", *USER_LISTS, *known])
+        self.unknown("", data, [*CORE, "profiles", "models", *USER_LISTS, *known])
         if self.problems:
             return None
         gateway = core["gateway"]
@@ -180,6 +182,7 @@ class _Reader:
             approvals={p: ids for p, ids in lists["approvals"] if ids},
             access={p: ids for p, ids in lists["access"] if ids},
             sections=sections,
+            models={n: _preset_defaults(m, core["model"]) for n, m in models.items()},
         )
 
     # one table ----------------------------------------------------------------------
@@ -237,6 +240,37 @@ class _Reader:
             found[name] = profile.model_copy(update={"name": name})
         return found
 
+    def models(self, raw: object) -> dict[str, ModelPresetSection]:
+        """``[models.<name>]``: each preset, its API key read from its ``api_key_env``."""
+        if not isinstance(raw, dict):
+            self.problems.append(("models", f"expected a table, {got(raw)}"))
+            return {}
+        found = {}
+        for name, table in raw.items():
+            path = _join("models", name)
+            if not NAME.match(name) or name == "default":
+                why = '"default" is the profile\'s own model' if name == "default" else ""
+                self.problems.append(
+                    (path, why or "expected a name of letters, digits, '_' or '-'")
+                )
+            if isinstance(table, dict) and "api_key" in table:
+                self.problems.append(
+                    (f"{path}.api_key", "set api_key_env: the name of the env var holding the key")
+                )
+                table = {k: v for k, v in table.items() if k != "api_key"}
+            preset = self.section(path, ModelPresetSection, table)
+            found[name] = self.preset_key(path, preset.model_copy(update={"name": name}))
+        return found
+
+    def preset_key(self, path: str, preset: ModelPresetSection) -> ModelPresetSection:
+        env_var = preset.api_key_env
+        if env_var is None:
+            return preset
+        if not self.env.get(env_var):
+            self.problems.append((f"{path}.api_key_env", f"the env var {env_var} is not set"))
+            return preset
+        return preset.model_copy(update={"api_key": self.env[env_var]})
+
     def unknown(self, path: str, raw: Mapping[str, object], known: list[str]) -> None:
         for key, value in raw.items():
             if key not in known:
@@ -265,6 +299,11 @@ def _with_defaults(
     return profile.model_copy(
         update={"model": profile.model or model.model, "workspace": workspace, **context}
     )
+
+
+def _preset_defaults(preset: ModelPresetSection, model: ModelSection) -> ModelPresetSection:
+    """A preset's ``base_url`` defaults to ``[model]``'s."""
+    return preset.model_copy(update={"base_url": preset.base_url or model.base_url})
 
 
 def _problems(exc: ValidationError, path: str, kind: type[BaseModel]) -> Iterator[Problem]:

@@ -384,6 +384,32 @@ class TranscriptionSection(Section):
         return self.base_url is not None
 
 
+class ModelPresetSection(Section):
+    """``[models.<name>]``: a model a chat may switch to with ``/model NAME``
+    (:mod:`gateway.model_presets`). The API key is read from the env var ``api_key_env``
+    names, never from the file."""
+
+    name: str = Field(default="", exclude=True)
+    provider: Annotated[Provider, BeforeValidator(choice("openai", "demo"))] = "openai"
+    base_url: HttpUrl | None = None
+    """Default: ``[model] base_url`` (filled in by the loader)."""
+    model: Text
+    """The model name the server is asked for."""
+    api_key_env: Text | None = None
+    """The env var holding the API key; unset: none sent (a local server)."""
+    api_key: str | None = Field(default=None, exclude=True, repr=False)
+    """Read from ``api_key_env`` by the loader (never set in the file)."""
+    vision: Flag = False
+    """The model accepts images: a photo goes to it as an image, not a note."""
+    stream: Flag = True
+    """Ask for the answer as a stream (its text shows as it is written)."""
+    owners_only: Flag = False
+    """Only owners (the platform's owners and approvers, operators) may pick it."""
+
+    def secrets(self) -> list[str]:
+        return [self.api_key] if self.api_key else []
+
+
 class ProgressSection(Section):
     mode: Annotated[ProgressMode, BeforeValidator(choice("off", "new", "all"))] = "new"
     cleanup: Flag = True
@@ -411,6 +437,8 @@ class Config:
     approvals: Mapping[str, frozenset[str]] = field(default_factory=dict)
     access: Mapping[str, frozenset[str]] = field(default_factory=dict)
     sections: Mapping[str, PlatformSection] = field(default_factory=dict)
+    models: Mapping[str, ModelPresetSection] = field(default_factory=dict)
+    """``[models.<name>]``: the presets ``/model`` offers, by name."""
 
     @property
     def data_dir(self) -> Path:
@@ -451,6 +479,8 @@ class Config:
     def secrets(self) -> list[str]:
         """Every configured secret value (for masking in logs and chat)."""
         found = self.model.secrets() + self.transcription.secrets()
+        for preset in self.models.values():
+            found += preset.secrets()
         for section in self.sections.values():
             found += section.secrets()
         return found
