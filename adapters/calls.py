@@ -145,7 +145,8 @@ class React:
     of :data:`STATUS_EMOJI` (docs/architecture.md, "Status reactions"). Each adapter
     shows it as its platform allows (Telegram replaces the bot's reaction and takes only
     its own emoji list; Slack takes names); a refusal is logged, never fatal. It runs at
-    ``CLEANUP`` priority, charged to the chat's budget, and no turn waits for it."""
+    ``CLEANUP`` priority, charged as ``react`` (to the chat's window where the platform
+counts it there: Telegram, Slack), and no turn waits for it."""
 
     message: SentMessage
     emoji: str

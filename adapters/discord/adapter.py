@@ -141,7 +141,7 @@ THREAD_ARCHIVE_MINUTES: Literal[1440] = 1440
 CHANNEL_LIMIT = RateLimit(5, 5.0)
 """Discord's per-channel budget for sending and editing messages: about 5 in any 5 s
 (research/platform-features-2026.md §3.7); a streamed answer's edits are paced inside it."""
-CHANNEL_CHARGES = Charges(chat=frozenset(("send", "edit", "react")))
+CHANNEL_CHARGES = Charges(chat=frozenset(("send", "edit")))
 """Sends and edits share the channel's window; deletes, typing and press answers do not."""
 
 
