@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
-from typing import get_args
+from typing import TypedDict, Unpack, get_args
 
 from adapters.base import InboundEvent
 from core.agent.model_choice import ModelChoice
@@ -54,6 +54,15 @@ CHILD_MARK = "/child:"
 IsOwner = Callable[[InboundEvent], bool]
 
 
+class SettingsChange(TypedDict, total=False):
+    """The fields of :class:`SessionSettings` one command changes."""
+
+    model: str | None
+    busy: str | None
+    progress: str | None
+    verbose: bool | None
+
+
 class SessionSettingsBook:
     """The settings of every session: the store's, kept in memory once read."""
 
@@ -71,9 +80,10 @@ class SessionSettingsBook:
         self._known.move_to_end(key)
         return known
 
-    async def change(self, key: str, **changes: object) -> SessionSettings:
-        """Store ``changes`` (a ``SessionSettings`` field each) for ``key``."""
-        settings = replace(await self.load(key), **changes)  # type: ignore[arg-type]
+    async def change(self, key: str, **changes: Unpack[SettingsChange]) -> SessionSettings:
+        """Store ``changes`` (a ``SessionSettings`` field each; None: back to the
+        profile's) for ``key``."""
+        settings = replace(await self.load(key), **changes)
         await self.store.put_session_settings(key, settings)
         self._keep(key, settings)
         return settings

@@ -154,3 +154,20 @@ async def test_status_shows_the_settings(
         await ask(telegram_sim, command, said)
     status = await ask(telegram_sim, "/status", "Idle")
     assert status == "💤 Idle · model big (large-2) · busy steer · progress tools · verbose off"
+
+
+async def test_busy_interrupt_still_holds_after_a_restart(
+    gateway: Factory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_hang(reply_text("too late")), reply_text("the new one"))
+    first = await gateway()
+    await ask(telegram_sim, "/busy interrupt", "stop the running turn")
+    await first.stop()
+    run = await gateway()
+    await telegram_sim.user_says(ALICE.id, "old task")
+    await model_server.wait_for_requests(1)
+    await telegram_sim.user_says(ALICE.id, "new task")
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "the new one")
+    await run.idle(KEY)
+    assert replies(telegram_sim, ALICE.id, "too late") == []
+    assert replies(telegram_sim, ALICE.id, "Queued") == []
