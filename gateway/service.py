@@ -352,6 +352,7 @@ class GatewayService:
         self, session_key: str, message: UserMessage, control: TurnControl
     ) -> TurnResult:
         agent = self.agent_for(session_key)
+        await self.settings.load(session_key)  # from now on its /busy is known (at once)
         place = self.directory.place(session_key)
         taken = await self._take_in(session_key, message, place, agent, control)
         if taken is None:
