@@ -7,7 +7,8 @@ images (``vision``) and streams (``stream``). ``"default"`` is never a preset's 
 is the profile's own model (``[model]`` and the profile), which ``/model default`` returns to.
 
 Who may pick: a preset with ``owners_only = true`` may be picked only by an owner (the
-platform's approvers, and operators); anyone admitted may pick the others. A session that
+platform's ``owners`` and approvers, and the dashboard's operators: pairing's owners,
+:meth:`gateway.pairing.Pairing.owns`); anyone admitted may pick the others. A session that
 chose a preset later removed from the file falls back to the profile's model (the choice
 stays stored, and ``/status`` names it as unavailable).
 
