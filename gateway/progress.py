@@ -96,6 +96,9 @@ class ProgressConfig:
     new_message_after: float = 10.0
     """A turn older than this ends with a new message (notifying the user); the progress
     message is then removed."""
+    reactions: bool = False
+    """Status reactions on the user's message: 👀 as its turn starts, ✅ / ❌ as it ends
+    (:mod:`gateway.reactions`)."""
 
 
 @dataclass(slots=True)

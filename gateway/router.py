@@ -106,6 +106,9 @@ class Router:
         self._ack_interval, self._clock = ack_interval, clock
         self._policy_for = policy_for
         self._last_ack: dict[str, float] = {}
+        self.on_message: Callable[[InboundEvent, str], None] | None = None
+        """Told of each event submitted as a turn's message, with its origin (the status
+        reactions remember the user's message: :meth:`gateway.reactions.Reactions.note`)."""
         self.screen: Screen | None = None
         """Asked after the access check (:meth:`gateway.pairing.Pairing.screen`)."""
 
@@ -191,8 +194,11 @@ class Router:
             attachments=event.attachments,
         )  # fmt: skip
         key = str(event.session_key)
+        if self.on_message is not None:
+            self.on_message(event, origin)
         policy = self._unfolded(key, message, policy)
-        outcome = self._dispatcher.submit(key, message, policy=policy)
+        merge = event.kind == "text"  # a plain message may wait to merge; commands never
+        outcome = self._dispatcher.submit(key, message, policy=policy, merge=merge)
         if outcome.handled is not None:
             event.receipt.follow(outcome.handled)
         await self._acknowledge(event, key, outcome)

@@ -68,6 +68,7 @@ from core.agent.profile import AgentProfile, BusyPolicy
 from core.agent.turn import TurnResult, UserMessage
 from core.approvals import Approvals
 from core.cancellation import drain_abandoned
+from core.debounce import REAL_TIME, Pace
 from core.dispatcher import SHUTDOWN_GRACE_SECONDS, Dispatcher
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
@@ -86,6 +87,7 @@ from gateway.model_presets import NO_PRESETS, ModelPresets
 from gateway.pairing import Pairing, PairingSettings
 from gateway.pipeline import Traffic
 from gateway.progress import ProgressConfig, ProgressView
+from gateway.reactions import Reactions
 from gateway.router import Router
 from gateway.session_settings import SessionSettingsBook, SettingsCommands
 from gateway.streaming import StreamedReply, Streams
@@ -141,6 +143,8 @@ class Pacing:
     sleep: Sleep = asyncio.sleep
     typing_sleep: Sleep = asyncio.sleep
     typing_interval: float = TYPING_INTERVAL
+    debounce: Pace = REAL_TIME
+    """What the debounce window (``debounce_ms``) is measured on and waits with."""
     wall_clock: Callable[[], float] = time.time
     """Wall time, for what another process reads too (pairing codes' expiry)."""
 
@@ -203,9 +207,11 @@ class GatewayService:
         self.intake = Intake(store, self.delivery, attachments)
         spool = Spool(attachments.outbox)
         self.files = FileDelivery(store, self.directory, self.delivery, sleep=sleep, spool=spool)
-        self.dispatcher = self._dispatcher()
+        self.dispatcher = self._dispatcher(pacing.debounce)
         self.pairing = self._pairing(chat, pacing)
         self.router = self._router(chat.access)
+        self.reactions = Reactions(self.directory, chat.progress.reactions)
+        self.router.on_message = self.reactions.note
         self.chat_settings = SettingsCommands(self.settings, self._model_name, self._is_owner)
         self.router.command_handlers.update(self.chat_settings.handlers())
         self.pairing.install(self.router)
@@ -215,13 +221,15 @@ class GatewayService:
         replies and cards go out through it."""
         self.directory.add(adapter)
 
-    def _dispatcher(self) -> Dispatcher:
+    def _dispatcher(self, debounce: Pace) -> Dispatcher:
         return Dispatcher(
             self._run_turn,
             policy_for=self._policy_for,
             queue_limit=self._queue_limit,
             on_result=self._on_result,
             stop_clears_queue=self._stop_clears_queue,
+            debounce=self._debounce,
+            debounce_pace=debounce,
         )
 
     def _router(self, access: Mapping[str, AccessPolicy]) -> Router:
@@ -337,6 +345,9 @@ class GatewayService:
     def _stop_clears_queue(self, session_key: str) -> bool:
         return self.profile_for(session_key).stop_clears_queue
 
+    def _debounce(self, session_key: str) -> float:
+        return self.profile_for(session_key).debounce_ms / 1000
+
     def _approval_timeout(self, session_key: str) -> float:
         return self.profile_for(session_key).approval_timeout
 
@@ -354,6 +365,7 @@ class GatewayService:
         agent = self.agent_for(session_key)
         await self.settings.load(session_key)  # from now on its /busy is known (at once)
         place = self.directory.place(session_key)
+        await self.reactions.started(message)
         taken = await self._take_in(session_key, message, place, agent, control)
         if taken is None:
             return NOTHING_TO_RUN
@@ -421,6 +433,7 @@ class GatewayService:
         rather than losing the reply (:mod:`core.dispatcher`, "Handled")."""
         view, stream = self._views.pop(session_key, None), self.streams.take(session_key)
         stopped = self.stopped_turns.was_stopped(result.turn_id)
+        await self.reactions.ended(message, result)
         try:
             if stopped:
                 logger.info("turn %s: /stop was acknowledged; its reply suppressed", result.turn_id)

@@ -116,6 +116,7 @@ def _chat(config: Config) -> ChatPolicy:
             cleanup=config.progress.cleanup,
             becomes_reply=config.progress.becomes_reply,
             new_message_after=config.progress.new_message_after,
+            reactions=config.progress.reactions,
         ),
     )
 

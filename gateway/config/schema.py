@@ -236,6 +236,9 @@ class ProfileSection(Section):
     queue_limit: PositiveInt = 20
     stop_clears_queue: Flag = True
     """Whether ``/stop`` also drops the messages queued behind the stopped turn."""
+    debounce_ms: NonNegativeInt = 0
+    """Text messages from one person this close together, while no turn runs, are one
+    turn (docs/turn-loop.md §20); 0: off."""
     context_window: PositiveInt | None = None
     """Default: ``[model] context_window`` (filled in by the loader)."""
     compact_at: Share | None = None
@@ -327,6 +330,7 @@ class ProfileSection(Section):
             busy_policy=self.busy_policy,
             queue_limit=self.queue_limit,
             stop_clears_queue=self.stop_clears_queue,
+            debounce_ms=self.debounce_ms,
             stream=self.stream,
             context_window=self.context_window,
             compact_at=self.compact_at or DEFAULT_COMPACT_AT,
@@ -417,6 +421,8 @@ class ProgressSection(Section):
     """Edit the progress message into the reply's first chunk (one call instead of two)."""
     new_message_after: PositiveNumber = 10.0
     """A turn longer than this ends with a new message, so the user is notified."""
+    reactions: Flag = False
+    """Mark the user's message 👀 when its turn starts, ✅ / ❌ when it ends."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -145,6 +145,34 @@ async def delete_message(sim: TelegramSim, p: Json) -> bool:
     return True
 
 
+REACTIONS = frozenset((
+    "👍", "👎", "❤", "🔥", "🥰", "👏", "😁", "🤔", "🤯", "😱", "🤬", "😢", "🎉", "🤩", "🤮", "💩",
+    "🙏", "👌", "🕊", "🤡", "🥱", "🥴", "😍", "🐳", "❤\u200d🔥", "🌚", "🌭", "💯", "🤣", "⚡", "🍌",
+    "🏆", "💔", "🤨", "😐", "🍓", "🍾", "💋", "🖕", "😈", "😴", "😭", "🤓", "👻",
+    "👨\u200d💻", "👀", "🎃", "🙈", "😇", "😨", "🤝", "✍", "🤗", "🫡", "🎅", "🎄", "☃", "💅", "🤪",
+    "🗿", "🆒", "💘", "🙉", "🦄", "😘", "💊", "🙊", "😎", "👾", "🤷\u200d♂", "🤷",
+    "🤷\u200d♀", "😡",
+))  # fmt: skip
+"""The emoji a ``ReactionTypeEmoji`` may be (the Bot API's list): no ✅, no ❌."""
+
+
+async def set_message_reaction(sim: TelegramSim, p: Json) -> bool:
+    """The bot's reactions on a message, replaced; each call is kept in the message's
+    ``raw["bot_reactions"]`` (the emoji it set, in order) for tests to read."""
+    msg = sim.find_message(known_chat(sim, p).id, int(p.get("message_id", 0)))
+    if msg is None or msg.deleted:
+        raise bad_request("message to react not found")
+    reaction = p.get("reaction") or []
+    kinds = [r for r in reaction if isinstance(r, dict)] if isinstance(reaction, list) else []
+    emoji = [str(r.get("emoji")) for r in kinds if r.get("type") == "emoji"]
+    if len(emoji) != len(kinds) or any(e not in REACTIONS for e in emoji):
+        raise bad_request("REACTION_INVALID")
+    if len(emoji) > 1:
+        raise bad_request("REACTIONS_TOO_MANY")  # a bot sets at most one
+    msg.raw.setdefault("bot_reactions", []).append(emoji[0] if emoji else "")
+    return True
+
+
 async def delete_messages(sim: TelegramSim, p: Json) -> bool:
     chat = known_chat(sim, p)
     for message_id in p.get("message_ids", []):
@@ -366,6 +394,7 @@ METHODS: dict[str, Method] = {
     "editMessageReplyMarkup": edit_message_reply_markup,
     "deleteMessage": delete_message,
     "deleteMessages": delete_messages,
+    "setMessageReaction": set_message_reaction,
     "answerCallbackQuery": answer_callback_query,
     "sendChatAction": send_chat_action,
     "setMyCommands": set_my_commands,

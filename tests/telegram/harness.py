@@ -24,6 +24,7 @@ from adapters.base import InboundEvent, PaceClock
 from adapters.session_keys import session_key
 from adapters.telegram import PollSettings, TelegramAdapter, TelegramSettings
 from core.agent.profile import AgentProfile, BusyPolicy
+from core.debounce import REAL_TIME, Pace
 from core.dispatcher import SHUTDOWN_GRACE_SECONDS
 from core.hooks.builtin import register_builtin_hooks
 from core.hooks.registry import HookRegistry
@@ -36,7 +37,7 @@ from gateway.access import AccessPolicy
 from gateway.chat_syntax import command_menu
 from gateway.intake import DEFAULT_ATTACHMENTS, Attachments
 from gateway.progress import ProgressConfig
-from gateway.service import ChatPolicy, Engine, GatewayService
+from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
 from gateway.streaming import Streams
 from tests.platform_sim.base import SimMessage
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
@@ -120,6 +121,10 @@ class GatewaySetup:
     """The profile's model accepts images."""
     stream: bool = False
     """The profile asks the model for SSE streams (the reply's text as it is written)."""
+    debounce_ms: int = 0
+    """The profile's debounce window (``debounce_ms``)."""
+    debounce: Pace = REAL_TIME
+    """The clock and sleep of the debounce window (a test's manual clock)."""
 
 
 class ScaledClock(TestClock):
@@ -181,6 +186,7 @@ class Gateway:
             stop_clears_queue=self.setup.stop_clears_queue,
             vision=self.setup.vision,
             stream=self.setup.stream,
+            debounce_ms=self.setup.debounce_ms,
         )
         engine = Engine(
             store=self.store,
@@ -195,8 +201,9 @@ class Gateway:
             progress=self.setup.progress,
         )
         return GatewayService(
-            engine, chat, adapters=[self.adapter], attachments=self.setup.attachments
-        )
+            engine, chat, Pacing(debounce=self.setup.debounce), adapters=[self.adapter],
+            attachments=self.setup.attachments,
+        )  # fmt: skip
 
     async def start(self) -> Gateway:
         await self.service.start()
