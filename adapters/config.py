@@ -27,6 +27,9 @@ from pydantic_core import PydanticCustomError
 
 GroupSessions = Literal["per_user", "shared"]
 EVERYONE = "*"
+BOT_EXCHANGES_PER_MINUTE = 10
+BOT_MUTE_SECONDS = 600.0
+"""``bot_exchanges_per_minute`` and ``bot_mute_seconds`` (gateway/bot_guard.py)."""
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 PAIRING_TTL = 3600.0
 """Seconds a pairing code stays valid (``pairing_ttl``; gateway/pairing.py)."""
@@ -138,6 +141,15 @@ def _user_id(value: object) -> str:
     raise invalid(f"expected a user id (string or integer), {got(value)}")
 
 
+def _bot_ids(value: object) -> object:
+    """``allow_bots``: true (every bot), false (none) or an array of bot ids."""
+    if isinstance(value, bool):
+        return value
+    if not isinstance(value, list | tuple):
+        raise invalid(f"expected true, false or an array of bot ids, {got(value)}")
+    return frozenset(_user_id(item) for item in value)
+
+
 def _no_wildcard(ids: frozenset[str]) -> frozenset[str]:
     if EVERYONE in ids:
         raise invalid(f'approvers must be explicit user ids; "{EVERYONE}" would let anyone approve')
@@ -180,6 +192,7 @@ UserId = Annotated[str, BeforeValidator(_user_id)]
 UserIds = Annotated[frozenset[UserId], BeforeValidator(_array)]
 ApproverIds = Annotated[frozenset[UserId], BeforeValidator(_array), AfterValidator(_no_wildcard)]
 Headers = Annotated[dict[str, Text], BeforeValidator(_table)]
+BotIds = Annotated[bool | frozenset[str], BeforeValidator(_bot_ids)]
 
 
 # sections ----------------------------------------------------------------------------
@@ -240,8 +253,13 @@ class PlatformSection(Section):
         """In a group, only messages that mention the bot (or reply to it) are for it."""
         return False
 
-    def bots_allowed(self) -> bool:
+    def bots_allowed(self) -> bool | frozenset[str]:
+        """Which bots are read: all (True), none (False) or those ids."""
         return False
+
+    def bot_pace(self) -> tuple[int, float]:
+        """Exchanges a minute with one bot, and the seconds it is muted after."""
+        return BOT_EXCHANGES_PER_MINUTE, BOT_MUTE_SECONDS
 
 
 class GroupChatSection(PlatformSection):
@@ -252,10 +270,15 @@ class GroupChatSection(PlatformSection):
         "per_user"
     )
     require_mention: Flag = True
-    allow_bots: Flag = False
+    allow_bots: BotIds = False
+    bot_exchanges_per_minute: PositiveInt = BOT_EXCHANGES_PER_MINUTE
+    bot_mute_seconds: PositiveNumber = BOT_MUTE_SECONDS
 
     def mention_required(self) -> bool:
         return self.require_mention
 
-    def bots_allowed(self) -> bool:
+    def bots_allowed(self) -> bool | frozenset[str]:
         return self.allow_bots
+
+    def bot_pace(self) -> tuple[int, float]:
+        return self.bot_exchanges_per_minute, self.bot_mute_seconds

@@ -4,19 +4,25 @@ Default deny: a platform with no allowlist admits nobody. Each unknown user is l
 once, with the line the operator needs to let them in. In groups the agent answers
 plain text only when it is mentioned or replied to (``require_mention``) — forum topics
 and threads included, they live in a group; DMs are always free. Commands and
-button presses are addressed to it by nature. Messages from bots — other bots and the
-agent's own — are ignored unless ``allow_bots`` is set.
+button presses are addressed to it by nature.
+
+Bots (README.md, "Bots in chats"): a message from a bot is ignored unless ``allow_bots``
+lets it in — ``true`` every bot (each still needs ``allowed_users`` like anyone), a list
+of bot ids just those (a listed bot is allowed to talk, no ``allowed_users`` entry needed),
+``false`` (the default) none. The agent's own messages never get here: each adapter drops
+them. The bots let in are then paced by :mod:`gateway.bot_guard`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from adapters.base import InboundEvent
 from core.bounded import BoundedMap
+from gateway.bot_guard import BotLimits
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +46,10 @@ class AccessPolicy:
     approvers: frozenset[str] = frozenset()
     """Approvers are always allowed to talk."""
     require_mention: bool = True
-    allow_bots: bool = False
+    allow_bots: bool | frozenset[str] = False
+    """``True``: every bot; a set: those bot ids; ``False``: none."""
+    bot_limits: BotLimits = field(default_factory=BotLimits)
+    """How many exchanges a minute with one bot, and how long it is muted after."""
     pairing: bool = False
     """A stranger's DM gets a pairing code (docs/pairing.md)."""
     owners: frozenset[str] = frozenset()
@@ -51,6 +60,16 @@ class AccessPolicy:
     def allows(self, user_id: str) -> bool:
         allowed = self.allowed_users | self.approvers
         return EVERYONE in allowed or user_id in allowed
+
+    def lets_in_bot(self, bot_id: str) -> bool:
+        """Whether messages from the bot ``bot_id`` are read at all."""
+        if isinstance(self.allow_bots, bool):
+            return self.allow_bots
+        return bot_id in self.allow_bots
+
+    def named_bot(self, user_id: str) -> bool:
+        """A bot listed by id in ``allow_bots``: allowed to talk as if in ``allowed_users``."""
+        return not isinstance(self.allow_bots, bool) and user_id in self.allow_bots
 
 
 def qualified(platform: str, user_id: str) -> str:
@@ -83,10 +102,11 @@ class AccessControl:
 
     def check(self, event: InboundEvent) -> Verdict:
         policy = self.policy(event.platform)
-        if event.sender.is_bot and not policy.allow_bots:
+        if event.sender.is_bot and not policy.lets_in_bot(event.sender.id):
             return "ignore"
+        named = event.sender.is_bot and policy.named_bot(event.sender.id)
         paired = self._paired(event.platform, event.sender.id)
-        if not (paired or policy.allows(event.sender.id)):
+        if not (named or paired or policy.allows(event.sender.id)):
             self._report_unknown(event)
             return "deny"
         if _needs_mention(event) and policy.require_mention:

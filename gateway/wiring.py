@@ -33,6 +33,7 @@ from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from core.tools.sandbox import Sandbox, Unavailable
 from gateway.access import AccessPolicy
+from gateway.bot_guard import BotLimits
 from gateway.chat_syntax import command_menu
 from gateway.config import Config
 from gateway.containment import profile_workspaces, unprobed_sandboxes
@@ -191,6 +192,7 @@ def _access(config: Config, platform: str) -> AccessPolicy:
         approvers=config.approvers(platform),
         require_mention=section.mention_required(),
         allow_bots=section.bots_allowed(),
+        bot_limits=BotLimits(*section.bot_pace()),
         pairing=section.pairing,
         owners=section.owners,
         pairing_ttl=section.pairing_ttl,

@@ -121,6 +121,8 @@ class GatewaySetup:
     """The profile's model accepts images."""
     stream: bool = False
     """The profile asks the model for SSE streams (the reply's text as it is written)."""
+    access: Mapping[str, Any] = field(default_factory=dict)
+    """More ``AccessPolicy`` fields (``require_mention``, ``allow_bots``, ``bot_limits``)."""
     debounce_ms: int = 0
     """The profile's debounce window (``debounce_ms``)."""
     debounce: Pace = REAL_TIME
@@ -196,8 +198,9 @@ class Gateway:
             profiles={"default": profile},
             retry=self.setup.retry,
         )
+        policy = AccessPolicy(allowed_users=self.setup.allowed_users, **self.setup.access)
         chat = ChatPolicy(
-            access={"telegram": AccessPolicy(allowed_users=self.setup.allowed_users)},
+            access={"telegram": policy},
             progress=self.setup.progress,
         )
         return GatewayService(
