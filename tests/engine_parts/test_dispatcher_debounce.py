@@ -11,9 +11,9 @@ import asyncio
 from core.agent.turn import UserMessage
 from core.attachments import Attachment
 from core.debounce import Pace
-from core.dispatcher import Dispatcher
-from core.store.base import ChatMessage
+from core.dispatcher import Dispatcher, SubmitOutcome
 from core.store.sqlite import SqliteStore
+from core.types import ChatMessage
 from tests.engine_parts.test_dispatcher import WAIT, Replies, ScriptedTurns
 from tests.support.manual_clock import ManualClock
 
@@ -36,7 +36,7 @@ def text(body: str, sender: str = "u1", n: int = 0) -> UserMessage:
     return UserMessage(body, sender_id=sender, origin=f"telegram:{n or body}")
 
 
-async def _three(dispatcher: Dispatcher, clock: ManualClock):
+async def _three(dispatcher: Dispatcher, clock: ManualClock) -> list[SubmitOutcome]:
     outcomes = [dispatcher.submit("k", text("a", n=1), merge=True)]
     for n, body in ((2, "b"), (3, "c")):
         await clock.advance(0.1)

@@ -5,8 +5,10 @@ sent nor in its way (queued at cleanup priority)."""
 
 from __future__ import annotations
 
+from core.debounce import Pace
 from gateway.progress import ProgressConfig
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
+from tests.support.manual_clock import ManualClock
 from tests.support.model_server import ScriptedModelServer, reply_error, reply_text
 from tests.support.polling import until
 from tests.telegram.harness import GatewayFactory
@@ -46,3 +48,20 @@ async def test_a_failed_turn_ends_with_the_failure_mark_and_commands_get_none(
     await telegram_sim.wait_for(lambda: len(telegram_sim.bot_messages(ALICE.id)) == 2)
     assert reactions_on(telegram_sim, status.id) == []
 
+
+async def test_a_merged_turn_marks_every_message_it_holds(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_text("All three, then."))
+    clock = ManualClock()
+    run = await gateway(progress=REACTING, debounce_ms=500, debounce=Pace(clock.now, clock.sleep))
+    said = []
+    for count, text in enumerate(("one", "two", "three"), start=1):
+        said.append(await telegram_sim.user_says(ALICE.id, text))
+        await until(lambda n=count: run.service.dispatcher.status(KEY).gathering == n)  # type: ignore[misc]
+        await clock.advance(0.1)
+    await clock.advance(0.5)
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "All three, then.")
+    await run.idle(KEY)
+    for message in said:
+        await until(lambda m=message: reactions_on(telegram_sim, m.id) == ["👀", "👍"])  # type: ignore[misc]
