@@ -13,6 +13,8 @@ running turn, silent when none runs; docs/architecture.md §13).
   the chat's kind, the traffic is counted), once, whatever becomes of it.
 * Every admitted event records where its session lives (:class:`ChatDirectory`), so the
   reply, the progress view and approval cards find the chat.
+  A linked identity's direct message is first moved into its person's one session
+  (``link:dm:<person>``, :mod:`gateway.links`); its turn still answers in its own chat.
 * A button press is answered (an ``AnswerPress`` call) exactly once, whatever happens.
 * A message with files carries them *offered* (``UserMessage.attachments``): they are
   downloaded in its turn's lane (:mod:`gateway.intake`), only for an admitted sender, and
@@ -57,7 +59,7 @@ from gateway.chat_syntax import (
     command_menu,
     parse_press,
 )
-from gateway.chats import ChatDirectory
+from gateway.chats import ChatDirectory, origin_of
 from gateway.delivery import Delivery
 from gateway.messages import (
     ACKS,
@@ -109,6 +111,8 @@ class Router:
         self.on_message: Callable[[InboundEvent, str], None] | None = None
         """Told of each event submitted as a turn's message, with its origin (the status
         reactions remember the user's message: :meth:`gateway.reactions.Reactions.note`)."""
+        self.linked: Callable[[InboundEvent], InboundEvent] | None = None
+        """An admitted event in its linked session (:meth:`gateway.links.Links.rekey`)."""
         self.screen: Screen | None = None
         """Asked after the access check (:meth:`gateway.pairing.Pairing.screen`)."""
 
@@ -149,6 +153,8 @@ class Router:
             await self._say(event, notice)
         if verdict != "admit":
             return
+        if self.linked is not None:
+            event = self.linked(event)
         self._directory.record(event)
         if event.kind == "stop":
             await self._native_stop(str(event.session_key))
@@ -188,7 +194,7 @@ class Router:
         (docs/attachments.md); ``event``'s receipt follows how the message ends."""
         if not text.strip() and not event.attachments:
             return None
-        origin = f"{event.platform}:{event.update_id}"
+        origin = origin_of(event)
         message = UserMessage(
             text, sender_id=user_of(event), sender_name=event.sender.name, origin=origin,
             attachments=event.attachments,

@@ -82,6 +82,7 @@ from gateway.chats import ChatDirectory, Place
 from gateway.delivery import TYPING_DELAY, TYPING_INTERVAL, Delivery, Typing
 from gateway.file_delivery import FileDelivery, Spool
 from gateway.intake import DEFAULT_ATTACHMENTS, NOTHING_TO_RUN, Attachments, Intake
+from gateway.links import LINK_PLATFORM, Links
 from gateway.live_text import live_reply
 from gateway.model_presets import NO_PRESETS, ModelPresets
 from gateway.pairing import Pairing, PairingSettings
@@ -208,6 +209,7 @@ class GatewayService:
         spool = Spool(attachments.outbox)
         self.files = FileDelivery(store, self.directory, self.delivery, sleep=sleep, spool=spool)
         self.dispatcher = self._dispatcher(pacing.debounce)
+        self.links = Links(store, notify=self._notify)
         self.pairing = self._pairing(chat, pacing)
         self.router = self._router(chat.access)
         self.reactions = Reactions(self.directory, chat.progress.reactions)
@@ -233,7 +235,7 @@ class GatewayService:
         )
 
     def _router(self, access: Mapping[str, AccessPolicy]) -> Router:
-        return Router(
+        router = Router(
             dispatcher=self.dispatcher,
             approvals=self.approvals,
             store=self.store,
@@ -245,6 +247,11 @@ class GatewayService:
             context=self,
             policy_for=self._policy_for,
         )
+        router.linked = self.links.rekey
+        router.command_handlers.update(
+            link=self.links.command_link, unlink=self.links.command_unlink
+        )
+        return router
 
     def _pairing(self, chat: ChatPolicy, pacing: Pacing) -> Pairing:
         """Strangers' codes and ``/pair`` (docs/pairing.md)."""
@@ -264,6 +271,7 @@ class GatewayService:
         of the approvals that run left open (editing needs a started adapter; the store is
         recovered first, so no new turn is mistaken for a stale one)."""
         stale = await self._recover()
+        await self.links.load()
         for adapter in self.directory.adapters:
             await adapter.start(self.router)
             if adapter.health.state != "down":  # down: reported by the adapter or the gateway
@@ -319,6 +327,8 @@ class GatewayService:
         return await self.agent_for(session_key).compact(session_key)
 
     def agent_for(self, session_key: str) -> CommonAgent:
+        """The agent of the profile the key's platform names; a linked session
+        (``link:dm:<person>``, :mod:`gateway.links`) runs the default profile."""
         platform = parse_session_key(session_key).platform
         name = self._platform_profiles.get(platform, self._default_profile)
         return self.agents.get(name) or self.agents[self._default_profile]
@@ -354,9 +364,19 @@ class GatewayService:
     def _approvers_of(self, session_key: str) -> frozenset[str]:
         """The session's platform's approvers, platform-qualified like every requester and
         presser (``"telegram:42"``): an id configured for one platform approves only there."""
-        platform = parse_session_key(session_key).platform
-        own = self._qualified_approvers.get(platform, frozenset())
+        key = parse_session_key(session_key)
+        if key.platform == LINK_PLATFORM:
+            return self._linked_approvers(key.chat_id)
+        own = self._qualified_approvers.get(key.platform, frozenset())
         return own | self.operators
+
+    def _linked_approvers(self, person: str) -> frozenset[str]:
+        """A linked session's: the person's own identities (the same person on each
+        platform), the approvers of their platforms and the operators."""
+        members = self.links.members(person)
+        platforms = {member.partition(":")[0] for member in members}
+        configured = (self._qualified_approvers.get(p, frozenset()) for p in platforms)
+        return members.union(*configured) | self.operators
 
     # one turn -------------------------------------------------------------------------
     async def _run_turn(
@@ -364,7 +384,7 @@ class GatewayService:
     ) -> TurnResult:
         agent = self.agent_for(session_key)
         await self.settings.load(session_key)  # from now on its /busy is known (at once)
-        place = self.directory.place(session_key)
+        place = self.directory.turn_place(session_key, message.origin)
         await self.reactions.started(message)
         taken = await self._take_in(session_key, message, place, agent, control)
         if taken is None:
@@ -446,6 +466,7 @@ class GatewayService:
             if view is not None:
                 remove = self._progress.becomes_reply and reply_text(result) is not None
                 await view.finish("interrupted" if stopped else result.status, remove=remove)
+            self.directory.turn_ended(session_key)
 
     async def _deliver(
         self, key: str, result: TurnResult, view: ProgressView | None, stream: StreamedReply | None
