@@ -8,7 +8,8 @@ running turn, silent when none runs; docs/architecture.md §13).
 
 * Access first: a stranger gets no turn (one log line tells the operator how to allow
   them); a button press from a stranger is refused politely. Bot chatter and group text
-  that does not mention the bot are ignored.
+  that does not mention the bot are ignored. A bot let in by ``allow_bots`` is paced by
+  :class:`gateway.bot_guard.BotGuard`: over its exchanges a minute, one notice, then muted.
 * Every event first passes its bot (:meth:`ChatDirectory.received`: the scheduler learns
   the chat's kind, the traffic is counted), once, whatever becomes of it.
 * Every admitted event records where its session lives (:class:`ChatDirectory`), so the
@@ -42,6 +43,7 @@ from core.approvals import Approvals
 from core.dispatcher import Dispatcher, SubmitOutcome
 from core.store.base import Store
 from gateway.access import AccessControl, Verdict, user_of
+from gateway.bot_guard import BotGuard, muted_notice
 from gateway.chat_commands import (
     ChatCommands,
     CommandHandler,
@@ -115,6 +117,7 @@ class Router:
         """An admitted event in its linked session (:meth:`gateway.links.Links.rekey`)."""
         self.screen: Screen | None = None
         """Asked after the access check (:meth:`gateway.pairing.Pairing.screen`)."""
+        self._bot_guard = BotGuard(lambda p: access.policy(p).bot_limits, clock)
 
     @property
     def command_handlers(self) -> dict[str, CommandHandler]:
@@ -151,7 +154,7 @@ class Router:
         if self.screen is not None:  # pairing: a stranger's DM gets a code (docs/pairing.md)
             verdict, notice = await self.screen(event, verdict)
             await self._say(event, notice)
-        if verdict != "admit":
+        if verdict != "admit" or not await self._bot_paced(event):
             return
         if self.linked is not None:
             event = self.linked(event)
@@ -163,6 +166,16 @@ class Router:
             await self._say(event, reply)
         else:
             await self.submit_text(event, event.text)
+
+    async def _bot_paced(self, event: InboundEvent) -> bool:
+        """Whether the bot guard lets ``event`` through (a human's always); the message that
+        mutes a bot pair gets the one notice."""
+        verdict = self._bot_guard.check(event)
+        if verdict == "notice":
+            await self._say(
+                event, muted_notice(event, self._access.policy(event.platform).bot_limits)
+            )
+        return verdict == "pass"
 
     async def stop(self, session_key: str) -> bool:
         """``/stop`` for ``session_key`` from outside its chat (the dashboard's Stop): the
