@@ -146,7 +146,7 @@ class React:
     shows it as its platform allows (Telegram replaces the bot's reaction and takes only
     its own emoji list; Slack takes names); a refusal is logged, never fatal. It runs at
     ``CLEANUP`` priority, charged as ``react`` (to the chat's window where the platform
-counts it there: Telegram, Slack), and no turn waits for it."""
+    counts it there: Telegram, Slack), and no turn waits for it."""
 
     message: SentMessage
     emoji: str

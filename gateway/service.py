@@ -212,11 +212,11 @@ class GatewayService:
         self.links = Links(store, notify=self._notify)
         self.pairing = self._pairing(chat, pacing)
         self.router = self._router(chat.access)
+        self.pairing.install(self.router)
         self.reactions = Reactions(self.directory, chat.progress.reactions)
         self.router.on_message = self.reactions.note
         self.chat_settings = SettingsCommands(self.settings, self._model_name, self._is_owner)
         self.router.command_handlers.update(self.chat_settings.handlers())
-        self.pairing.install(self.router)
 
     def attach(self, adapter: Adapter) -> None:
         """Add a platform's adapter (before :meth:`start`): its events reach the router,
