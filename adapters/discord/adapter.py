@@ -23,19 +23,11 @@ only a file opens a thread too); ``download`` streams one from Discord's CDN; a
 ``SendFile`` is an upload with its caption, its nonce from the outbox key as for a
 ``Send``; ``capabilities.upload_limit`` is 10 MiB (a server without boosts).
 
-Outbound: ``allowed_mentions`` is *none* on every message and edit, so model text with
-``@everyone``, ``@here`` or ``<@id>`` pings nobody. Buttons are :class:`ButtonPress`
-items (state in the custom_id). Sends and edits into one channel are paced by the
-gateway inside Discord's channel budget (``CHANNEL_LIMIT``, 5 per 5 s); beyond that rate
-limits are discord.py's: it waits out each 429 by its ``retry_after`` and retries (its
-per-route buckets); we only count them (``rate_limits``) and translate what it gives up on
-(``errors.py``).
-
-Streaming: Discord has no native stream, so ``capabilities.streaming`` is ``edit`` (for
-``native`` and ``edit``) or ``off``: the gateway sends the first words as one message and
-edits it in place every ``stream_interval`` (the channel budget spread evenly: 1 s), and
-the final reply's first chunk replaces it (docs/architecture.md, "Streaming"). No
-``LiveText`` reaches this adapter.
+Outbound (:mod:`.outbound`): no message or edit pings anyone; a reply to a slash command
+replaces its deferred response. Sends and edits into one channel are paced by the gateway
+inside Discord's channel budget (``CHANNEL_LIMIT``, 5 per 5 s); 429s beyond it are
+discord.py's to wait out, and we count them (``rate_limits``). Streaming is ``edit`` or
+``off``: Discord has no native stream.
 
 Intents: ``message_content`` (privileged; enable it in the Developer Portal) lets the bot
 read guild messages that do not mention it — typed commands and thread follow-ups. Without
@@ -45,9 +37,7 @@ it only DMs, mentions and slash commands work.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -61,7 +51,6 @@ import yarl
 from adapters.base import (
     MONOTONIC,
     AdapterError,
-    ButtonRows,
     Capabilities,
     Charges,
     ChatRef,
@@ -73,15 +62,7 @@ from adapters.base import (
     StreamingMode,
 )
 from adapters.calls import (
-    AnswerPress,
     Call,
-    Delete,
-    Edit,
-    LiveText,
-    React,
-    Send,
-    SendFile,
-    Typing,
 )
 from adapters.discord.commands import build_tree, sync_commands
 from adapters.discord.connection import (
@@ -96,12 +77,11 @@ from adapters.discord.connection import (
 )
 from adapters.discord.errors import (
     THREAD_EXISTS,
-    TOKEN_GONE,
     RateLimitCounter,
     platform_errors,
     translate,
 )
-from adapters.discord.files import UPLOAD_LIMIT, Downloads, send_file
+from adapters.discord.files import UPLOAD_LIMIT, Downloads
 from adapters.discord.inbox import ENVELOPES
 from adapters.discord.interactions import (
     BUTTON_PAYLOAD_LIMIT,
@@ -109,7 +89,6 @@ from adapters.discord.interactions import (
     ButtonPress,
     DeferredResponses,
     Responder,
-    view_of,
 )
 from adapters.discord.normalize import (
     PLATFORM,
@@ -117,6 +96,7 @@ from adapters.discord.normalize import (
     event_of,
     thread_name,
 )
+from adapters.discord.outbound import DiscordOutbound
 from adapters.discord.reading import (
     USER_MESSAGES,
     interaction_envelope,
@@ -124,11 +104,11 @@ from adapters.discord.reading import (
     message_envelope,
     unreadable,
 )
-from adapters.discord.render import MAX_CONTENT, discord_renderer, escape
+from adapters.discord.render import MAX_CONTENT, discord_renderer
 from adapters.health import Health, HealthCell, Supervisor
 from adapters.inbox import STORAGE_NOTICE, DurableInbox, notice_chat
 from adapters.session_keys import SessionKeyRule, session_key
-from core.attachments import Attachment, OutgoingFile
+from core.attachments import Attachment
 from core.store.base import Store, StoreUnavailable
 from core.tasks import TaskSet
 
@@ -175,12 +155,6 @@ def intents_for(settings: DiscordSettings) -> discord.Intents:
     intents.guilds = intents.guild_messages = intents.dm_messages = True
     intents.message_content = settings.message_content
     return intents
-
-
-def plain_content(text: str) -> str:
-    """Plain text shown as typed: markdown escaped (unless that would not fit)."""
-    escaped = escape(text)
-    return escaped if len(escaped) <= MAX_CONTENT else text
 
 
 class _Client(discord.Client):
@@ -264,6 +238,7 @@ class DiscordAdapter:
         """The reconnect backoff's clock and sleep (read by ``start``)."""
         self.link: GatewayLink | None = None
         self._downloads = Downloads(_simulated_hosts(self.settings.api_base))
+        self._outbound = DiscordOutbound(lambda: self.client, self._deferred, self._presses)
 
     @property
     def health(self) -> Health:
@@ -366,7 +341,7 @@ class DiscordAdapter:
 
     async def _storage_notice(self, chat: ChatRef) -> None:
         try:
-            await self._send(chat, STORAGE_NOTICE, (), False, None)
+            await self._outbound.send(chat, STORAGE_NOTICE, (), False, None)
         except Exception as exc:
             _log.warning("discord: could not tell chat %s the store is out: %s", chat.chat_id, exc)
 
@@ -494,98 +469,13 @@ class DiscordAdapter:
         )
 
     # outbound ----------------------------------------------------------------------------
-    def _channel(self, chat: ChatRef) -> discord.PartialMessageable:
-        if self.client is None:
-            raise AdapterError("discord: not started")
-        return self.client.get_partial_messageable(int(chat.chat_id))
-
     async def perform(self, call: Call) -> SentMessage | None:
-        """One outbound call (:mod:`adapters.calls`)."""
-        match call:
-            case Send(chat, text, buttons, markup, key):
-                return await self._send(chat, text, buttons, markup, key)
-            case SendFile(chat, file, caption, key):
-                return await self._send_file(chat, file, caption, key)
-            case Edit(message, text, buttons, markup):
-                await self._edit(message, text, buttons, markup)
-            case Delete(message):
-                await self._delete(message)
-            case AnswerPress(event, text):
-                await self._answer(event, text)
-            case Typing(chat):
-                await self._typing(chat)
-            case LiveText():
-                pass  # capabilities.live_text is False: the gateway sends none
-            case React(message, emoji):
-                await self._react(message, emoji)
-        return None
-
-    async def _send(
-        self, chat: ChatRef, text: str, buttons: ButtonRows, markup: bool, key: str | None
-    ) -> SentMessage:
-        content = text if markup else plain_content(text)
-        view = view_of(buttons)
-        responder = self._deferred.claim(chat.chat_id)
-        if responder is not None:
-            replaced = await _replace_deferred(responder, content, view)
-            if replaced is not None:
-                return SentMessage(chat, replaced)
-        nonce = nonce_of(key) if key is not None else secrets.randbits(64)  # as discord.py
-        with platform_errors():
-            channel = self._channel(chat)
-            if view is None:
-                message = await channel.send(content, allowed_mentions=NO_PINGS, nonce=nonce)
-            else:
-                message = await channel.send(
-                    content, view=view, allowed_mentions=NO_PINGS, nonce=nonce
-                )
-        return SentMessage(chat, str(message.id))
-
-    async def _send_file(
-        self, chat: ChatRef, file: OutgoingFile, caption: str, key: str | None
-    ) -> SentMessage:
-        """Upload ``file`` into the chat (its thread or channel), caption shown as typed."""
-        nonce = nonce_of(key) if key is not None else secrets.token_hex(12)
-        with platform_errors():
-            message = await send_file(
-                self._channel(chat), file, plain_content(caption), nonce, NO_PINGS
-            )
-        return SentMessage(chat, str(message.id))
+        """One outbound call (:mod:`adapters.calls`, :mod:`.outbound`)."""
+        return await self._outbound.perform(call)
 
     def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
         """An offered attachment's bytes, streamed from Discord's CDN (:mod:`.files`)."""
         return self._downloads.stream(attachment)
-
-    async def _edit(
-        self, message: SentMessage, text: str, buttons: ButtonRows, markup: bool
-    ) -> None:
-        content = text if markup else plain_content(text)
-        partial = self._channel(message.chat).get_partial_message(int(message.message_id))
-        with platform_errors():
-            await partial.edit(content=content, view=view_of(buttons), allowed_mentions=NO_PINGS)
-
-    async def _delete(self, message: SentMessage) -> None:
-        partial = self._channel(message.chat).get_partial_message(int(message.message_id))
-        with platform_errors():
-            await partial.delete()
-
-    async def _react(self, message: SentMessage, emoji: str) -> None:
-        """Add the bot's reaction (``PUT .../reactions/{emoji}/@me``; it keeps the others)."""
-        partial = self._channel(message.chat).get_partial_message(int(message.message_id))
-        with platform_errors():
-            await partial.add_reaction(emoji)
-
-    async def _answer(self, event: InboundEvent, text: str | None) -> None:
-        """The press was deferred on arrival; a notice goes to the presser only."""
-        interaction = self._presses.pop(event.press_id or "", None)
-        if interaction is None or not text:
-            return
-        with platform_errors():
-            await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_PINGS)
-
-    async def _typing(self, chat: ChatRef) -> None:
-        with platform_errors():
-            await self._channel(chat).typing()
 
 
 def stream_interval(settings: DiscordSettings) -> float:
@@ -594,34 +484,6 @@ def stream_interval(settings: DiscordSettings) -> float:
     limit = settings.channel_limit
     even = limit.seconds / limit.count if limit is not None else 0.0
     return max(settings.edit_interval, even)
-
-
-def nonce_of(key: str) -> str:
-    """The Discord nonce of an outbox chunk: derived from its key, so a resend after a
-    crash carries the same one, and with ``enforce_nonce`` (discord.py sets it with every
-    nonce) Discord returns the message the first send made instead of a second one
-    (docs/architecture.md, "Exactly once"). Discord takes at most 25 characters."""
-    return hashlib.sha256(key.encode()).hexdigest()[:NONCE_LENGTH]
-
-
-async def _replace_deferred(
-    responder: Responder, content: str, view: discord.ui.View | None
-) -> str | None:
-    """The deferred response edited into ``content`` (its message id); None when the
-    interaction token no longer works (expired, or the response is gone): the caller then
-    sends an ordinary message instead."""
-    try:
-        original = await responder.interaction.edit_original_response(
-            content=content, view=view, allowed_mentions=NO_PINGS
-        )
-    except discord.HTTPException as exc:
-        if exc.code not in TOKEN_GONE:
-            raise translate(exc) from exc
-        responder.expire()
-        _log.info("discord: interaction %s token no longer works (%s); sending a message",
-                  responder.interaction.id, exc.code)  # fmt: skip
-        return None
-    return str(original.id)
 
 
 def _simulated_hosts(api_base: str) -> tuple[str, ...]:
