@@ -6,9 +6,9 @@ DM gets a code (:func:`new_code`: 8 characters from ``secrets`` over an alphabet
 Groups never pair (a stranger there stays ignored, as before).
 
 * The code is stored hashed (sha256) with its user, chat and expiry (``pairing_ttl``,
-  default :data:`DEFAULT_TTL`); the plain code lives only in the process that issued it,
-  so a re-ask within :attr:`PairingSettings.refresh_seconds` gets the same code again
-  (a reminder), never a new one; after that a new code replaces the old.
+  default :data:`gateway.pairing_codes.DEFAULT_TTL`); the plain code lives only in the
+  process that issued it, so a re-ask within :attr:`PairingSettings.refresh_seconds` gets
+  the same code again (a reminder), never a new one; after that a new code replaces the old.
 * At most :attr:`PairingSettings.max_pending` live codes per platform; past that a stranger
   is told to try later (no code).
 * An owner (the section's ``owners``, its approvers, or a dashboard operator) approves with
@@ -30,34 +30,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from adapters.base import ChatRef, InboundEvent
-from core.bounded import BoundedMap
 from core.store.base import PairedUser, PairingCode, Store
 from gateway.access import AccessPolicy, Verdict, qualified, user_of
+from gateway.pairing_codes import ALPHABET as ALPHABET
+from gateway.pairing_codes import (
+    KEEP_EXPIRED,
+    Clock,
+    WrongCodes,
+    hash_code,
+    is_code_shaped,
+    shown,
+)
+from gateway.pairing_codes import PairingSettings as PairingSettings
+from gateway.pairing_codes import new_code as new_code
 
 if TYPE_CHECKING:
     from gateway.router import Router
 
 logger = logging.getLogger(__name__)
 
-ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
-"""32 symbols, none easily misread (no 0/O, 1/I): 8 of them are 40 random bits."""
-CODE_LENGTH = 8
-DEFAULT_TTL = 3600.0
-"""Seconds a code stays valid unless the section's ``pairing_ttl`` says otherwise."""
-KEEP_EXPIRED = 86_400.0
-"""Expired codes are kept a day (an owner typing one is told it expired), then dropped."""
-WRONG_USERS_CAPACITY = 10_000
+DEFAULT_SETTINGS = PairingSettings()
 
-Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 Notify = Callable[[ChatRef, str], Awaitable[bool]]
 """Send a short notice to a chat; False when it could not go."""
@@ -70,47 +70,7 @@ PAIR_USAGE = "Usage: /pair approve CODE | /pair list | /pair revoke USER"
 TOO_MANY_PENDING = "Sorry — too many people are waiting for approval right now. Try again later."
 
 
-@dataclass(frozen=True, slots=True)
-class PairingSettings:
-    """The limits of pairing, the same on every platform (docs/pairing.md); the code's
-    lifetime is per platform (``pairing_ttl``)."""
-
-    refresh_seconds: float = 600.0
-    """A user gets a new code at most once in this time; a re-ask gets the same code."""
-    max_pending: int = 10
-    """Live codes per platform; past it a stranger gets no code."""
-    wrong_limit: int = 5
-    """Wrong codes one user may type in ``wrong_window`` seconds."""
-    wrong_window: float = 900.0
-    sync_seconds: float = 5.0
-    """How often the gateway reads the store for approvals and revocations made by
-    ``commonos pair`` (another process)."""
-
-
-# codes -------------------------------------------------------------------------------
-def new_code() -> str:
-    return "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
-
-
-def normalized(text: str) -> str:
-    """What the user typed, as a code: upper case, no spaces or dashes."""
-    return "".join(text.split()).replace("-", "").upper()
-
-
-def hash_code(code: str) -> str:
-    return hashlib.sha256(normalized(code).encode()).hexdigest()
-
-
-def shown(code: str) -> str:
-    """``ABCD-EFGH``: easier to read out and copy."""
-    return f"{code[:4]}-{code[4:]}"
-
-
-def is_code_shaped(text: str) -> bool:
-    code = normalized(text)
-    return len(code) == CODE_LENGTH and all(char in ALPHABET for char in code)
-
-
+# messages ----------------------------------------------------------------------------
 def minutes(seconds: float) -> str:
     count = max(1, round(seconds / 60))
     return f"{count} minute{'' if count == 1 else 's'}"
@@ -205,30 +165,6 @@ def listing(codes: list[PairingCode], users: list[PairedUser], now: float) -> st
     return "\n".join(lines)
 
 
-# wrong codes -------------------------------------------------------------------------
-class WrongCodes:
-    """Wrong codes per user who typed them, in a sliding window: past the limit that user
-    waits (never the platform, never anyone else)."""
-
-    def __init__(self, settings: PairingSettings, clock: Clock) -> None:
-        self._limit, self._window, self._clock = settings.wrong_limit, settings.wrong_window, clock
-        self._seen: BoundedMap[str, list[float]] = BoundedMap(WRONG_USERS_CAPACITY)
-
-    def wait(self, user: str) -> float:
-        """Seconds ``user`` must wait before trying a code again (0: may try now)."""
-        recent = self._recent(user)
-        if len(recent) < self._limit:
-            return 0.0
-        return recent[-self._limit] + self._window - self._clock()
-
-    def add(self, user: str) -> None:
-        self._seen.put(user, [*self._recent(user), self._clock()])
-
-    def _recent(self, user: str) -> list[float]:
-        since = self._clock() - self._window
-        return [at for at in self._seen.get(user, []) if at > since]
-
-
 def too_many_wrong(wait: float) -> str:
     return f"Too many wrong codes from you — try again in {minutes(wait)}."
 
@@ -249,7 +185,7 @@ class Pairing:
         policies: Mapping[str, AccessPolicy],
         *,
         operators: frozenset[str] = frozenset(),
-        settings: PairingSettings = PairingSettings(),
+        settings: PairingSettings = DEFAULT_SETTINGS,
         clock: Clock = time.time,
         sleep: Sleep = asyncio.sleep,
         notify: Notify | None = None,
