@@ -67,7 +67,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -76,7 +75,8 @@ from core.agent.control import TurnControl
 from core.agent.profile import BusyPolicy
 from core.agent.turn import TurnResult, UserMessage
 from core.cancellation import Cancelled
-from core.debounce import REAL_TIME, Pace, Window, joins, merged
+from core.debounce import REAL_TIME, Pace, Window, joins
+from core.dispatch_lanes import Entry, Lane, batch
 from core.per_key import PerKey, per_key
 from core.tasks import TaskSet
 from core.types import ExitReason, TurnStatus
@@ -145,72 +145,6 @@ class SessionStatus:
     """Messages gathered in a debounce window, waiting to run as one turn."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """A message waiting for (or running) its turn, and the future of how it ended (none
-    for a leftover: nobody waits for it); ``also``: those of messages merged into it."""
-
-    message: UserMessage
-    handled: asyncio.Future[bool] | None = None
-    also: tuple[asyncio.Future[bool] | None, ...] = ()
-
-    def settle(self, handled: bool) -> None:
-        for future in (self.handled, *self.also):
-            if future is not None and not future.done():
-                future.set_result(handled)
-
-
-def _batch(entries: list[_Entry]) -> _Entry:
-    """The gathered entries as one: the merged message, every ``handled`` following it."""
-    first, *rest = entries
-    if not rest:
-        return first
-    message = merged([e.message for e in entries])
-    return _Entry(message, first.handled, tuple(e.handled for e in rest))
-
-
-@dataclass(slots=True)
-class _Lane:
-    """Everything the Dispatcher holds for one busy key; dropped when the key goes idle."""
-
-    queue: deque[_Entry] = field(default_factory=deque)
-    control: TurnControl | None = None
-    since: float | None = None
-    running: UserMessage | None = None
-    """The message of the running turn."""
-    worker: asyncio.Task[None] | None = None
-    urgent: int = 0
-    """How many messages at the front of ``queue`` jumped the backlog (interrupters,
-    leftovers); the next one goes right behind them."""
-    window: Window | None = None
-    """The debounce window gathering ``gathered`` before the first turn; None: none."""
-    gathered: list[_Entry] = field(default_factory=list)
-
-    def drop_gathered(self, handled: bool) -> int:
-        """Settle and forget the gathered messages; how many there were."""
-        for entry in self.gathered:
-            entry.settle(handled)
-        count, self.gathered = len(self.gathered), []
-        return count
-
-    def push_front(self, entry: _Entry) -> int:
-        """Queue ``entry`` behind the other urgent ones; its 1-based position."""
-        self.queue.insert(self.urgent, entry)
-        self.urgent += 1
-        return self.urgent
-
-    def pop(self) -> _Entry:
-        self.urgent = max(0, self.urgent - 1)
-        return self.queue.popleft()
-
-    def clear(self, handled: bool) -> None:
-        """Drop the queue; each dropped message ended ``handled`` (``stop``: True)."""
-        for entry in self.queue:
-            entry.settle(handled)
-        self.queue.clear()
-        self.urgent = 0
-
-
 class Dispatcher:
     def __init__(
         self,
@@ -231,7 +165,7 @@ class Dispatcher:
         self._stop_clears_queue: Callable[[str], bool] = per_key(stop_clears_queue)
         self._clock, self._pace = clock, debounce_pace
         self._debounce: Callable[[str], float] = per_key(debounce)
-        self._lanes: dict[str, _Lane] = {}
+        self._lanes: dict[str, Lane] = {}
         self._workers = TaskSet(logger)
         self._closing = False
 
@@ -251,7 +185,7 @@ class Dispatcher:
         ``"queue"`` whatever the profile says). ``merge``: a plain text message that may
         wait in the key's debounce window (module docstring, "Debounce").
         """
-        entry = _Entry(message, asyncio.get_running_loop().create_future())
+        entry = Entry(message, asyncio.get_running_loop().create_future())
         window = self._debounce(session_key) if merge and policy is None else 0.0
         outcome = self._place(session_key, entry, policy, window)
         if outcome.kind not in OWN_TURN:
@@ -259,7 +193,7 @@ class Dispatcher:
         return SubmitOutcome(outcome.kind, outcome.position, entry.handled)
 
     def _place(
-        self, session_key: str, entry: _Entry, policy: BusyPolicy | None, window: float
+        self, session_key: str, entry: Entry, policy: BusyPolicy | None, window: float
     ) -> SubmitOutcome:
         if self._closing:
             return SubmitOutcome("rejected_shutting_down")
@@ -289,8 +223,8 @@ class Dispatcher:
         lane.queue.append(entry)
         return SubmitOutcome("queued", len(lane.queue))
 
-    def _start(self, session_key: str, entry: _Entry, window: float) -> None:
-        lane = _Lane()
+    def _start(self, session_key: str, entry: Entry, window: float) -> None:
+        lane = Lane()
         if window > 0:
             lane.window = Window(window, self._pace)
             lane.gathered = [entry]
@@ -299,8 +233,8 @@ class Dispatcher:
         lane.worker = self._workers.spawn(work, name=f"dispatcher:{session_key}")
 
     # the worker ------------------------------------------------------------------
-    async def _work(self, session_key: str, lane: _Lane, first: _Entry) -> None:
-        entry: _Entry | None = first
+    async def _work(self, session_key: str, lane: Lane, first: Entry) -> None:
+        entry: Entry | None = first
         try:
             if lane.window is not None:
                 entry = None
@@ -320,7 +254,7 @@ class Dispatcher:
             if self._lanes.get(session_key) is lane:
                 del self._lanes[session_key]
 
-    async def _gather(self, lane: _Lane) -> _Entry | None:
+    async def _gather(self, lane: Lane) -> Entry | None:
         """Wait out the debounce window; its messages as one entry (None: ``stop`` dropped
         them, or a shutdown came, which settles them False)."""
         assert lane.window is not None
@@ -329,14 +263,14 @@ class Dispatcher:
         if self._closing:
             lane.drop_gathered(False)
         entries, lane.gathered = lane.gathered, []
-        return _batch(entries) if entries else self._next(lane)
+        return batch(entries) if entries else self._next(lane)
 
-    def _next(self, lane: _Lane) -> _Entry | None:
+    def _next(self, lane: Lane) -> Entry | None:
         if self._closing or not lane.queue:
             return None
         return lane.pop()
 
-    async def _run_one(self, session_key: str, lane: _Lane, message: UserMessage) -> TurnResult:
+    async def _run_one(self, session_key: str, lane: Lane, message: UserMessage) -> TurnResult:
         lane.control = control = TurnControl()
         lane.since, lane.running = self._clock(), message
         try:
@@ -352,7 +286,7 @@ class Dispatcher:
             self._keep_leftovers(session_key, lane, message, control)
 
     def _keep_leftovers(
-        self, session_key: str, lane: _Lane, message: UserMessage, control: TurnControl
+        self, session_key: str, lane: Lane, message: UserMessage, control: TurnControl
     ) -> None:
         """Queue what the turn never delivered as the next turn (see the module docstring)."""
         text = control.drain_leftovers()
@@ -362,7 +296,7 @@ class Dispatcher:
         if self._closing or stopped:
             logger.info("%s: dropped an undelivered steer/redirect (turn stopped)", session_key)
             return
-        lane.push_front(_Entry(UserMessage(text, message.sender_id, message.sender_name)))
+        lane.push_front(Entry(UserMessage(text, message.sender_id, message.sender_name)))
 
     async def _deliver(self, session_key: str, message: UserMessage, result: TurnResult) -> bool:
         """Hand ``result`` to ``on_result``; False when it raised (the reply not delivered)."""
