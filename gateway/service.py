@@ -42,8 +42,10 @@ it from the configuration. Composed by hand, the service first, then its adapter
 Per turn: the typing indicator runs while the engine works, the step callback feeds one
 :class:`ProgressView`, the reply's text streams where the bot streams
 (:mod:`gateway.streaming`, docs/architecture.md §13), and when the Dispatcher reports the
-result the reply is rendered, chunked and sent exactly once (none for an interrupted turn:
-``/stop`` already answered), then the progress message is finalized or removed.
+result the reply is rendered, chunked and sent exactly once (:mod:`gateway.replies`; none
+for an interrupted turn: ``/stop`` already answered), then the progress message is
+finalized or removed. The feature modules (links, pairing, reactions, session settings)
+reach the router through :mod:`gateway.chat_features`, which also says who approves where.
 
 The service does not own ``store`` or ``model``: the caller closes them after ``stop``.
 """
@@ -53,12 +55,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 
-from adapters.base import Adapter, ChatRef, InboundEvent, SentMessage
+from adapters.base import Adapter, ChatRef, InboundEvent
 from adapters.session_keys import parse_session_key
 from core.agent.compaction import Compacted
 from core.agent.context import ContextUse
@@ -75,23 +76,26 @@ from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
 from core.store.base import ApprovalRecord, Store
 from core.tools.base import ToolRegistry
-from gateway.access import AccessControl, AccessPolicy, qualified, user_of
+from gateway.access import AccessControl, AccessPolicy, user_of
 from gateway.approval_card import ChatApprover
 from gateway.chat_commands import StoppedTurns
+from gateway.chat_features import ApproverRule, install_features, with_approvers
 from gateway.chats import ChatDirectory, Place
 from gateway.delivery import TYPING_DELAY, TYPING_INTERVAL, Delivery, Typing
 from gateway.file_delivery import FileDelivery, Spool
 from gateway.intake import DEFAULT_ATTACHMENTS, NOTHING_TO_RUN, Attachments, Intake
-from gateway.links import LINK_PLATFORM, Links
+from gateway.links import Links
 from gateway.live_text import live_reply
 from gateway.model_presets import NO_PRESETS, ModelPresets
 from gateway.pairing import Pairing, PairingSettings
 from gateway.pipeline import Traffic
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.reactions import Reactions
+from gateway.replies import FAILED_REPLY as FAILED_REPLY
+from gateway.replies import Replies, reply_text
 from gateway.router import Router
 from gateway.session_settings import SessionSettingsBook, SettingsCommands
-from gateway.streaming import StreamedReply, Streams
+from gateway.streaming import Streams
 
 logger = logging.getLogger(__name__)
 
@@ -99,8 +103,6 @@ ABANDONED_GRACE = 2.0
 """Seconds given at shutdown to work a stop abandoned (it ignored cancellation)."""
 
 Sleep = Callable[[float], Awaitable[None]]
-FAILED_REPLY = "⚠️ Something went wrong while handling this message. Please try again."
-REMEMBERED_TURNS = 1000
 
 DEFAULT_PROGRESS = ProgressConfig()
 
@@ -171,22 +173,19 @@ class GatewayService:
         self._approvers = dict(chat.approvers)
         """Bare user ids per platform, as configured (they may always talk to the bot)."""
         self.operators = chat.operators
-        self._qualified_approvers = {
-            platform: frozenset(qualified(platform, user) for user in users)
-            for platform, users in self._approvers.items()
-        }
         self._progress, self._typing_interval = chat.progress, pacing.typing_interval
         self._typing_sleep = pacing.typing_sleep
         self._clock, self._sleep = pacing.clock, pacing.sleep
         sleep = pacing.sleep
         self._views: dict[str, ProgressView] = {}
         self.streams = Streams(clock=pacing.clock, sleep=pacing.sleep)
-        self._answered: deque[str] = deque(maxlen=REMEMBERED_TURNS)
         self.stopped_turns = StoppedTurns()
         self.directory = ChatDirectory(list(adapters), traffic=traffic)
         self.approver = ChatApprover(self.directory, sleep=sleep, store=store)
+        self.links = Links(store, notify=self._notify)
+        approvers_of = ApproverRule(self._approvers, self.operators, self.links)
         self.approvals = Approvals(
-            store, self.approver, timeout=self._approval_timeout, approvers=self._approvers_of
+            store, self.approver, timeout=self._approval_timeout, approvers=approvers_of
         )
         self.settings = SessionSettingsBook(store, presets)
         """Per-chat settings (``/model``, ``/busy``, ``/progress``, ``/verbose``); the
@@ -205,18 +204,19 @@ class GatewayService:
             for name, profile in engine.profiles.items()
         }
         self.delivery = Delivery(sleep=sleep, store=store)
+        self.replies = Replies(self.directory, self.delivery, chat.progress)
         self.intake = Intake(store, self.delivery, attachments)
         spool = Spool(attachments.outbox)
         self.files = FileDelivery(store, self.directory, self.delivery, sleep=sleep, spool=spool)
         self.dispatcher = self._dispatcher(pacing.debounce)
-        self.links = Links(store, notify=self._notify)
         self.pairing = self._pairing(chat, pacing)
         self.router = self._router(chat.access)
-        self.pairing.install(self.router)
         self.reactions = Reactions(self.directory, chat.progress.reactions)
-        self.router.on_message = self.reactions.note
         self.chat_settings = SettingsCommands(self.settings, self._model_name, self._is_owner)
-        self.router.command_handlers.update(self.chat_settings.handlers())
+        install_features(
+            self.router, links=self.links, pairing=self.pairing, reactions=self.reactions,
+            settings=self.chat_settings,
+        )  # fmt: skip
 
     def attach(self, adapter: Adapter) -> None:
         """Add a platform's adapter (before :meth:`start`): its events reach the router,
@@ -235,11 +235,11 @@ class GatewayService:
         )
 
     def _router(self, access: Mapping[str, AccessPolicy]) -> Router:
-        router = Router(
+        return Router(
             dispatcher=self.dispatcher,
             approvals=self.approvals,
             store=self.store,
-            access=AccessControl(_with_approvers(access, self._approvers), self.pairing.is_paired),
+            access=AccessControl(with_approvers(access, self._approvers), self.pairing.is_paired),
             directory=self.directory,
             delivery=self.delivery,
             stopped=self.stopped_turns,
@@ -247,16 +247,11 @@ class GatewayService:
             context=self,
             policy_for=self._policy_for,
         )
-        router.linked = self.links.rekey
-        router.command_handlers.update(
-            link=self.links.command_link, unlink=self.links.command_unlink
-        )
-        return router
 
     def _pairing(self, chat: ChatPolicy, pacing: Pacing) -> Pairing:
         """Strangers' codes and ``/pair`` (docs/pairing.md)."""
         return Pairing(
-            self.store, _with_approvers(chat.access, self._approvers), operators=self.operators,
+            self.store, with_approvers(chat.access, self._approvers), operators=self.operators,
             settings=chat.pairing, clock=pacing.wall_clock, sleep=pacing.sleep,
             notify=self._notify,
         )  # fmt: skip
@@ -361,23 +356,6 @@ class GatewayService:
     def _approval_timeout(self, session_key: str) -> float:
         return self.profile_for(session_key).approval_timeout
 
-    def _approvers_of(self, session_key: str) -> frozenset[str]:
-        """The session's platform's approvers, platform-qualified like every requester and
-        presser (``"telegram:42"``): an id configured for one platform approves only there."""
-        key = parse_session_key(session_key)
-        if key.platform == LINK_PLATFORM:
-            return self._linked_approvers(key.chat_id)
-        own = self._qualified_approvers.get(key.platform, frozenset())
-        return own | self.operators
-
-    def _linked_approvers(self, person: str) -> frozenset[str]:
-        """A linked session's: the person's own identities (the same person on each
-        platform), the approvers of their platforms and the operators."""
-        members = self.links.members(person)
-        platforms = {member.partition(":")[0] for member in members}
-        configured = (self._qualified_approvers.get(p, frozenset()) for p in platforms)
-        return members.union(*configured) | self.operators
-
     # one turn -------------------------------------------------------------------------
     async def _run_turn(
         self, session_key: str, message: UserMessage, control: TurnControl
@@ -458,7 +436,7 @@ class GatewayService:
             if stopped:
                 logger.info("turn %s: /stop was acknowledged; its reply suppressed", result.turn_id)
             else:
-                await self._deliver(session_key, result, view, stream)
+                await self.replies.deliver(session_key, result, view, stream)
             await self.files.after_turn(session_key, result, stopped=stopped)
         finally:
             if stream is not None:  # stopped, or no reply: cleared (nothing once handed over)
@@ -467,62 +445,6 @@ class GatewayService:
                 remove = self._progress.becomes_reply and reply_text(result) is not None
                 await view.finish("interrupted" if stopped else result.status, remove=remove)
             self.directory.turn_ended(session_key)
-
-    async def _deliver(
-        self, key: str, result: TurnResult, view: ProgressView | None, stream: StreamedReply | None
-    ) -> None:
-        """Send the reply once (the outbox keeps its chunks once across restarts); the
-        streamed answer's message (edit mode), else a recent progress message, becomes its
-        first chunk — never the progress message after a native stream, whose place the
-        adapter gives the reply (see :class:`ProgressConfig`, docs/architecture.md §13)."""
-        if result.turn_id:
-            if result.turn_id in self._answered:
-                logger.error("turn %s already answered; duplicate dropped", result.turn_id)
-                return
-            self._answered.append(result.turn_id)
-        place = self.directory.place(key)
-        text = reply_text(result)
-        if place is None or text is None:
-            return
-        into = await stream.hand_over() if stream is not None else None
-        if stream is None or stream.mode == "edit":  # a native stream's place is the reply's
-            into = into or await self._progress_into_reply(view)
-        await self.delivery.reply(
-            place.outbound, place.chat, text, turn_id=result.turn_id or None, into=into
-        )
-
-    async def _progress_into_reply(self, view: ProgressView | None) -> SentMessage | None:
-        """The progress message to edit into the reply: only a recent one (an edit notifies
-        nobody, so a long turn ends with a new message and its progress is removed)."""
-        config = self._progress
-        if view is None or not config.becomes_reply or view.age() > config.new_message_after:
-            return None
-        return await view.hand_over()
-
-
-def _with_approvers(
-    access: Mapping[str, AccessPolicy], approvers: Mapping[str, frozenset[str]]
-) -> dict[str, AccessPolicy]:
-    """Approvers may always talk to the bot (and press its buttons)."""
-    platforms = set(access) | set(approvers)
-    return {
-        p: replace(
-            access.get(p, AccessPolicy()),
-            approvers=access.get(p, AccessPolicy()).approvers | approvers.get(p, frozenset()),
-        )
-        for p in platforms
-    }
-
-
-def reply_text(result: TurnResult) -> str | None:
-    """What the user sees for a finished turn; None for a stopped one (/stop answered)."""
-    if result.status == "interrupted":
-        return None
-    if result.reply and result.reply.strip():
-        return result.reply
-    if result.status == "failed":
-        return FAILED_REPLY
-    return None
 
 
 def _tools_of(tools: ToolRegistry | Mapping[str, ToolRegistry], profile: str) -> ToolRegistry:

@@ -27,15 +27,13 @@ from adapters.platforms import platforms
 from gateway.config.render import mask, render_config
 from gateway.config.schema import (
     UNSET,
-    AttachmentsSection,
     Config,
     GatewaySection,
     ModelPresetSection,
     ModelSection,
     ProfileSection,
-    ProgressSection,
-    TranscriptionSection,
 )
+from gateway.config.sections import AttachmentsSection, ProgressSection, TranscriptionSection
 
 __all__ = [
     "Config",
