@@ -65,13 +65,23 @@ class Spool:
 
     def __init__(self, root: Path | None = None, *, clock: Callable[[], float] = time.time):
         self._root, self._clock = root, clock
+        self._temporary = False
 
     @property
     def root(self) -> Path:
-        """The spool's directory (none given: a temporary one, made when first needed)."""
+        """The spool's directory (none given: a temporary one, made when first needed and
+        removed by :meth:`close`)."""
         if self._root is None:
             self._root = Path(tempfile.mkdtemp(prefix="commonos-out-"))
+            self._temporary = True
         return self._root
+
+    def close(self) -> None:
+        """Remove the spool if it is a temporary one (a configured one is kept: its files
+        are sent after a restart)."""
+        if self._temporary and self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root, self._temporary = None, False
 
     def keep(self, file: OutgoingFile, content: bytes) -> Path:
         """Write ``content`` as ``<root>/<key>/<safe name>`` (whole or not at all; the

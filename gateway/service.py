@@ -305,6 +305,7 @@ class GatewayService:
                 logger.exception("%s adapter did not stop cleanly", bot.platform)
         await self.intake.aclose()
         await self.settings.presets.aclose()
+        self.files.spool.close()
         still_running = await drain_abandoned(ABANDONED_GRACE)
         if still_running:
             logger.warning("%d stopped task(s) ignored cancellation at shutdown", still_running)
