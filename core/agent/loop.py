@@ -10,10 +10,11 @@ The steps, as ``docs/turn-loop.md`` §2 describes them:
 3. **System prompt** — restored or rebuilt there too
    (:meth:`core.agent.opening.TurnOpener.prepare`), the clock as a note on this turn's
    user message.
-4. **Session hooks** — ``on_session_start`` for a new session, once: in its first turn
-   whose record was started, even one stopped or failed before this step (then it fires
-   at the finish, before ``agent_loop_stopped``/``on_session_end``); ``pre_llm_call`` once
-   per turn, its context sent in front of the user message and never stored.
+4. **Session hooks** (:mod:`core.agent.session_hooks`) — ``on_session_start`` for a new
+   session, once: in its first turn whose record was started, even one stopped or failed
+   before this step (then it fires at the finish, before ``agent_loop_stopped``/
+   ``on_session_end``); ``pre_llm_call`` once per turn, its context sent in front of the
+   user message and never stored.
 5. **Loop** — :class:`core.agent.turn_run.TurnRun` (or the external runtime,
    :mod:`core.agent.external`, when the profile names one).
 6. **Finish** — ``agent_loop_stopped`` (with the reason) when the loop stopped early, the
@@ -74,6 +75,7 @@ from core.agent.opening import Opening, OpenTurn, TurnOpener
 from core.agent.profile import AgentProfile
 from core.agent.prompt import SoulFile
 from core.agent.scope import TurnScope
+from core.agent.session_hooks import after_turn, session_end, session_hooks, session_start
 from core.agent.session_lock import SessionLocks
 from core.agent.steer import record_redirects, watch_redirects
 from core.agent.step import NoticeCallback, TextCallback
@@ -83,7 +85,7 @@ from core.agent.turn import StepCallback, TurnResult, UserMessage
 from core.agent.turn_run import TurnEnd, TurnParts, TurnRun, stop_end
 from core.approver import ApprovalGate
 from core.cancellation import CancellationToken, Cancelled
-from core.hooks.registry import HookRegistry, under_token
+from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
 from core.store.base import Store
@@ -208,8 +210,8 @@ class CommonAgent:
             logger.info("turn %s ended before it was stored: %s", scope.turn_id, problem)
             return False
         if opening.is_new:
-            await self._after_turn(scope, control.token, "on_session_start")
-        await self._session_end_hooks(scope, control.token, end)
+            await after_turn(self.hooks, scope, control.token, "on_session_start")
+        await session_end(self.hooks, scope, control.token, end)
         return True
 
     # context (``/status``, ``/compact``; docs/turn-loop.md §18) ------------------------
@@ -235,22 +237,6 @@ class CommonAgent:
             transcript = Transcript("", history)
             return await self.compactor.compact(session.id, None, transcript, CancellationToken())
 
-    # step 4 ---------------------------------------------------------------------------
-    async def _session_hooks(self, turn: OpenTurn, text: str) -> None:
-        await self._session_start(turn)
-        scope, guard = turn.scope.hook_args(), turn.control.token.guard
-        found = await guard(self.hooks.collect("pre_llm_call", **scope, user_message=text))
-        turn.transcript.model_context = "\n\n".join(str(c) for c in found if str(c))
-
-    async def _session_start(self, turn: OpenTurn) -> None:
-        """``on_session_start``, once, in a new session's first turn — also one stopped or
-        failed before step 4 (then from :meth:`_finish`), so every ``on_session_end`` of
-        the session comes after it (``docs/turn-loop.md`` §2 step 4)."""
-        if not turn.is_new or turn.session_started:
-            return
-        turn.session_started = True
-        await self._after_turn(turn.scope, turn.control.token, "on_session_start")
-
     # an opened turn: the rest of steps 2–4, then 5–6 --------------------------------
     async def _drive(
         self,
@@ -262,7 +248,7 @@ class CommonAgent:
     ) -> TurnResult:
         try:
             await opener.prepare(turn)
-            await self._session_hooks(turn, turn.message.text)
+            await session_hooks(self.hooks, turn, turn.message.text)
             end = await self._watched_loop(turn, opener, step_callback, on_notice, on_text)
         except asyncio.CancelledError:
             cancelled = TurnEnd("interrupted", "cancelled", stopped_early=True)
@@ -375,7 +361,7 @@ class CommonAgent:
         return run_child
 
     async def _finish(self, turn: OpenTurn, end: TurnEnd) -> TurnResult:
-        await self._session_start(turn)  # a first turn that ended before step 4
+        await session_start(self.hooks, turn)  # a first turn that ended before step 4
         iterations = turn.gate.calls if turn.gate is not None else end.iterations
         return await self._close(turn.scope, turn.control.token, end, iterations)
 
@@ -384,7 +370,7 @@ class CommonAgent:
     ) -> TurnResult:
         """Step 6 for every started turn: stop hook, final status stored, session end."""
         if end.stopped_early:
-            await self._after_turn(scope, token, "agent_loop_stopped", reason=end.exit_reason)
+            await after_turn(self.hooks, scope, token, "agent_loop_stopped", reason=end.exit_reason)
         try:
             await self.store.finish_turn(
                 scope.turn_id,
@@ -396,27 +382,8 @@ class CommonAgent:
             await self.store.touch_session(scope.session_id)
         except Exception:
             logger.exception("turn %s: final status not stored", scope.turn_id)
-        await self._session_end_hooks(scope, token, end)
+        await session_end(self.hooks, scope, token, end)
         return _result(scope, end, iterations)
-
-    async def _session_end_hooks(
-        self, scope: TurnScope, token: CancellationToken, end: TurnEnd
-    ) -> None:
-        status, reason = end.status, end.exit_reason
-        await self._after_turn(scope, token, "on_session_end", status=status, exit_reason=reason)
-
-    async def _after_turn(
-        self, scope: TurnScope, token: CancellationToken, name: str, **kwargs: object
-    ) -> None:
-        """A hook that must fire even once the turn is stopped (the after-turn hooks and
-        ``on_session_start``): under the token, the whole dispatch boxed to ``time_box``
-        (after a stop, to ``AFTER_STOP_SECONDS``); a stop or overrun is logged, never raised."""
-        work = under_token(token, self.hooks.notify(name, **scope.hook_args(), **kwargs))
-        try:
-            await CancellationToken.time_boxed(work, self.hooks.time_box)
-        except (Cancelled, TimeoutError) as cut:
-            why = "stopped" if isinstance(cut, Cancelled) else "timed out"
-            logger.warning("turn %s: %s hook %s; going on", scope.turn_id, name, why)
 
 
 def _compactor(
