@@ -20,18 +20,9 @@ message (:mod:`adapters.slack.inbox`) or hand the press or command to a backgrou
 and return; bolt runs them before it acknowledges (``process_before_response``), so a
 message is stored before Slack hears it arrived. Turns run in the gateway's workers.
 
-Outbound: ``chat.postMessage`` into the conversation's thread, ``chat.update``,
-``chat.delete``; buttons as Block Kit (:mod:`adapters.slack.blocks`); a press's answer as
-an ephemeral message to the presser (``chat.postEphemeral``: a refusal reveals nothing to
-the channel); ``Typing`` as the thread's status (:mod:`adapters.slack.status`);
-an answer streamed as it is written as a chat stream in its thread, whose message the
-reply then takes over (:mod:`adapters.slack.streams`; the agent session's Stop button
-arrives as a ``stop`` event while that stream is live); ``SendFile`` as slack_sdk's v2
-external upload into the thread, and ``download`` of a
-message's files with the bot token (:mod:`adapters.slack.files`). Failures
-are raised as the adapter error tree (:mod:`adapters.slack.errors`); ``ratelimited`` is
-:class:`~adapters.base.RateLimited`, which the gateway waits out and retries — Slack
-refused the call, so nothing is duplicated.
+Outbound (:mod:`adapters.slack.outbound`): messages, edits, deletes, reactions, press
+answers, the thread's status, chat streams and file uploads into the conversation's thread,
+Slack's errors raised as the adapter error tree (:mod:`adapters.slack.errors`).
 """
 
 from __future__ import annotations
@@ -45,41 +36,29 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from slack_bolt.async_app import AsyncApp
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from adapters.base import (
     MESSAGES,
     AdapterError,
-    ButtonRows,
     Capabilities,
     Charges,
     ChatRef,
     EventSink,
     InboundEvent,
-    MessageGone,
     RateLimit,
-    RateLimited,
     SentMessage,
     StreamingMode,
 )
 from adapters.calls import (
-    AnswerPress,
     Call,
-    Delete,
-    Edit,
-    LiveText,
-    React,
-    Send,
-    SendFile,
-    Typing,
 )
 from adapters.health import Health, HealthCell, Sleep
 from adapters.inbox import STORAGE_NOTICE
 from adapters.session_keys import SessionKeyRule
-from adapters.slack.blocks import BUTTON_VALUE_LIMIT, message_blocks
-from adapters.slack.errors import error_code, platform_errors, translate
-from adapters.slack.files import UPLOAD_LIMIT, FileFetcher, shared_file, upload
+from adapters.slack.blocks import BUTTON_VALUE_LIMIT
+from adapters.slack.errors import platform_errors
+from adapters.slack.files import UPLOAD_LIMIT, FileFetcher
 from adapters.slack.inbox import SlackInbox
 from adapters.slack.normalize import (
     PLATFORM,
@@ -88,11 +67,10 @@ from adapters.slack.normalize import (
     default_session_key,
     unusable,
 )
+from adapters.slack.outbound import SlackOutbound
 from adapters.slack.receivers import HttpReceiver, Receiver, SocketReceiver, auth_refused
-from adapters.slack.render import neutralise_plain, slack_renderer
-from adapters.slack.status import ThreadStatus
-from adapters.slack.streams import SlackStreams
-from core.attachments import Attachment, OutgoingFile
+from adapters.slack.render import slack_renderer
+from core.attachments import Attachment
 from core.bounded import BoundedMap
 from core.store.base import Store
 from core.tasks import TaskSet
@@ -103,19 +81,11 @@ MAX_TEXT = 4000
 """Characters per message: Slack accepts 40,000 but clients truncate beyond ~4,000."""
 REMEMBERED = 10_000
 DEFAULT_API_URL = "https://slack.com/api/"
-CHUNK_EVENT = "commonos_chunk"
-"""The metadata ``event_type`` of a reply chunk (its payload: ``{"chunk": <outbox key>}``)."""
-LOOKUP_LIMIT = 100
-"""Latest messages read when looking for a chunk that was in flight at a crash."""
-LOOKUP_MARGIN = 60.0
-"""Seconds before the send began that the lookup starts from (clocks differ)."""
 
 STREAM_LIMIT = RateLimit(100, 60.0)
 """The bot's stream calls (``chat.startStream``/``appendStream``, "live"): Slack's Tier 4,
 about 100 a minute per workspace for ``chat.appendStream``, so that several answers
 streaming at once slow down (coalesced to their newest text) instead of being refused."""
-SLACK_REACTIONS = {"👀": "eyes", "✅": "white_check_mark", "❌": "x"}
-"""Slack names its emoji: the status reactions' names."""
 SLACK_CHARGES = Charges(bot=frozenset({"live"}), chat=MESSAGES, group=MESSAGES)
 """Only stream calls are paced by the gateway (the other methods have no window here: a
 ``ratelimited`` answer is waited out); a stream's end ("seal") is a reply's and is not
@@ -189,10 +159,6 @@ class SlackAdapter:
         )
         self.client = AsyncWebClient(token=bot_token, base_url=self.settings.api_base_url)
         self.files = FileFetcher(bot_token, self.settings.api_base_url)
-        self.status = ThreadStatus(
-            self._set_status, text=self.settings.status_text, lease=self.settings.status_lease
-        )
-        self.streams = SlackStreams(self.client, self._clear_status)
         self.identity: SlackIdentity | None = None
         self.normalizer: Normalizer | None = None
         self.receiver: Receiver | None = None
@@ -200,6 +166,11 @@ class SlackAdapter:
         self._sink: EventSink | None = None
         self._controls = TaskSet(_log)
         self._joined: BoundedMap[str, bool] = BoundedMap(REMEMBERED)
+        self._outbound = SlackOutbound(
+            self.client, self.settings, key_rule, self._joined, lambda: self.identity
+        )
+        self.status = self._outbound.status
+        self.streams = self._outbound.streams
         self._last_thread: BoundedMap[tuple[str, str], str] = BoundedMap(REMEMBERED)
 
     @property
@@ -286,7 +257,7 @@ class SlackAdapter:
 
     async def _storage_notice(self, chat: ChatRef) -> None:
         try:
-            await self._send(chat, STORAGE_NOTICE, (), False, None)
+            await self._outbound.send(chat, STORAGE_NOTICE, (), False, None)
         except Exception as exc:
             _log.warning("slack: could not tell %s the store is out: %s", chat, exc)
 
@@ -371,216 +342,13 @@ class SlackAdapter:
 
     # outbound ------------------------------------------------------------------------------
     async def perform(self, call: Call) -> SentMessage | None:
-        """One outbound call (:mod:`adapters.calls`)."""
-        match call:
-            case Send(chat, text, buttons, markup, key, in_flight_since):
-                return await self._send(chat, text, buttons, markup, key, in_flight_since)
-            case SendFile(chat, file, caption, _key, in_flight_since):
-                return await self._send_file(chat, file, caption, in_flight_since)
-            case Edit(message, text, buttons, markup):
-                await self._edit(message, text, buttons, markup)
-            case Delete(message):
-                await self._delete(message)
-            case AnswerPress(event, text):
-                await self._answer(event, text)
-            case Typing(chat):
-                await self._typing(chat)
-            case LiveText(chat, text, "seal"):
-                await self.streams.seal(chat)
-            case LiveText(chat, text, "append"):
-                await self.streams.show(chat, self.streams.shown(chat) + text)
-            case LiveText(chat, text, _):
-                await self.streams.show(chat, text)
-            case React(message, emoji):
-                await self._react(message, emoji)
-        return None
-
-    async def _send(
-        self,
-        chat: ChatRef,
-        text: str,
-        buttons: ButtonRows,
-        markup: bool,
-        key: str | None,
-        in_flight_since: float | None = None,
-    ) -> SentMessage:
-        """Post a message; a reply chunk (``key``) carries its key as metadata, and one
-        whose earlier send was in flight at a crash is looked for first: found, it is not
-        posted again (docs/architecture.md, "Exactly once")."""
-        if key is not None and in_flight_since is not None:
-            found = await self._posted(chat, key, in_flight_since)
-            if found is not None:
-                return found
-        body = text if markup else neutralise_plain(text)
-        if key is not None and (taken := await self._take_over(chat, body, buttons, markup, key)):
-            return taken
-        await self._clear_status(chat)
-        with platform_errors():
-            response = await self.client.chat_postMessage(
-                channel=chat.chat_id,
-                thread_ts=chat.thread_id,
-                text=body,
-                blocks=message_blocks(body, buttons, markup=markup) or None,
-                mrkdwn=markup,
-                unfurl_links=False,
-                metadata=chunk_metadata(key) if key is not None else None,
-            )
-        if chat.thread_id is not None:
-            self._joined.put(str(self._thread_key(chat)), True)
-        return SentMessage(chat, str(response["ts"]))
-
-    async def _take_over(
-        self, chat: ChatRef, body: str, buttons: ButtonRows, markup: bool, key: str
-    ) -> SentMessage | None:
-        """A reply chunk after a sealed stream: ``chat.update`` of the stream's message
-        (:mod:`adapters.slack.streams`); None when there is none or it is gone."""
-        ts = self.streams.sealed(chat)
-        if ts is None:
-            return None
-        try:
-            with platform_errors():
-                await self.client.chat_update(
-                    channel=chat.chat_id,
-                    ts=ts,
-                    text=body,
-                    blocks=message_blocks(body, buttons, markup=markup),
-                    metadata=chunk_metadata(key),
-                )
-        except MessageGone:
-            self.streams.taken(chat)
-            return None
-        self.streams.taken(chat)
-        self._joined.put(str(self._thread_key(chat)), True)
-        return SentMessage(chat, ts)
+        """One outbound call (:mod:`adapters.calls`, :mod:`adapters.slack.outbound`)."""
+        return await self._outbound.perform(call)
 
     def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
         """An offered file's bytes from ``url_private_download``, with the bot token
         (:mod:`adapters.slack.files`)."""
         return self.files.stream(attachment)
-
-    async def _send_file(
-        self, chat: ChatRef, file: OutgoingFile, caption: str, in_flight_since: float | None
-    ) -> SentMessage:
-        """Share a file in the conversation; one whose earlier upload was in flight at a
-        crash is looked for first (:mod:`adapters.slack.files`, "Exactly once")."""
-        if in_flight_since is not None:
-            found = await self._shared(chat, file, in_flight_since)
-            if found is not None:
-                return found
-        await self._clear_status(chat)
-        sent = await upload(self.client, chat, file, neutralise_plain(caption))
-        if chat.thread_id is not None:
-            self._joined.put(str(self._thread_key(chat)), True)
-        return sent
-
-    async def _shared(self, chat: ChatRef, file: OutgoingFile, since: float) -> SentMessage | None:
-        """The bot's share of ``file`` since its upload began, or None (also when the
-        lookup failed: the file is then uploaded, at least once)."""
-        if self.identity is None:
-            return None
-        try:
-            messages = await self._latest(chat, f"{since - LOOKUP_MARGIN:.6f}")
-        except RateLimited:
-            raise
-        except AdapterError as exc:
-            _log.warning("slack: file %s not looked up in %s (%s); uploading", file.key, chat, exc)
-            return None
-        bot = (self.identity.user_id, self.identity.bot_id)
-        found = shared_file(messages, file, bot)
-        return None if found is None else SentMessage(chat, found)
-
-    async def _posted(self, chat: ChatRef, key: str, since: float) -> SentMessage | None:
-        """The message carrying chunk ``key`` that an earlier run posted (its send was in
-        flight at a crash), looked up in the conversation's latest messages since the send
-        began; None when Slack has none, or the lookup failed (then the chunk is posted:
-        at least once). ``RateLimited`` goes up, so the send waits and tries again."""
-        try:
-            messages = await self._latest(chat, f"{since - LOOKUP_MARGIN:.6f}")
-        except RateLimited:
-            raise
-        except AdapterError as exc:
-            _log.warning("slack: chunk %s not looked up in %s (%s); posting it", key, chat, exc)
-            return None
-        found = next((m for m in messages if _carries(m, key)), None)
-        return None if found is None else SentMessage(chat, str(found["ts"]))
-
-    async def _latest(self, chat: ChatRef, oldest: str) -> list[Any]:
-        """The conversation's messages after ``oldest`` with their metadata: the channel's
-        (a DM's top level) or the thread's."""
-        with platform_errors():
-            if chat.thread_id is None:
-                response = await self.client.conversations_history(
-                    channel=chat.chat_id, oldest=oldest, limit=LOOKUP_LIMIT,
-                    include_all_metadata=True,
-                )  # fmt: skip
-            else:
-                response = await self.client.conversations_replies(
-                    channel=chat.chat_id, ts=chat.thread_id, oldest=oldest, limit=LOOKUP_LIMIT,
-                    include_all_metadata=True,
-                )  # fmt: skip
-        messages = response.get("messages")
-        return messages if isinstance(messages, list) else []
-
-    def _thread_key(self, chat: ChatRef) -> object:
-        return self.key_rule(
-            PLATFORM, "thread", chat.chat_id, user_id=None, thread_id=chat.thread_id
-        )
-
-    async def _edit(
-        self, message: SentMessage, text: str, buttons: ButtonRows, markup: bool
-    ) -> None:
-        body = text if markup else neutralise_plain(text)
-        with platform_errors():
-            await self.client.chat_update(
-                channel=message.chat.chat_id,
-                ts=message.message_id,
-                text=body,
-                blocks=message_blocks(body, buttons, markup=markup),
-            )
-
-    async def _delete(self, message: SentMessage) -> None:
-        with platform_errors():
-            await self.client.chat_delete(channel=message.chat.chat_id, ts=message.message_id)
-
-    async def _react(self, message: SentMessage, emoji: str) -> None:
-        """``reactions.add`` by name (👀 ``eyes``, ✅ ``white_check_mark``, ❌ ``x``); one the
-        bot already put there (``already_reacted``, a replay) is no error."""
-        try:
-            await self.client.reactions_add(
-                channel=message.chat.chat_id,
-                timestamp=message.message_id,
-                name=SLACK_REACTIONS.get(emoji, emoji),
-            )
-        except SlackApiError as exc:
-            if error_code(exc) != "already_reacted":
-                raise translate(exc) from exc
-
-    async def _answer(self, event: InboundEvent, text: str | None) -> None:
-        """The press was acknowledged on arrival; a notice goes to the presser alone."""
-        if not text:
-            return
-        with platform_errors():
-            await self.client.chat_postEphemeral(
-                channel=event.chat.chat_id,
-                user=event.sender.id,
-                text=neutralise_plain(text),
-                thread_ts=event.chat.thread_id,
-            )
-
-    async def _typing(self, chat: ChatRef) -> None:
-        """The thread's "is thinking…" status (a DM's top level has none)."""
-        if chat.thread_id is not None:
-            await self.status.show((chat.chat_id, chat.thread_id))
-
-    async def _clear_status(self, chat: ChatRef) -> None:
-        if chat.thread_id is not None:
-            await self.status.clear((chat.chat_id, chat.thread_id))
-
-    async def _set_status(self, channel: str, thread_ts: str, status: str) -> object:
-        with platform_errors():
-            return await self.client.assistant_threads_setStatus(
-                channel_id=channel, thread_ts=thread_ts, status=status
-            )
 
 
 def _team_of(event: dict[str, Any], body: dict[str, Any]) -> str:
@@ -589,16 +357,3 @@ def _team_of(event: dict[str, Any], body: dict[str, Any]) -> str:
         if isinstance(value, str) and value:
             return value
     return ""
-
-
-def chunk_metadata(key: str) -> dict[str, Any]:
-    """The message metadata that names the outbox chunk a message carries."""
-    return {"event_type": CHUNK_EVENT, "event_payload": {"chunk": key}}
-
-
-def _carries(message: Any, key: str) -> bool:
-    metadata = message.get("metadata") if isinstance(message, dict) else None
-    if not isinstance(metadata, dict) or metadata.get("event_type") != CHUNK_EVENT:
-        return False
-    payload = metadata.get("event_payload")
-    return isinstance(payload, dict) and payload.get("chunk") == key

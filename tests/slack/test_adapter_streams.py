@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from adapters.base import ChatRef, InboundEvent, RateLimited, SentMessage, StreamRefused
 from adapters.calls import LiveText, Send, Typing
-from adapters.slack.adapter import STREAM_LIMIT, SlackAdapter, SlackSettings, chunk_metadata
+from adapters.slack.adapter import STREAM_LIMIT, SlackAdapter, SlackSettings
+from adapters.slack.outbound import chunk_metadata
 from adapters.slack.platform import SlackSection
 from core.store.sqlite import SqliteStore
 from tests.platform_sim.base import SimError, SimMessage
