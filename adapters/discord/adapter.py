@@ -66,7 +66,7 @@ from adapters.calls import (
 )
 from adapters.discord.commands import build_tree, sync_commands
 from adapters.discord.connection import (
-    IDENTIFY_SPACING,
+    GatewayClient,
     GatewayLink,
     Timing,
     dead_letter_id,
@@ -157,37 +157,6 @@ def intents_for(settings: DiscordSettings) -> discord.Intents:
     return intents
 
 
-class _Client(discord.Client):
-    def __init__(self, adapter: DiscordAdapter, **options: Any) -> None:
-        super().__init__(**options)
-        self.press_handler = adapter
-        self._adapter = adapter
-        self.receiving = asyncio.Event()
-        """Set once READY came and every guild it listed has arrived (GUILD_CREATE)."""
-
-    def _note_guilds(self) -> None:
-        if self.user is not None and not any(guild.unavailable for guild in self.guilds):
-            self.receiving.set()
-
-    async def on_connect(self) -> None:
-        self._note_guilds()
-
-    async def on_guild_available(self, guild: discord.Guild) -> None:
-        self._note_guilds()
-
-    async def on_ready(self) -> None:
-        # discord.py's own READY: after guild_ready_timeout, even if a guild never came
-        self.receiving.set()
-
-    async def on_message(self, message: discord.Message) -> None:
-        await self._adapter.on_message(message)
-
-    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
-        """Discord's one IDENTIFY per 5 s, waited on the adapter's (injected) sleep."""
-        if not initial:
-            await self._adapter.timing.sleep(IDENTIFY_SPACING)
-
-
 class DiscordAdapter:
     """The :class:`adapters.base.Adapter` for Discord."""
 
@@ -220,7 +189,7 @@ class DiscordAdapter:
             streaming="off" if self.settings.streaming == "off" else "edit",
             stream_interval=stream_interval(self.settings),
         )
-        self.client: _Client | None = None
+        self.client: GatewayClient | None = None
         self.syncs = 0
         """Scopes whose slash commands this run synced (0 when the set was unchanged)."""
         self._rate_limits = RateLimitCounter()
@@ -261,7 +230,7 @@ class DiscordAdapter:
         ``health`` down when Discord refused the token or the intents."""
         self._sink = sink
         self._point_at_platform()
-        client = _Client(
+        client = GatewayClient(
             self, intents=intents_for(self.settings), chunk_guilds_at_startup=False,
             guild_ready_timeout=self.settings.guild_ready_timeout,
         )  # fmt: skip
@@ -280,7 +249,7 @@ class DiscordAdapter:
         if await self._wait_ready(client, connecting):
             _log.info("discord: receiving as %s", client.user)
 
-    async def _login(self, client: _Client) -> bool:
+    async def _login(self, client: GatewayClient) -> bool:
         """False (health down, the fix logged) when Discord rejects the token."""
         try:
             await client.login(self.token)
@@ -306,7 +275,7 @@ class DiscordAdapter:
             gateway = yarl.URL(self.settings.gateway_url)
             discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = gateway
 
-    async def _wait_ready(self, client: _Client, connecting: asyncio.Task[Any]) -> bool:
+    async def _wait_ready(self, client: GatewayClient, connecting: asyncio.Task[Any]) -> bool:
         """Until READY and every guild it listed arrived: events are handled from then on
         (discord.py's own ``ready`` waits ``guild_ready_timeout`` more, for nothing).
         False when the connection went down first (its supervisor returned)."""

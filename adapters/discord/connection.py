@@ -19,6 +19,9 @@ client on an error (the client could then only be rebuilt, and the session not r
 A payload discord.py cannot parse (:func:`guard_parsers`) is handed to ``poison`` and the
 connection goes on; READY is the exception, without it the socket is useless, so it ends
 the socket (transient).
+
+:class:`GatewayClient` is the client itself: it knows when READY came and every guild it
+listed arrived, spaces IDENTIFYs on the adapter's sleep and hands messages on.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import discord
 from discord.gateway import DiscordWebSocket, ReconnectWebSocket
@@ -242,3 +245,46 @@ def raw_json(data: Any) -> str:
 
 def parse_error(event: str, exc: Exception) -> str:
     return f"discord.py could not read this {event}: {type(exc).__name__}: {exc}"
+
+
+class GatewayOwner(Protocol):
+    """What :class:`GatewayClient` hands its events to (the adapter)."""
+
+    timing: Timing
+
+    async def on_message(self, message: discord.Message) -> None: ...
+
+    async def on_press(self, interaction: discord.Interaction, custom_id: str) -> None: ...
+
+
+class GatewayClient(discord.Client):
+    """discord.py's client, its events handed to the adapter that owns it."""
+
+    def __init__(self, adapter: GatewayOwner, **options: Any) -> None:
+        super().__init__(**options)
+        self.press_handler = adapter
+        self._adapter = adapter
+        self.receiving = asyncio.Event()
+        """Set once READY came and every guild it listed has arrived (GUILD_CREATE)."""
+
+    def _note_guilds(self) -> None:
+        if self.user is not None and not any(guild.unavailable for guild in self.guilds):
+            self.receiving.set()
+
+    async def on_connect(self) -> None:
+        self._note_guilds()
+
+    async def on_guild_available(self, guild: discord.Guild) -> None:
+        self._note_guilds()
+
+    async def on_ready(self) -> None:
+        # discord.py's own READY: after guild_ready_timeout, even if a guild never came
+        self.receiving.set()
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self._adapter.on_message(message)
+
+    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+        """Discord's one IDENTIFY per 5 s, waited on the adapter's (injected) sleep."""
+        if not initial:
+            await self._adapter.timing.sleep(IDENTIFY_SPACING)
