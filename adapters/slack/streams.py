@@ -89,6 +89,7 @@ class SlackStreams:
         self._streams: dict[Thread, Stream] = {}
         self._sealed: BoundedMap[Thread, str] = BoundedMap(REMEMBERED)
         self._askers: BoundedMap[Thread, Asker] = BoundedMap(REMEMBERED)
+        self._started = asyncio.Condition()
 
     def asked(self, chat: ChatRef, user: str, team: str) -> None:
         """A user wrote in ``chat``: a stream there is for them."""
@@ -127,6 +128,8 @@ class SlackStreams:
             )
         stream = Stream(chat, str(response["ts"]), first)
         self._streams[thread] = stream
+        async with self._started:
+            self._started.notify_all()
         await self._append(stream, rest)
 
     async def _append(self, stream: Stream, new: str) -> None:
@@ -220,6 +223,11 @@ class SlackStreams:
         """Is a stream live in ``chat`` (tests and logs)?"""
         stream = None if chat.thread_id is None else self._streams.get(_thread(chat))
         return stream is not None and stream.live
+
+    async def wait_live(self, chat: ChatRef) -> None:
+        """Until a stream is live in ``chat`` (Slack answered its ``chat.startStream``)."""
+        async with self._started:
+            await self._started.wait_for(lambda: self.live(chat))
 
 
 class _Ended(Exception):

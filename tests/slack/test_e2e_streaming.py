@@ -68,13 +68,8 @@ async def ask(
 
 
 async def adapter_knows(run: SlackGateway, chat: ChatRef) -> None:
-    """Until the adapter has Slack's answer to its ``chat.startStream`` (a bounded poll:
-    nothing in the simulator changes meanwhile)."""
-    for _ in range(500):
-        if run.adapter.streams.live(chat):
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no live stream in {chat}")
+    """Until the adapter has Slack's answer to its ``chat.startStream``."""
+    await asyncio.wait_for(run.adapter.streams.wait_live(chat), 5)
 
 
 @pytest.mark.parametrize("where", ["channel thread", "dm thread"])
