@@ -33,7 +33,6 @@ import itertools
 import logging
 import math
 from bisect import insort
-from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from functools import partial
@@ -51,6 +50,7 @@ from adapters.base import (
 from adapters.calls import Priority
 from core.tasks import TaskSet
 from gateway.rate_limits import MAX_ATTEMPTS, Sleep, may_retry
+from gateway.windows import SlidingWindow
 
 logger = logging.getLogger(__name__)
 
@@ -72,36 +72,6 @@ class OutboundStats:
     """Calls dropped before they started (superseded or their waiter gone)."""
 
 
-class _Window:
-    """A sliding window of calls: in flight, plus the end times of the recent ones."""
-
-    def __init__(self, limit: RateLimit) -> None:
-        self.limit = limit
-        self.in_flight = 0
-        self._ended: deque[float] = deque()
-
-    def ready_at(self, now: float) -> float:
-        ended, limit = self._ended, self.limit
-        while ended and ended[0] <= now - limit.seconds:
-            ended.popleft()
-        if self.in_flight + len(ended) < limit.count:
-            return now
-        return ended[0] + limit.seconds if ended else math.inf
-
-    def quiet(self, now: float) -> bool:
-        self.ready_at(now)
-        return self.in_flight == 0 and not self._ended
-
-    def take(self) -> None:
-        self.in_flight += 1
-
-    def release(self, now: float | None) -> None:
-        """The call ended at ``now``; ``None``: refused (a 429), so it takes no slot."""
-        self.in_flight -= 1
-        if now is not None:
-            self._ended.append(now)
-
-
 @dataclass(eq=False, slots=True)
 class _Job:
     call: Callable[[], Awaitable[Any]]
@@ -118,7 +88,7 @@ class _Job:
     started: bool = False
     waiters: int = 0
     detached: bool = False
-    windows: list[_Window] = field(default_factory=list)
+    windows: list[SlidingWindow] = field(default_factory=list)
 
     @property
     def order(self) -> tuple[int, int]:
@@ -151,7 +121,7 @@ class OutboundScheduler:
     ) -> None:
         """``clock``/``sleep``: the time the windows are measured on and how a wait for
         one is made (default: the platform's ``capabilities.pace_clock``)."""
-        self._bot = _Window(capabilities.bot_limit) if capabilities.bot_limit else None
+        self._bot = SlidingWindow(capabilities.bot_limit) if capabilities.bot_limit else None
         self._chat_limit, self._group_limit = capabilities.chat_limit, capabilities.group_limit
         self._charges = capabilities.charges
         pace = capabilities.pace_clock
@@ -159,8 +129,8 @@ class OutboundScheduler:
         self._attempts = attempts
         self.on_rate_limited = on_rate_limited
         """Called with the chat and the wait for every 429 (metrics)."""
-        self._chats: dict[ChatId, _Window] = {}
-        self._groups: dict[ChatId, _Window] = {}
+        self._chats: dict[ChatId, SlidingWindow] = {}
+        self._groups: dict[ChatId, SlidingWindow] = {}
         self._held: dict[tuple[ChatId, bool], float] = {}
         self._shared: set[ChatId] = set()
         self._waiting: list[_Job] = []
@@ -343,7 +313,7 @@ class OutboundScheduler:
             at = max(at, window.ready_at(now))
         return at
 
-    def _chat_windows(self, job: _Job, key: ChatId) -> list[_Window]:
+    def _chat_windows(self, job: _Job, key: ChatId) -> list[SlidingWindow]:
         """The per-chat windows ``job`` is charged to (made when first needed)."""
         windows, charges = [], self._charges
         if self._chat_limit is not None and _charged(job.kind, charges.chat):
@@ -353,10 +323,12 @@ class OutboundScheduler:
             windows.append(self._window(self._groups, key, self._group_limit))
         return windows
 
-    def _window(self, windows: dict[ChatId, _Window], key: ChatId, limit: RateLimit) -> _Window:
+    def _window(
+        self, windows: dict[ChatId, SlidingWindow], key: ChatId, limit: RateLimit
+    ) -> SlidingWindow:
         window = windows.get(key)
         if window is None:
-            window = windows[key] = _Window(limit)
+            window = windows[key] = SlidingWindow(limit)
         return window
 
     def _start(self, job: _Job, key: ChatId) -> None:
