@@ -13,11 +13,14 @@ from gateway.config import load_config
 from gateway.config.render import warnings
 from gateway.config.schema import (
     AttachmentsSection,
+    ClusterSection,
     GatewaySection,
     ModelPresetSection,
     ModelSection,
     ProfileSection,
     ProgressSection,
+    StoreSection,
+    TelemetrySection,
     TranscriptionSection,
 )
 
@@ -48,6 +51,9 @@ def schema_keys() -> dict[str, set[str]]:
         "progress": set(ProgressSection.model_fields),
         "attachments": set(AttachmentsSection.model_fields),
         "transcription": set(TranscriptionSection.model_fields),
+        "store": set(StoreSection.model_fields),
+        "cluster": set(ClusterSection.model_fields),
+        "telemetry": set(TelemetrySection.model_fields),
         "approvals": set(platforms()),
         "access": set(platforms()),
     }

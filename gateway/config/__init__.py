@@ -33,7 +33,14 @@ from gateway.config.schema import (
     ModelSection,
     ProfileSection,
 )
-from gateway.config.sections import AttachmentsSection, ProgressSection, TranscriptionSection
+from gateway.config.sections import (
+    AttachmentsSection,
+    ClusterSection,
+    ProgressSection,
+    StoreSection,
+    TelemetrySection,
+    TranscriptionSection,
+)
 
 __all__ = [
     "Config",
@@ -56,6 +63,9 @@ CORE: dict[str, type[Section]] = {
     "progress": ProgressSection,
     "attachments": AttachmentsSection,
     "transcription": TranscriptionSection,
+    "store": StoreSection,
+    "cluster": ClusterSection,
+    "telemetry": TelemetrySection,
 }
 USER_LISTS = ("approvals", "access")
 Problem = tuple[str, str]
@@ -177,6 +187,9 @@ class _Reader:
             progress=core["progress"],
             attachments=core["attachments"],
             transcription=core["transcription"],
+            store=core["store"],
+            cluster=core["cluster"],
+            telemetry=core["telemetry"],
             approvals={p: ids for p, ids in lists["approvals"] if ids},
             access={p: ids for p, ids in lists["access"] if ids},
             sections=sections,

@@ -42,7 +42,14 @@ from core.agent.profile import DEFAULT_MAX_ITERATIONS, AgentProfile, BusyPolicy
 from core.model.timeouts import Timeouts
 from core.tools import limits
 from core.tools.sandbox import SandboxKind, WorkspaceScope
-from gateway.config.sections import AttachmentsSection, ProgressSection, TranscriptionSection
+from gateway.config.sections import (
+    AttachmentsSection,
+    ClusterSection,
+    ProgressSection,
+    StoreSection,
+    TelemetrySection,
+    TranscriptionSection,
+)
 
 Provider = Literal["openai", "demo"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -382,6 +389,9 @@ class Config:
     progress: ProgressSection = field(default_factory=ProgressSection)
     attachments: AttachmentsSection = field(default_factory=AttachmentsSection)
     transcription: TranscriptionSection = field(default_factory=TranscriptionSection)
+    store: StoreSection = field(default_factory=StoreSection)
+    cluster: ClusterSection = field(default_factory=ClusterSection)
+    telemetry: TelemetrySection = field(default_factory=TelemetrySection)
     approvals: Mapping[str, frozenset[str]] = field(default_factory=dict)
     access: Mapping[str, frozenset[str]] = field(default_factory=dict)
     sections: Mapping[str, PlatformSection] = field(default_factory=dict)
@@ -426,7 +436,7 @@ class Config:
 
     def secrets(self) -> list[str]:
         """Every configured secret value (for masking in logs and chat)."""
-        found = self.model.secrets() + self.transcription.secrets()
+        found = self.model.secrets() + self.transcription.secrets() + self.store.secrets()
         for preset in self.models.values():
             found += preset.secrets()
         for section in self.sections.values():

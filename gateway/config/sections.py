@@ -2,7 +2,8 @@
 
 ``[attachments]`` (files taken in, docs/attachments.md), ``[transcription]`` (voice notes
 and audio files to text) and ``[progress]`` (the progress message and reactions,
-:class:`gateway.progress.ProgressConfig`). Frozen models like every section
+:class:`gateway.progress.ProgressConfig`); and where state lives and how processes share it:
+``[store]``, ``[cluster]`` (docs/cluster.md) and ``[telemetry]`` (traces). Frozen models like every section
 (:class:`adapters.config.Section`); :class:`gateway.config.schema.Config` holds one of each.
 """
 
@@ -89,3 +90,75 @@ class ProgressSection(Section):
     """A turn longer than this ends with a new message, so the user is notified."""
     reactions: Flag = False
     """Mark the user's message 👀 when its turn starts, ✅ / ❌ when it ends."""
+
+
+def _store_url(value: object) -> str | None:
+    """Empty or unset: the SQLite file; else a ``postgresql://`` (or ``postgres://``) URL."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and value.startswith(("postgresql://", "postgres://")):
+        return value
+    raise invalid(
+        f"expected a postgresql://user:password@host:port/database URL, got {show(mask_url(value))}"
+    )
+
+
+def mask_url(value: object) -> object:
+    """``value`` with the password of a URL replaced by ``***`` (never shown, never logged)."""
+    if not isinstance(value, str):
+        return value
+    head, sep, rest = value.partition("://")
+    if not sep or "@" not in rest:
+        return value
+    userinfo, at, host = rest.rpartition("@")
+    user, colon, _password = userinfo.partition(":")
+    return f"{head}://{user}{':***' if colon else ''}{at}{host}"
+
+
+class StoreSection(Section):
+    """Where the gateway keeps its state (docs/cluster.md). Unset ``url``: one SQLite file,
+    ``<data_dir>/commonos.db``, for one process. A ``postgresql://`` URL: PostgreSQL, which
+    several ``commonos run`` processes can share."""
+
+    url: Annotated[str | None, BeforeValidator(_store_url)] = secret_field("COMMONOS_STORE_URL")
+    """``postgresql://user:password@host:port/database``; its password is a secret."""
+    pool_size: PositiveInt = 10
+    """Connections each process keeps open to PostgreSQL (one more listens)."""
+
+    @property
+    def postgres(self) -> bool:
+        return self.url is not None
+
+    def secrets(self) -> list[str]:
+        """The URL and, alone, its password (an error may quote either)."""
+        if self.url is None:
+            return []
+        password = url_password(self.url)
+        return [self.url, password] if password else [self.url]
+
+
+def url_password(url: str) -> str | None:
+    """The password in ``scheme://user:password@host/...``, if any."""
+    _head, sep, rest = url.partition("://")
+    userinfo, at, _host = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return None
+    return userinfo.partition(":")[2] or None
+
+
+class ClusterSection(Section):
+    """Several processes on one PostgreSQL store (docs/cluster.md); ignored on SQLite."""
+
+    name: Text | None = None
+    """How ``commonos status`` names this process; unset: ``<hostname>:<pid>``."""
+    lease_seconds: PositiveNumber = 15.0
+    """A bot or session lease not renewed for this long passes to another process
+    (renewed every third of it)."""
+
+
+class TelemetrySection(Section):
+    """OpenTelemetry traces, exported by OTLP over HTTP; off until ``otlp_endpoint`` is set."""
+
+    otlp_endpoint: HttpUrl | None = None
+    """The collector's base URL (``http://127.0.0.1:4318``); spans go to ``/v1/traces``."""
+    service_name: Text = "commonos-gateway"
