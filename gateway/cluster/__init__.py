@@ -1,0 +1,1 @@
+"""Several ``commonos run`` processes on one PostgreSQL store (docs/cluster.md)."""
