@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 
-.PHONY: run test lint typecheck unit bench clean sandbox browser
+.PHONY: run test lint typecheck unit bench clean sandbox browser postgres
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,15 @@ browser:
 		apt-get update && apt-get install -y chromium; \
 	} || { echo "install chromium (Debian/Ubuntu: apt-get install chromium)"; exit 1; }
 
-test: sandbox browser lint typecheck unit
+# The store tests run a real PostgreSQL server (tests/support/postgres.py finds initdb on
+# PATH or in /usr/lib/postgresql/*/bin). Installed when missing.
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+		echo "PostgreSQL (initdb) is missing: installing postgresql with apt-get"; \
+		apt-get update && apt-get install -y postgresql; \
+	} || { echo "install PostgreSQL (Debian/Ubuntu: apt-get install postgresql)"; exit 1; }
+
+test: sandbox browser postgres lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python -m bench $(ARGS)
