@@ -10,22 +10,31 @@ that also sees each inbound event (inbound events, outbound sends and edits, pla
 (``commonos_adapter_up{platform}`` 1/0, ``commonos_adapter_state{platform,state}`` 1 for
 the state it is in, docs/architecture.md §10) are read when scraped. Each gateway has its
 own registry (tests run several).
+
+On a PostgreSQL store (several processes, docs/cluster.md) the process's cluster figures
+(``commonos_cluster_*``: bots owned, sessions held, lease renewals, losses and takeovers,
+events forwarded and received, calls relayed and served, the age of the last renewal) are
+read from the :class:`~gateway.cluster.stats.ClusterStats` snapshot given to
+:meth:`GatewayMetrics.watch_cluster`, when scraped; on SQLite there are none.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_args
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from adapters.base import InboundEvent, RateLimited, SentMessage
 from adapters.calls import Call, Edit, Send
 from adapters.health import Health, HealthState
 from core.hooks.registry import HookRegistry
+from gateway.cluster.stats import ClusterStats
 
 if TYPE_CHECKING:
     from gateway.chats import ChatDirectory
@@ -124,6 +133,11 @@ class GatewayMetrics:
 
         self.queue_depth.set_function(depth)
 
+    def watch_cluster(self, stats: Callable[[], ClusterStats | None]) -> None:
+        """Expose ``stats()`` (this process's part in the cluster) as ``commonos_cluster_*``
+        at every scrape; None: nothing (not started yet, or stopped). Call it once."""
+        self.registry.register(ClusterCollector(stats))
+
     def health(self) -> dict[str, Health]:
         """Each platform's connection health now."""
         adapters = [] if self._directory is None else self._directory.adapters
@@ -201,3 +215,52 @@ class TrafficCounter:
         if isinstance(call, Send | Edit):
             self._metrics.outbound.labels(platform).inc()
         return result
+
+
+CLUSTER_COUNTERS: tuple[tuple[str, str], ...] = (
+    ("lease_renewals", "Heartbeats that renewed this process's leases"),
+    ("leases_lost", "Leases this process held and lost (expired or taken over)"),
+    ("takeovers", "Leases this process took over after their owner stopped renewing"),
+    ("events_forwarded", "Inbound events sent to the process running their session"),
+    ("events_received", "Inbound events other processes forwarded here"),
+    ("calls_relayed", "Platform calls sent by mail to the bot's owner"),
+    ("calls_served", "Platform calls performed here for other processes"),
+    ("mail_reconnects", "Times the LISTEN connection for cluster mail was made again"),
+)
+"""The :class:`ClusterStats` counters, each ``commonos_cluster_<name>_total``."""
+
+
+class ClusterCollector(Collector):
+    """``commonos_cluster_*`` read from a :class:`ClusterStats` snapshot at each scrape."""
+
+    def __init__(self, stats: Callable[[], ClusterStats | None]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._stats()
+        if stats is None:
+            return
+        yield _gauge("process", "1, labelled with this process's id", 1, id=stats.process_id)
+        yield _gauge("live_processes", "Processes of the cluster seen alive", stats.live_processes)
+        bots = GaugeMetricFamily(
+            "commonos_cluster_bot_owned", "1 for each bot lease this process holds", labels=["bot"]
+        )
+        for bot in stats.bots_owned:
+            bots.add_metric([bot], 1)
+        yield bots
+        yield _gauge("bots_owned", "Bot leases this process holds", len(stats.bots_owned))
+        yield _gauge("sessions_held", "Session leases this process holds", stats.sessions_held)
+        yield _gauge(
+            "last_renewal_age_seconds",
+            "Seconds since this process's leases were last renewed",
+            stats.last_renewal_age,
+        )
+        for name, documentation in CLUSTER_COUNTERS:
+            value = getattr(stats, name)
+            yield CounterMetricFamily(f"commonos_cluster_{name}", documentation, value=value)
+
+
+def _gauge(name: str, documentation: str, value: float, **labels: str) -> GaugeMetricFamily:
+    gauge = GaugeMetricFamily(f"commonos_cluster_{name}", documentation, labels=list(labels))
+    gauge.add_metric(list(labels.values()), value)
+    return gauge
