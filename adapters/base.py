@@ -117,14 +117,19 @@ class Receipt:
     (:meth:`Receipt.sink_returned`) — or has it :meth:`~Receipt.follow` the work that goes on
     after: a turn, whose outcome is True once its reply was delivered (or the queued message
     was dropped by ``/stop``) and False when a shutdown cut it short, so the item replays.
+
+    With several processes (docs/cluster.md) the event may be *handed over*
+    (:meth:`hand_over`): another process handles it and marks the item done; the inbox of
+    this run then neither marks it nor replays it.
     """
 
-    __slots__ = ("_delivered", "_followed", "_over")
+    __slots__ = ("_delivered", "_followed", "_handed_over", "_over")
 
     def __init__(self) -> None:
         self._over = asyncio.Event()
         self._delivered = False
         self._followed = False
+        self._handed_over = False
 
     def settle(self, delivered: bool) -> None:
         """The handling is over: ran to its end (True) or was cut short (False)."""
@@ -136,6 +141,17 @@ class Receipt:
         """Settle with ``outcome`` once it is done (cancelled or failed: False)."""
         self._followed = True
         outcome.add_done_callback(self._settle_from)
+
+    def hand_over(self) -> None:
+        """Another process handles the event now (it marks the item done): settled False,
+        and :attr:`handed_over` tells the inbox not to replay it in this run."""
+        if not self._over.is_set():
+            self._handed_over = True
+            self.settle(False)
+
+    @property
+    def handed_over(self) -> bool:
+        return self._handed_over
 
     def sink_returned(self) -> None:
         """The sink is done with the event: settled True unless it follows an outcome."""

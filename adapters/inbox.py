@@ -15,6 +15,9 @@ One :class:`DurableInbox` serves every platform; what differs is data — an
 
     pending | processing --replay on start--> processing again
                          (unreadable payload: failed + dead letter; nothing for us: done)
+    processing --handed over (its receipt: another process handles it)--> processing
+               (this run neither marks it nor replays it: the other process marks it done;
+               a cluster's sweeper redelivers it if nobody does, docs/cluster.md)
 
 Only after :meth:`DurableInbox.accept` returns may the caller let the platform consider
 the item received (advance an offset, answer 200, acknowledge an envelope). A duplicate id
@@ -51,7 +54,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
@@ -259,6 +262,12 @@ class DurableInbox(Generic[Item]):
         self.intake = Intake(store, form.platform, notify, max_attempts)
         """Quarantine and storage outages (``notify`` tells a chat the store is out)."""
         self._deliveries = TaskSet(_log)
+        self._in_flight: set[str] = set()
+
+    @property
+    def in_flight(self) -> frozenset[str]:
+        """The ids of the items whose delivery runs in this run now."""
+        return frozenset(self._in_flight)
 
     async def accept(self, item: Item, session_key: str, chat: ChatRef | None = None) -> bool:
         """Store ``item`` and start its delivery; False when it is not delivered (already
@@ -287,6 +296,17 @@ class DurableInbox(Generic[Item]):
             platform, noun = self.form.platform, self.form.noun
             _log.info("%s: replaying %d unfinished %s(s)", platform, len(records), noun)
         return len(records)
+
+    async def redeliver(self, records: Sequence[InboundRecord]) -> int:
+        """Deliver ``records`` (unfinished items, e.g. ones another process left) again,
+        skipping those in flight in this run; returns how many were delivered."""
+        fresh = [record for record in records if record.update_id not in self._in_flight]
+        for record in fresh:
+            await self._resume(record)
+        if fresh:
+            platform, noun = self.form.platform, self.form.noun
+            _log.info("%s: delivering %d unfinished %s(s) again", platform, len(fresh), noun)
+        return len(fresh)
 
     async def close(self) -> None:
         """Cancel deliveries in flight; their items stay unfinished for the next run."""
@@ -318,7 +338,9 @@ class DurableInbox(Generic[Item]):
         except Exception:
             _log.exception("%s: could not mark it processing", self._name(item_id))
         name = f"{self.form.platform}-{self.form.noun}-{item_id}"
-        self._deliveries.spawn(self._hand_over(item_id, item), name=name)
+        self._in_flight.add(item_id)
+        task = self._deliveries.spawn(self._hand_over(item_id, item), name=name)
+        task.add_done_callback(lambda _: self._in_flight.discard(item_id))
 
     async def _hand_over(self, item_id: str, item: Item) -> None:
         state: InboundState = "done"
@@ -327,7 +349,10 @@ class DurableInbox(Generic[Item]):
         try:
             event = await self.handle(item)
             if event is not None and not await _handled(event):
-                _log.info("%s: work cut short; replays next run", self._name(item_id))
+                if event.receipt.handed_over:
+                    _log.debug("%s: handed over to another process", self._name(item_id))
+                else:
+                    _log.info("%s: work cut short; replays next run", self._name(item_id))
                 return
         except Exception as exc:
             _log.exception("%s: handling failed", self._name(item_id))

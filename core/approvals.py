@@ -271,15 +271,22 @@ class Approvals:
 
         Their asking turn is gone, so no answer could be acted on; they are resolved by
         :data:`RESTART_BY`, so a later press says so. Returns them (their cards, if any, are
-        still showing buttons).
+        still showing buttons). A request whose turn is still ``running`` is left alone:
+        with several processes on one store (docs/cluster.md) that turn runs in a live
+        process, which answers it (the start's ``fail_running_turns`` has failed every turn
+        no live process runs).
         """
         ended = []
         for record in await self._store.pending_approvals():
-            if record.id in self._pending:
+            if record.id in self._pending or await self._turn_running(record.turn_id):
                 continue
             if await self._store.resolve_approval(record.id, "cancelled", RESTART_BY):
                 ended.append(record)
         return ended
+
+    async def _turn_running(self, turn_id: str) -> bool:
+        turn = await self._store.get_turn(turn_id)
+        return turn is not None and turn.status == "running"
 
     # "always for this session" -----------------------------------------------------
     def forget(self, session_key: str) -> None:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from dataclasses import dataclass, field
+
+import pytest
 
 from adapters.base import ChatRef, InboundEvent, Sender, SessionKey
 from adapters.inbox import DurableInbox, ItemFormat
@@ -49,6 +52,7 @@ class Platform:
     handed: list[str] = field(default_factory=list)
     entered: asyncio.Event = field(default_factory=asyncio.Event)
     raises: bool = False
+    hands_over: bool = False
 
     async def handle(self, note: Note) -> InboundEvent:
         self.handed.append(note.text)
@@ -58,6 +62,8 @@ class Platform:
         if self.hold:
             await asyncio.Event().wait()  # until cancelled
         event = event_of(note)
+        if self.hands_over:
+            event.receipt.hand_over()
         event.receipt.settle(self.settles)
         return event
 
@@ -151,3 +157,38 @@ async def test_a_handle_that_raises_marks_the_item_failed_and_keeps_its_payload(
     [letter] = await store.list_dead_letters(PLATFORM)
     assert json.loads(letter.raw) == {"id": "n1", "text": "boom"}
     assert "the sink broke" in letter.error
+
+
+async def test_a_handed_over_item_is_neither_marked_nor_counted_as_cut_short(
+    store: SqliteStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process handles it and marks it done (docs/cluster.md)."""
+    platform = Platform(hands_over=True)
+    inbox = platform.inbox(store)
+    with caplog.at_level(logging.INFO, logger="adapters.inbox"):
+        await inbox.accept(Note("n1", "theirs"), "notes:dm:c1")
+        await inbox.drain()
+    assert platform.handed == ["theirs"]
+    assert await state_of(store, "n1") == "processing"
+    assert "replays next run" not in caplog.text
+    assert inbox.in_flight == frozenset()
+
+
+async def test_redeliver_hands_over_unfinished_items_again_but_not_those_in_flight(
+    store: SqliteStore,
+) -> None:
+    platform = Platform(hold=True)
+    inbox = platform.inbox(store)
+    await inbox.accept(Note("n1", "running here"), "notes:dm:c1")
+    await platform.entered.wait()
+    left = json.dumps({"id": "n2", "text": "left by another"})
+    await store.enqueue_inbound(InboundRecord(PLATFORM, "n2", "notes:dm:c1", left, time.time()))
+    assert inbox.in_flight == frozenset({"n1"})
+
+    records = await store.unfinished_inbound(PLATFORM)
+    assert sorted(r.update_id for r in records) == ["n1", "n2"]
+    assert await inbox.redeliver(records) == 1
+    await asyncio.sleep(0)
+    assert platform.handed == ["running here", "left by another"]
+    await inbox.close()
+    assert inbox.in_flight == frozenset()

@@ -44,3 +44,20 @@ async def test_a_cancelled_outcome_leaves_the_item_unhandled() -> None:
     receipt.follow(outcome)
     outcome.cancel()
     assert await asyncio.wait_for(receipt.wait(), 5) is False
+
+
+async def test_a_handed_over_receipt_is_settled_false_and_says_so() -> None:
+    receipt = Receipt()
+    assert not receipt.handed_over
+    receipt.hand_over()
+    receipt.sink_returned()
+    assert await receipt.wait() is False
+    assert receipt.handed_over
+
+
+async def test_a_receipt_settled_before_hand_over_is_not_handed_over() -> None:
+    receipt = Receipt()
+    receipt.settle(True)
+    receipt.hand_over()
+    assert await receipt.wait() is True
+    assert not receipt.handed_over

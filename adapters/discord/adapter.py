@@ -215,6 +215,12 @@ class DiscordAdapter:
         return self.health_cell.value
 
     @property
+    def durable_inbox(self) -> DurableInbox[Envelope]:
+        """This adapter's durable inbox: a cluster's sweeper redelivers through it
+        (docs/cluster.md)."""
+        return self._inbox
+
+    @property
     def rate_limits(self) -> int:
         """429s discord.py waited out during this run."""
         return self._rate_limits.count

@@ -177,6 +177,12 @@ class SlackAdapter:
     def health(self) -> Health:
         return self.health_cell.value
 
+    @property
+    def durable_inbox(self) -> SlackInbox | None:
+        """This run's durable inbox (None before :meth:`start`): a cluster's sweeper
+        redelivers through it (docs/cluster.md)."""
+        return self._inbox
+
     # lifecycle -----------------------------------------------------------------------------
     async def start(self, sink: EventSink) -> None:
         """Learn who we are, replay unfinished messages, begin receiving (or return with

@@ -67,13 +67,13 @@ from adapters.calls import (
     Typing,
 )
 from adapters.health import Clock, Health, HealthCell
-from adapters.inbox import STORAGE_NOTICE
+from adapters.inbox import STORAGE_NOTICE, DurableInbox
 from adapters.session_keys import SessionKeyRule
 from adapters.telegram.albums import ALBUM_WINDOW, Albums, Sleep
 from adapters.telegram.drafts import DraftStreams
 from adapters.telegram.errors import platform_errors
 from adapters.telegram.files import UPLOAD_LIMIT, TelegramFiles
-from adapters.telegram.inbox import Inbox
+from adapters.telegram.inbox import Inbox, Normalized
 from adapters.telegram.normalize import (
     PLATFORM,
     BotIdentity,
@@ -234,6 +234,12 @@ class TelegramAdapter:
     @property
     def health(self) -> Health:
         return self.health_cell.value
+
+    @property
+    def durable_inbox(self) -> DurableInbox[Normalized] | None:
+        """This run's durable inbox (None before :meth:`start`): a cluster's sweeper
+        redelivers through it (docs/cluster.md)."""
+        return self._inbox.queue if self._inbox is not None else None
 
     # lifecycle -----------------------------------------------------------------------------
     async def start(self, sink: EventSink) -> None:

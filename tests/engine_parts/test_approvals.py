@@ -318,6 +318,7 @@ async def test_requests_left_pending_by_an_earlier_run_end_as_cancelled(
     await store.create_approval(orphan)
     live = ask(approvals, turn)
     request = await approver.next_presented()
+    await store.fail_running_turns("gateway restarted")  # as the service's start does
     assert [r.id for r in await approvals.end_orphans()] == [orphan.id]
     record = await store.get_approval("left-over")
     assert record is not None and record.state == "cancelled"

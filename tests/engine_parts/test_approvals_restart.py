@@ -24,6 +24,7 @@ async def test_a_request_an_earlier_run_left_pending_answers_cancelled_by_restar
 ) -> None:
     await left_pending(store, turn, "old-1")
     approvals = Approvals(store, CardApprover(), approvers=frozenset({"admin"}))
+    await store.fail_running_turns("gateway restarted")  # as the service's start does
 
     [ended] = await approvals.end_orphans()
 
@@ -32,6 +33,19 @@ async def test_a_request_an_earlier_run_left_pending_answers_cancelled_by_restar
     assert stored is not None and (stored.state, stored.resolved_by) == ("cancelled", RESTART_BY)
     assert await approvals.resolve("old-1", "approved", "admin") == "cancelled_by_restart"
     assert await approvals.resolve("old-1", "denied", "alice") == "cancelled_by_restart"
+
+
+async def test_a_request_whose_turn_still_runs_is_left_to_the_process_running_it(
+    store: SqliteStore, turn: TurnRef
+) -> None:
+    """Several processes on one store: a turn left ``running`` by the start's
+    ``fail_running_turns`` is a live process's, and so is its approval."""
+    await left_pending(store, turn, "theirs")
+    approvals = Approvals(store, CardApprover(), approvers=frozenset({"admin"}))
+
+    assert await approvals.end_orphans() == []
+    stored = await store.get_approval("theirs")
+    assert stored is not None and stored.state == "pending"
 
 
 async def test_a_request_cancelled_by_stop_is_still_already_decided(
