@@ -1,9 +1,10 @@
 """The ``commonos`` command line: ``run``, ``chat``, ``check-config``, ``inbox dead``,
 ``inbox drop ID``, ``pair list | approve CODE | revoke PLATFORM:USER`` (docs/pairing.md),
-``--version``.
+``status`` (the processes sharing the store, docs/cluster.md), ``--version``.
 
 Exit codes: 0 success (``run``: stopped by SIGINT/SIGTERM), 1 a problem the user can fix
-(bad config, store unusable) reported as one line per cause on stderr, 2 bad usage.
+(bad config, store unusable) reported as one line per cause on stderr, 2 bad usage
+(``status``: also a store it cannot reach or read).
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=check_config_command)
     _inbox_commands(commands)
     _pair_commands(commands)
+    status = commands.add_parser(
+        "status", help="the processes sharing the store, their leases and running turns"
+    )
+    _config_option(status)
+    status.set_defaults(handler=status_command)
     return parser
 
 
@@ -179,6 +185,12 @@ def pair_command(args: argparse.Namespace) -> int:
     except (StoreError, pair_cli.PairProblem) as exc:
         return fail([str(exc)])
     return 0
+
+
+def status_command(args: argparse.Namespace) -> int:
+    from gateway import status_cli
+
+    return status_cli.command(args.config)
 
 
 def run_command(args: argparse.Namespace) -> int:
