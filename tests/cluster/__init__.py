@@ -1,0 +1,1 @@
+"""Tests of the cluster primitives and the processes sharing one PostgreSQL store."""
