@@ -16,12 +16,15 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
+from core.tracing import TraceIds
+
 # Everything heavier (the platform SDKs, aiohttp, the store) is imported by the command
 # that needs it, so `commonos --help` and `check-config` stay fast.
 
 log = logging.getLogger("gateway")
 
-LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s%(trace)s"
+"""``trace``: `` trace=<32 hex>`` for a record made inside a span, else "" (core.tracing)."""
 CHATTY_LIBRARIES = ("httpx", "httpcore", "aiosqlite", "telegram", "discord", "slack_bolt")
 
 
@@ -225,6 +228,8 @@ def chat_command(args: argparse.Namespace) -> int:
 
 def configure_logging(level: str) -> None:
     logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr, force=True)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(TraceIds())
     if level != "DEBUG":
         for name in CHATTY_LIBRARIES:
             logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(level)))
