@@ -1,0 +1,180 @@
+"""The tracing port: spans of a turn, without OpenTelemetry in core (issue 23 point 5).
+
+Core code marks what it does with :func:`span` (a child of the current span, if any) and
+:func:`trace` (a new trace: a turn is the root of its own)::
+
+    with tracing.span("model.call", **{"model.name": name, "iteration": 1}) as current:
+        reply = await ...
+        current.set("finish_reason", reply.finish_reason)
+
+Both are plain and ``async with`` context managers. Until the gateway installs a
+:class:`Tracer` (``gateway.telemetry``, only when ``[telemetry] otlp_endpoint`` is set)
+they hand back one shared no-op object: no import, no allocation but the keyword dict, so
+a turn pays nothing measurable for the spans it would make. The span that is current
+travels in context variables, so tasks started inside a span (a turn's progress edits,
+typing) make their spans in the same trace.
+
+What an attribute may hold: names, counts, kinds, outcomes, hashes. Never the text of a
+message, a reply, a prompt, tool arguments or results, or a file name: everything passed
+here is exported to a collector the operator may not trust with chat contents.
+
+:class:`TraceIds` is the logging filter that gives every record ``trace_id`` (32 hex digits
+inside a span, "" outside) and ``trace`` (`` trace=<id>`` or ""), which the gateway's log
+format prints after the message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from contextlib import AbstractContextManager
+from types import TracebackType
+from typing import Protocol
+
+AttributeValue = str | bool | int | float
+"""What an attribute may be (OTel's scalar types); None values are left out."""
+
+
+class Span(Protocol):
+    """The span a ``with`` gives: attributes learned while it runs."""
+
+    def set(self, key: str, value: AttributeValue | None) -> None: ...
+
+
+class Tracer(Protocol):
+    """What the gateway installs (:mod:`gateway.telemetry`)."""
+
+    def start(
+        self, name: str, attributes: dict[str, AttributeValue], *, root: bool
+    ) -> AbstractContextManager[Span]:
+        """A span named ``name``, current while the context is entered; ``root``: the
+        first of a new trace. An exception leaving it marks it failed, by the exception's
+        type name only (never its text)."""
+        ...
+
+    def current_trace_id(self) -> str | None:
+        """The 32 hex digits of the current span's trace, None outside any span."""
+        ...
+
+
+class NoSpan:
+    """The span when no tracer is installed: every method does nothing."""
+
+    __slots__ = ()
+
+    def set(self, key: str, value: AttributeValue | None) -> None:
+        return None
+
+    def __enter__(self) -> NoSpan:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+    async def __aenter__(self) -> NoSpan:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        return None
+
+
+NO_SPAN = NoSpan()
+
+
+class LiveSpan:
+    """A span of the installed tracer, usable with ``with`` and ``async with``."""
+
+    __slots__ = ("_manager",)
+
+    def __init__(self, manager: AbstractContextManager[Span]) -> None:
+        self._manager = manager
+
+    def __enter__(self) -> Span:
+        return self._manager.__enter__()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._manager.__exit__(kind, error, tb)
+
+    async def __aenter__(self) -> Span:
+        return self._manager.__enter__()
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._manager.__exit__(kind, error, tb)
+
+
+SpanScope = NoSpan | LiveSpan
+"""What :func:`span` and :func:`trace` return: enter it (``with`` or ``async with``) to get
+the :class:`Span`."""
+
+_tracer: Tracer | None = None
+
+
+def install(tracer: Tracer | None) -> None:
+    """Make ``tracer`` the one every span goes to (None: back to no-op spans)."""
+    global _tracer
+    _tracer = tracer
+
+
+def installed() -> bool:
+    return _tracer is not None
+
+
+def span(name: str, **attributes: AttributeValue | None) -> SpanScope:
+    """A child of the current span (or a root outside any), named ``name``."""
+    if _tracer is None:
+        return NO_SPAN
+    return LiveSpan(_tracer.start(name, _present(attributes), root=False))
+
+
+def trace(name: str, **attributes: AttributeValue | None) -> SpanScope:
+    """The root span of a new trace, whatever span is current (a turn)."""
+    if _tracer is None:
+        return NO_SPAN
+    return LiveSpan(_tracer.start(name, _present(attributes), root=True))
+
+
+def current_trace_id() -> str | None:
+    """The current trace's id (32 hex digits); None outside a span or with no tracer."""
+    return None if _tracer is None else _tracer.current_trace_id()
+
+
+def _present(attributes: dict[str, AttributeValue | None]) -> dict[str, AttributeValue]:
+    return {key: value for key, value in attributes.items() if value is not None}
+
+
+def session_hash(session_key: str) -> str:
+    """What a span says of a session: 16 hex digits of the key's SHA-256 (a key names a
+    chat and a user; the hash still lets one turn's spans be found with another's)."""
+    return hashlib.sha256(session_key.encode()).hexdigest()[:16]
+
+
+class TraceIds(logging.Filter):
+    """Sets ``record.trace_id`` (the current trace's id, or "") and ``record.trace``
+    (`` trace=<id>``, or "") on every record; it drops none. Sits on a handler, so records
+    of every logger pass it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        trace_id = current_trace_id()
+        record.trace_id = trace_id or ""
+        record.trace = f" trace={trace_id}" if trace_id else ""
+        return True
