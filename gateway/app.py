@@ -30,6 +30,7 @@ from adapters.base import Adapter
 from core.model.base import ModelClient
 from core.store.base import Store, StoreError, StoreUnavailable
 from core.store.files import DataDirInUse, DataDirLock
+from gateway import telemetry
 from gateway.config import Config, ModelSection
 from gateway.containment import prepare_sandboxes, protect_process
 from gateway.service import GatewayService
@@ -53,6 +54,7 @@ class Gateway:
         self._model: ModelClient | None = None
         self._service: GatewayService | None = None
         self._lock: DataDirLock | None = None
+        self._telemetry: telemetry.Telemetry | None = None
 
     @property
     def store(self) -> Store:
@@ -79,6 +81,7 @@ class Gateway:
         log.info("ready: the gateway is running (stop with Ctrl-C or SIGTERM)")
 
     async def _start_parts(self) -> None:
+        self._telemetry = telemetry.start(self.config.telemetry, getattr(self, "process_id", None))
         gateway = self.config.gateway
         source = self.config.source
         log.info("config: %s", source if source is not None else "built-in defaults (no file)")
@@ -115,6 +118,8 @@ class Gateway:
         lock, self._lock = self._lock, None
         if lock is not None:
             lock.release()
+        spans, self._telemetry = self._telemetry, None
+        await _close("telemetry", telemetry.stop(spans))  # the last spans flushed
 
 
 async def _close(what: str, closing: Awaitable[None]) -> None:
