@@ -35,6 +35,10 @@ earlier versions, ``buttons`` [``SimButton(label, data, url)``], ``deleted``)::
     sim.chat_actions(chat)            # [(action, thread, at)] from sendChatAction
     sim.commands()                    # last setMyCommands for the default scope
 
+Pollers (several gateway processes, one bot): ``sim.polls`` keeps every getUpdates as a
+``PollRecord(peer, started, ended, status, abandoned)``; ``sim.overlapping_polls()`` lists
+pairs from two connections in flight at once, ``sim.poll_conflicts()`` the polls answered
+409 — both empty when exactly one process polls at a time.
 Protocol assertions: ``sim.calls`` (``Call(method, params, at, status)``; ``at`` is monotonic,
 for edit pacing), ``sim.updates`` (``TgUpdate`` with ``deliveries`` and ``confirmed_at``),
 ``sim.confirmations`` (``Confirmation(offset, update_ids, at)``: which getUpdates offset
@@ -78,7 +82,9 @@ Enforced with the real error texts: 4096 UTF-16 units ("message is too long"), 6
 callback_data (BUTTON_DATA_INVALID), "message is not modified", "message to edit not found",
 parse_mode HTML/MarkdownV2 ("can't parse entities: ..."), answerCallbackQuery once and within
 ``callback_window`` ("query is too old ..."), forum "message thread not found", unknown chat,
-one getUpdates at a time (409), getUpdates while a webhook is set (409), wrong token (401),
+one getUpdates at a time (409 "Conflict: terminated by other getUpdates request" to the
+poll in flight when another arrives, recorded as no conflict when its client had gone, e.g.
+a killed process), getUpdates while a webhook is set (409), wrong token (401),
 unknown method (404, which PTB reports as InvalidToken). editMessageText without
 ``reply_markup`` removes the inline keyboard, as real Telegram does.
 """
@@ -124,7 +130,8 @@ from tests.platform_sim.telegram_types import (
 )
 
 __all__ = [
-    "ALICE", "BOB", "FloodLimits", "SimError", "TelegramSim", "TgChat", "TgUpdate", "TgUser",
+    "ALICE", "BOB", "FloodLimits", "PollRecord", "SimError", "TelegramSim", "TgChat",
+    "TgUpdate", "TgUser",
 ]  # fmt: skip
 TOKEN = "123456:TEST-TOKEN"
 ChatRef = int | str | TgChat  # a chat id (as int or as SimMessage.chat) or the chat itself
@@ -154,10 +161,34 @@ _MENTION = re.compile(r"(?<!\S)@[A-Za-z0-9_]{5,32}")
 
 
 @dataclass(slots=True)
+class PollRecord:
+    """One getUpdates request as the simulator saw it (``sim.polls``)."""
+
+    peer: str
+    """The client's end of the connection, ``host:port``: one poller keeps one."""
+    started: float
+    """``time.monotonic()`` on arrival; ``ended`` once answered (``None`` while in flight)."""
+    ended: float | None = None
+    status: int | None = None
+    """200, 409 (superseded, or a webhook is set), 401, 499 (dropped)."""
+    abandoned: bool = False
+    """Its client had gone (connection closed) when another getUpdates arrived: its 409
+    reached nobody, so it is no conflict."""
+
+    def overlaps(self, other: PollRecord) -> bool:
+        """Both were in flight at one moment (an abandoned poll had no client by then)."""
+        if self.abandoned or other.abandoned:
+            return False
+        first, second = sorted((self, other), key=lambda record: record.started)
+        return first.ended is None or second.started < first.ended
+
+
+@dataclass(slots=True)
 class _Poll:
     """An in-flight getUpdates request."""
 
     request: web.Request
+    record: PollRecord
     superseded: bool = False
     dropped: bool = False
     revoked: bool = False
@@ -203,6 +234,8 @@ class TelegramSim(SimServer):
         self._update_ids = itertools.count(1)
         self.actions: list[tuple[int, str, int | None, float]] = []
         self._polls: list[_Poll] = []
+        self.polls: list[PollRecord] = []
+        """Every getUpdates received, in order (see :class:`PollRecord`)."""
         self._drop_next = False
         self._redelivering: set[int] = set()
         self._sends: list[tuple[int, float]] = []
@@ -529,6 +562,24 @@ class TelegramSim(SimServer):
     def in_flight_polls(self) -> int:
         return len(self._polls)
 
+    def polls_without_client(self) -> int:
+        """In-flight getUpdates whose client has closed the connection."""
+        return sum(1 for poll in self._polls if poll.request.transport is None)
+
+    def overlapping_polls(self) -> list[tuple[PollRecord, PollRecord]]:
+        """Pairs of getUpdates from two connections that were in flight at once."""
+        return [
+            (a, b)
+            for n, a in enumerate(self.polls)
+            for b in self.polls[n + 1 :]
+            if a.peer != b.peer and a.overlaps(b)
+        ]
+
+    def poll_conflicts(self) -> list[PollRecord]:
+        """The getUpdates answered 409 Conflict while their client was there to read it."""
+        conflicts = (record for record in self.polls if record.status == HTTPStatus.CONFLICT)
+        return [record for record in conflicts if not record.abandoned]
+
     def error_for(self, method: str, error: SimError) -> TgApiError:
         """Render an injected fault the way the Bot API answers it."""
         if error.kind == "rate_limit":
@@ -623,20 +674,39 @@ class TelegramSim(SimServer):
 
     # getUpdates -----------------------------------------------------------------------------
     async def _get_updates(self, request: web.Request, p: Json) -> list[Json]:
+        record = PollRecord(_peer(request), time.monotonic())
+        self.polls.append(record)
+        try:
+            return await self._poll(request, record, p)
+        except TgApiError as exc:
+            record.status = exc.status
+            raise
+        except _Dropped:
+            record.status = 499
+            raise
+        finally:
+            record.ended = time.monotonic()
+
+    async def _poll(self, request: web.Request, record: PollRecord, p: Json) -> list[Json]:
         if self.webhook is not None:
             raise TgApiError(409, WEBHOOK_CONFLICT)
         self._confirm_before(int(p.get("offset", 0)))
         if "allowed_updates" in p:
             self.allowed_updates = set(p["allowed_updates"] or DEFAULT_UPDATES)
         for other in self._polls:
-            other.superseded = True
-        poll = _Poll(request)
+            other.superseded = True  # answered 409, to nobody if its client went away
+            other.record.abandoned = other.request.transport is None
+        poll = _Poll(request, record)
         self._polls.append(poll)
         poll.dropped, self._drop_next = self._drop_next, False
         try:
-            return await self._long_poll(poll, float(p.get("timeout", 0)), int(p.get("limit", 100)))
+            batch = await self._long_poll(
+                poll, float(p.get("timeout", 0)), int(p.get("limit", 100))
+            )
         finally:
             self._polls.remove(poll)
+        record.status = HTTPStatus.OK
+        return batch
 
     async def _long_poll(self, poll: _Poll, timeout: float, limit: int) -> list[Json]:
         await self.changed()
@@ -732,6 +802,12 @@ def _user_entities(text: str) -> list[Json]:
     found.sort(key=lambda f: f[1].start())
     return [{"type": kind, "offset": utf16_len(text[: m.start()]), "length": utf16_len(m.group())}
             for kind, m in found]  # fmt: skip
+
+
+def _peer(request: web.Request) -> str:
+    """``host:port`` of the client's end of the connection."""
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    return f"{peer[0]}:{peer[1]}" if peer else "?"
 
 
 def _str_or_none(value: Any) -> str | None:
