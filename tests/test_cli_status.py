@@ -1,0 +1,224 @@
+"""``commonos status`` (docs/cluster.md, "Watching it") against a real PostgreSQL server
+and a real SQLite file: the processes, the leases, the running turns; an unreachable
+store is one line without the password and exit code 2."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from core.store.pg_cluster_tables import CLUSTER_TABLES
+from core.store.sqlite import open_store
+from gateway.cli import main
+from tests.test_cli_inbox import commonos, db_path
+
+BOT = "bot:telegram:0123456789ab"
+SLACK_BOT = "bot:slack:ba9876543210"
+TABLES = (
+    """CREATE TABLE sessions (id TEXT PRIMARY KEY, key TEXT NOT NULL, profile TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL, last_active_at DOUBLE PRECISION NOT NULL,
+        frozen_context TEXT, system_prompt TEXT, prompt_fingerprint TEXT,
+        ended_at DOUBLE PRECISION)""",
+    """CREATE TABLE turns (id TEXT PRIMARY KEY, session_id TEXT NOT NULL REFERENCES sessions,
+        started_at DOUBLE PRECISION NOT NULL, finished_at DOUBLE PRECISION,
+        status TEXT NOT NULL DEFAULT 'running', exit_reason TEXT,
+        iterations INTEGER NOT NULL DEFAULT 0, error TEXT)""",
+    *CLUSTER_TABLES,
+)
+PROCESS = """INSERT INTO processes (id, name, host, pid, started_at, seen_at, stopped_at, web_url)
+    VALUES ($1, $2, $3, $4, clock_timestamp() - interval '2 hours',
+            clock_timestamp() - make_interval(secs => $5),
+            CASE WHEN $6 THEN clock_timestamp() - make_interval(secs => $5) END, $7)"""
+LEASE = """INSERT INTO leases (name, owner, epoch, expires_at)
+    VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))"""
+SESSION = """INSERT INTO sessions (id, key, profile, created_at, last_active_at)
+    VALUES ($1, $2, 'default', 0, 0)"""
+TURN = """INSERT INTO turns (id, session_id, started_at, status, process_id)
+    VALUES ($1, $2, extract(epoch FROM clock_timestamp()) - $3, $4, $5)"""
+
+
+async def seed_cluster(url: str) -> None:
+    """Three processes seen within the hour (live, stale, stopped) and one older; their
+    leases; two running turns and a finished one."""
+    conn = await asyncpg.connect(url)
+    try:
+        for ddl in TABLES:
+            await conn.execute(ddl)
+        await conn.executemany(PROCESS, [
+            ("alpha/1a2b3c4d", "alpha", "host-a", 101, 2.0, False, "http://127.0.0.1:8080"),
+            ("beta/5e6f7a8b", "beta", "host-b", 202, 100.0, False, None),
+            ("gamma/9c0d1e2f", "gamma", "host-c", 303, 600.0, True, None),
+            ("old/00000000", "old", "host-d", 404, 7300.0, True, None),
+        ])  # fmt: skip
+        await conn.executemany(LEASE, [
+            (BOT, "alpha/1a2b3c4d", 3, 12.4),
+            (SLACK_BOT, "beta/5e6f7a8b", 1, -40.2),
+            ("session:telegram:chat:1", "alpha/1a2b3c4d", 1, 9.6),
+            ("session:telegram:chat:2", "alpha/1a2b3c4d", 2, 10.0),
+            ("session:telegram:chat:3", "beta/5e6f7a8b", 5, -85.0),
+            ("session:telegram:chat:9", "old/00000000", 1, -7300.0),
+        ])  # fmt: skip
+        await conn.executemany(SESSION, [(f"s{n}", f"telegram:chat:{n}") for n in (1, 2, 3)])
+        await conn.executemany(TURN, [
+            ("t1", "s1", 7.2, "running", "alpha/1a2b3c4d"),
+            ("t3", "s3", 95.0, "running", "beta/5e6f7a8b"),
+            ("t2", "s2", 30.0, "completed", "alpha/1a2b3c4d"),
+        ])  # fmt: skip
+    finally:
+        await conn.close()
+
+
+def write_config(home: Path, url: str) -> Path:
+    path = home / "config.toml"
+    path.write_text(
+        f'[gateway]\ndata_dir = "{home / "data"}"\n'
+        f'[store]\nurl = "{url}"\n[cluster]\nlease_seconds = 15\n'
+    )
+    return path
+
+
+async def status(config: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """``commonos status --config ...`` by the CLI's main(), in a thread (it runs its own
+    event loop)."""
+    code = await asyncio.to_thread(main, ["status", "--config", str(config)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def columns(line: str) -> list[str]:
+    return line.split()
+
+
+SLACK_SECONDS = 3
+"""How far a shown duration may move while the command runs (a loaded machine)."""
+
+
+@dataclass(frozen=True, slots=True)
+class About:
+    """Equal to a shown duration ``(n, unit)`` within :data:`SLACK_SECONDS` of ``n``:
+    later for a growing one (``ago``), earlier for one counting ``down`` (``in``)."""
+
+    n: int
+    unit: str = "s"
+    down: bool = False
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, tuple) or other[1] != self.unit:
+            return False
+        low, high = (
+            (self.n - SLACK_SECONDS, self.n) if self.down else (self.n, self.n + SLACK_SECONDS)
+        )
+        return bool(low <= other[0] <= high)
+
+
+def timed(line: str) -> list[object]:
+    """The line's columns, each duration (``<n> s`` / ``<n> min``) as one ``(n, unit)``."""
+    cells: list[object] = []
+    for cell in columns(line):
+        last = cells[-1] if cells else None
+        if cell in ("s", "min") and isinstance(last, str) and last.isdigit():
+            cells[-1] = (int(last), cell)
+        else:
+            cells.append(cell)
+    return cells
+
+
+async def test_status_lists_processes_leases_and_running_turns(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await seed_cluster(pg_url)
+    code, out, err = await status(write_config(tmp_path, pg_url), capsys)
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[0] == f"store: PostgreSQL {pg_url} (leases last 15 s)"
+    assert lines[1] == "processes seen in the last hour: 1 live, 1 stale, 1 stopped"
+    assert columns(lines[2]) == [
+        "NAME", "ID", "HOST:PID", "STATE", "SEEN", "BOTS", "SESSIONS", "TURNS", "WEB",
+    ]  # fmt: skip
+    assert timed(lines[3]) == [
+        "alpha", "alpha/1a2b3c4d", "host-a:101", "live", About(2), "ago", BOT, "2", "1",
+        "http://127.0.0.1:8080",
+    ]  # fmt: skip
+    assert timed(lines[4]) == [
+        "beta", "beta/5e6f7a8b", "host-b:202", "stale", About(100), "ago", "-", "0", "1", "-",
+    ]  # fmt: skip
+    assert timed(lines[5]) == [
+        "gamma", "gamma/9c0d1e2f", "host-c:303", "stopped", About(10, "min"), "ago", "-", "0", "0",
+        "-",
+    ]  # fmt: skip
+    assert lines[6] == "leases: 5"
+    assert columns(lines[7]) == ["NAME", "OWNER", "EPOCH", "EXPIRES"]
+    assert [timed(line) for line in lines[8:13]] == [
+        [SLACK_BOT, "beta/5e6f7a8b", "1", "expired", About(40), "ago"],
+        [BOT, "alpha/1a2b3c4d", "3", "in", About(12, down=True)],
+        ["session:telegram:chat:1", "alpha/1a2b3c4d", "1", "in", About(10, down=True)],
+        ["session:telegram:chat:2", "alpha/1a2b3c4d", "2", "in", About(10, down=True)],
+        ["session:telegram:chat:3", "beta/5e6f7a8b", "5", "expired", About(85), "ago"],
+    ]
+    assert lines[13] == "running turns: 2"
+    assert columns(lines[14]) == ["SESSION", "PROCESS", "AGE"]
+    assert [timed(line) for line in lines[15:]] == [
+        ["telegram:chat:3", "beta/5e6f7a8b", About(95)],
+        ["telegram:chat:1", "alpha/1a2b3c4d", About(7)],
+    ]
+
+
+async def test_status_of_a_database_without_our_tables_is_one_line_exit_2(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = await status(write_config(tmp_path, pg_url), capsys)
+    assert (code, out) == (2, "")
+    assert err == (
+        f"commonos: the store {pg_url} has no CommonOS cluster tables "
+        "(start `commonos run` with this [store] url once)\n"
+    )
+
+
+async def test_an_unreachable_store_is_one_line_exit_2_without_the_password(
+    tmp_path: Path,
+) -> None:
+    listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    listener.close()
+    await listener.wait_closed()
+    write_config(tmp_path, f"postgresql://gateway:Sup3rS3cret@127.0.0.1:{port}/commonos")
+    code, out, err = await commonos(tmp_path, "status")
+    assert (code, out) == (2, "")
+    assert err.startswith(
+        f"commonos: cannot reach the store postgresql://gateway:***@127.0.0.1:{port}/commonos: "
+    )
+    assert len(err.splitlines()) == 1 and "Sup3rS3cret" not in err
+
+
+async def test_status_of_a_sqlite_store_is_one_line_and_its_running_turns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = db_path(tmp_path)
+    config = tmp_path / "config.toml"
+    code, out, err = await status(config, capsys)
+    assert (code, err) == (0, "")
+    assert (
+        out
+        == f"store: {path} is a single-process SQLite file (no cluster); it does not exist yet\n"
+    )
+    store = await open_store(path)
+    try:
+        session = await store.create_session("telegram:chat:42", "default")
+        await store.start_turn(session.id, "turn-1")
+        idle = await store.create_session("telegram:chat:43", "default")
+        await store.start_turn(idle.id, "turn-2")
+        await store.finish_turn(
+            "turn-2", status="completed", exit_reason="text_response", iterations=1
+        )
+        code, out, err = await status(config, capsys)
+    finally:
+        await store.close()
+    assert (code, err) == (0, "")
+    head, header, turn = out.splitlines()
+    assert head == f"store: {path} is a single-process SQLite file (no cluster); running turns: 1"
+    assert columns(header) == ["SESSION", "PROCESS", "AGE"]
+    assert timed(turn) == ["telegram:chat:42", "-", About(0)]
