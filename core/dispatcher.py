@@ -71,6 +71,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from core import tracing
 from core.agent.control import TurnControl
 from core.agent.profile import BusyPolicy
 from core.agent.turn import TurnResult, UserMessage
@@ -240,8 +241,11 @@ class Dispatcher:
                 entry = None
                 entry = await self._gather(lane)
             while entry is not None:
-                result = await self._run_one(session_key, lane, entry.message)
-                delivered = await self._deliver(session_key, entry.message, result)
+                with _turn_span(session_key, entry.message) as span:
+                    result = await self._run_one(session_key, lane, entry.message)
+                    span.set("turn.id", result.turn_id or None)
+                    span.set("turn.status", result.status)
+                    delivered = await self._deliver(session_key, entry.message, result)
                 cut_short = self._closing and result.status == "interrupted"
                 entry.settle(delivered and not cut_short)
                 entry = self._next(lane)
@@ -413,4 +417,14 @@ def _crashed(
         reply=None,
         iterations=0,
         error=f"{type(exc).__name__}: {exc}",
+    )
+
+
+def _turn_span(session_key: str, message: UserMessage) -> tracing.SpanScope:
+    """A turn and its reply's delivery: the root of a new trace (:mod:`core.tracing`)."""
+    where = message.origin or session_key  # "<platform>:<update id>" / "<platform>:..."
+    return tracing.trace(
+        "turn",
+        platform=where.partition(":")[0],
+        **{"session.hash": tracing.session_hash(session_key)},
     )

@@ -10,6 +10,8 @@ when its adapter is attached (:class:`gateway.chats.ChatDirectory`), whose
     count      the gateway's traffic counters (gateway.web.metrics), when it has them
     adapter.perform(call)
 
+all of it inside a ``platform.call`` span (:func:`traced`; no-op unless traces are on).
+
 A middleware is ``async (call, next) -> result``, composed once like Starlette's
 ``build_middleware_stack``; one that changes a call passes ``dataclasses.replace(call,
 ...)`` on. Nothing wraps the adapter. The scheduler comes first so that every attempt it
@@ -64,6 +66,7 @@ from adapters.calls import (
     Typing,
 )
 from adapters.health import Health
+from core import tracing
 from core.redaction import redact
 from gateway.outbound import OutboundScheduler
 
@@ -190,6 +193,20 @@ async def unscheduled(item: Outgoing, next: Perform) -> SentMessage | None:
     return await next(item)
 
 
+# trace ----------------------------------------------------------------------------------
+async def traced(
+    platform: str, perform: Callable[[Outgoing], Awaitable[SentMessage | None]], item: Outgoing
+) -> SentMessage | None:
+    """``item`` as a ``platform.call`` span (:mod:`core.tracing`) in the caller's trace:
+    the platform and the call's kind (a failure marks it by the error's type, never its
+    text). Outside the scheduler, whose calls run in its own tasks: the span covers the
+    wait for the budget too; a queued Delete or React ends when it is queued."""
+    call = item.call if isinstance(item, Latest) else item
+    kind, _ = KINDS[type(call)]
+    with tracing.span("platform.call", platform=platform, **{"call.kind": kind}):
+        return await perform(item)
+
+
 # one bot --------------------------------------------------------------------------------
 class Outbound:
     """One bot's way out: its adapter at the end of the fold (``adapter`` itself is still
@@ -210,7 +227,7 @@ class Outbound:
         self._traffic = traffic
         rest = fold([*middlewares, *([traffic] if traffic else [])], adapter.perform)
         head = unscheduled if scheduler is None else partial(schedule, scheduler)
-        self._perform = partial(head, next=rest)
+        self._perform = partial(traced, self.platform, partial(head, next=rest))
 
     @classmethod
     def paced(cls, adapter: Adapter, traffic: Traffic | None = None) -> Outbound:

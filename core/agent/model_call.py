@@ -22,6 +22,10 @@ arrives (:class:`core.agent.reply_text.TextRelay`, ``docs/turn-loop.md`` §16): 
 an attempt fails and is retried, when the answer turns out to be tool calls (not on the
 grace call, whose tool calls are dropped), and when the call is stopped or fails for
 good. The relay is drained before ``call`` returns or raises.
+
+Each call is a ``model.call`` span (:mod:`core.tracing`): the model's name, the iteration,
+then its token counts, finish reason and how many tool calls it asked for; retries are
+inside it, a failure for good marks it failed (by the error's type).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
+from core import tracing
 from core.agent.failure_text import readable_failure
 from core.agent.reply_text import TextRelay
 from core.agent.scope import TurnScope
@@ -71,6 +76,16 @@ class ModelCaller:
         self, request: ModelRequest, iteration: int, token: CancellationToken
     ) -> ModelReply:
         """The reply, or :class:`ModelError` once retries are spent, or ``Cancelled``."""
+        with tracing.span(
+            "model.call", **{"model.name": self._model.model}, iteration=iteration
+        ) as span:
+            reply = await self._relayed(request, iteration, token)
+            _describe(span, reply)
+            return reply
+
+    async def _relayed(
+        self, request: ModelRequest, iteration: int, token: CancellationToken
+    ) -> ModelReply:
         if self._on_text is None or not request.stream or request.on_delta is not None:
             return await self._call(request, iteration, token, None)
         relay = TextRelay(self._on_text, iteration, token)
@@ -172,6 +187,14 @@ class ModelCaller:
 
     async def _tell(self, notice: TurnNotice, token: CancellationToken) -> None:
         await notify_notice(self._on_notice, notice, token)
+
+
+def _describe(span: tracing.Span, reply: ModelReply) -> None:
+    """The call's figures on its span (never its text)."""
+    span.set("tokens.prompt", reply.usage.prompt_tokens or None)
+    span.set("tokens.completion", reply.usage.completion_tokens or None)
+    span.set("finish_reason", reply.finish_reason)
+    span.set("tool_calls", len(reply.tool_calls))
 
 
 def _detail(error: ModelError) -> str:

@@ -39,6 +39,11 @@ still fire, time-boxed to :data:`AFTER_STOP_SECONDS`.
 A call stopped by cancellation yields ``cancelled=True`` with :data:`CANCELLED_RESULT` as its
 text, so the stored history stays valid (every tool call has a result) and the loop ends
 the turn.
+
+Each call is a ``tool.call`` span (:mod:`core.tracing`): the tool's name (``unknown`` for a
+name no tool has), then how it ended (its record's status), whether it was an error and
+whether a person was asked; each question to a person (an approval, a choice) is an
+``approval.wait`` span inside it with the outcome. Never the arguments or the result.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from core import tracing
 from core.agent.scope import TurnScope
 from core.approver import ApprovalGate, Decision
 from core.cancellation import CancellationToken, Cancelled
@@ -143,6 +149,15 @@ class ToolRunner:
         return tool is not None and tool.spec.interactive
 
     async def run_one(self, call: ToolCall) -> CallOutcome:
+        known = self._env.tools.get(call.name) is not None  # a made-up name is not told
+        with tracing.span("tool.call", **{"tool.name": call.name if known else "unknown"}) as span:
+            outcome, attempt = await self._run_one(call)
+            span.set("tool.status", end_status(attempt))
+            span.set("tool.error", attempt.is_error)
+            span.set("approval.needed", attempt.approval is not None)
+            return outcome
+
+    async def _run_one(self, call: ToolCall) -> tuple[CallOutcome, _Attempt]:
         started = self._env.clock()
         self._rows[id(call)] = await self._env.store.open_tool_call(
             self._record_of(call, None, "", started, None)
@@ -156,7 +171,7 @@ class ToolRunner:
             await self._record(call, attempt, text, started)
         finally:
             self._rows.pop(id(call), None)
-        return CallOutcome(call, text, attempt.is_error, attempt.cancelled)
+        return CallOutcome(call, text, attempt.is_error, attempt.cancelled), attempt
 
     async def _advance(
         self, call: ToolCall, status: ToolCallStatus, approval_id: str | None = None
@@ -265,17 +280,20 @@ class ToolRunner:
     async def _ask(self, call: ToolCall, arguments: dict[str, Any], prompt: str) -> Decision:
         scope = self._env.scope
         await self._advance(call, "awaiting_approval")
-        return await self._env.approvals.ask(
-            kind="approval",
-            session_key=scope.session_key,
-            session_id=scope.session_id,
-            turn_id=scope.turn_id,
-            call_id=call.id,
-            tool=call.name,
-            arguments=arguments,
-            prompt=prompt,
-            requested_by=scope.requested_by,
-            token=self._env.token,
+        return await _waited(
+            "approval",
+            self._env.approvals.ask(
+                kind="approval",
+                session_key=scope.session_key,
+                session_id=scope.session_id,
+                turn_id=scope.turn_id,
+                call_id=call.id,
+                tool=call.name,
+                arguments=arguments,
+                prompt=prompt,
+                requested_by=scope.requested_by,
+                token=self._env.token,
+            ),
         )
 
     async def _invoke(self, tool: Tool, call: ToolCall, arguments: dict[str, Any]) -> _Attempt:
@@ -308,18 +326,21 @@ class ToolRunner:
     def _choice_asker(self, call: ToolCall, arguments: dict[str, Any]) -> AskChoice:
         async def ask_choice(choice: Choice) -> str | None:
             scope = self._env.scope
-            decision = await self._env.approvals.ask(
-                kind="choice",
-                session_key=scope.session_key,
-                session_id=scope.session_id,
-                turn_id=scope.turn_id,
-                call_id=call.id,
-                tool=call.name,
-                arguments=arguments,
-                prompt=choice.question,
-                requested_by=scope.requested_by,
-                token=self._env.token,
-                choices=choice.choices,
+            decision = await _waited(
+                "choice",
+                self._env.approvals.ask(
+                    kind="choice",
+                    session_key=scope.session_key,
+                    session_id=scope.session_id,
+                    turn_id=scope.turn_id,
+                    call_id=call.id,
+                    tool=call.name,
+                    arguments=arguments,
+                    prompt=choice.question,
+                    requested_by=scope.requested_by,
+                    token=self._env.token,
+                    choices=choice.choices,
+                ),
             )
             if decision.outcome == "approved":
                 return decision.choice
@@ -376,6 +397,14 @@ class ToolRunner:
             approval_outcome=attempt.approval if attempt is not None else None,
             status=end_status(attempt) if attempt is not None else "requested",
         )
+
+
+async def _waited(kind: str, asking: Awaitable[Decision]) -> Decision:
+    """A person's answer, as an ``approval.wait`` span: its kind, then its outcome."""
+    with tracing.span("approval.wait", **{"approval.kind": kind}) as span:
+        decision = await asking
+        span.set("approval.outcome", decision.outcome)
+        return decision
 
 
 def end_status(attempt: _Attempt) -> ToolCallStatus:
