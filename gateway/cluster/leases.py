@@ -102,8 +102,9 @@ class Leases:
         """Give ``name`` to ``owner`` (this or another live process) if free or expired;
         the holder as it stands afterwards, maybe someone else."""
         asked = self._clock()
-        holder = await self._take(name, owner, extend_ours=False)
-        if holder.owner == self._process_id and holder.live:
+        mine = owner == self._process_id  # ours and live: renewed, as acquire would
+        holder = await self._take(name, owner, extend_ours=mine)
+        if mine and holder.owner == owner:
             self._keep(holder, asked)
         return holder
 
@@ -116,7 +117,8 @@ class Leases:
 
     async def renew(self, fences: Iterable[Fence]) -> set[str]:
         """Push the expiry of every fence still ours (same owner and epoch, not expired) to
-        now + ttl in one statement; the names renewed. The others are dropped locally."""
+        now + ttl in one statement; the names renewed. The others are dropped locally; a
+        fence released while the renewal ran stays released."""
         mine = [fence for fence in fences if fence.owner == self._process_id]
         if not mine:
             return set()
@@ -130,10 +132,11 @@ class Leases:
         )
         renewed = {row["name"] for row in rows}
         for fence in mine:
+            if self._held.get(fence.lease) != fence:
+                continue
             if fence.lease in renewed:
-                self._held[fence.lease] = fence
                 self._renewed[fence.lease] = asked
-            elif self._held.get(fence.lease) == fence:
+            else:
                 self._forget(fence.lease)
         return renewed
 

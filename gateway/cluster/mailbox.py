@@ -44,7 +44,9 @@ _TAKE = """UPDATE cluster_mail SET taken_at = clock_timestamp() WHERE id IN (
         SELECT id FROM cluster_mail WHERE taken_at IS NULL AND target = ANY($1::text[])
         ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
     RETURNING id, target, kind, sender, payload"""
-_GIVE_BACK = "UPDATE cluster_mail SET taken_at = NULL WHERE id = $1"
+_GIVE_BACK = """WITH back AS (
+        UPDATE cluster_mail SET taken_at = NULL WHERE id = $1 RETURNING target)
+    SELECT pg_notify($2, target) FROM back"""
 _SWEEP = """DELETE FROM cluster_mail
     WHERE coalesce(taken_at, created_at) < clock_timestamp() - make_interval(secs => $1)"""
 
@@ -214,8 +216,7 @@ class Mailbox:
                 break
         finally:
             self._reconnect = None
-        if not self._closed:
-            await self.take()
+        self._wake()
 
     def _wake(self) -> None:
         """Take soon; wakes arriving while a take runs coalesce into one more take."""
@@ -248,8 +249,8 @@ class Mailbox:
             while queue:
                 mail = queue.popleft()
                 receive = self._served.get(target)
-                if receive is None:  # unserved meanwhile: another server takes it
-                    await self._pool.execute(_GIVE_BACK, mail.id)
+                if receive is None:  # unserved meanwhile: back for its next server
+                    await self._give_back(mail)
                     continue
                 try:
                     await receive(mail)
@@ -260,3 +261,11 @@ class Mailbox:
             del self._workers[target]
             if not queue:
                 del self._queues[target]
+
+    async def _give_back(self, mail: Mail) -> None:
+        try:
+            await self._pool.execute(_GIVE_BACK, mail.id, MAIL_CHANNEL)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+            logger.warning(
+                "mailbox: mail %d for %s lost its receiver (%s)", mail.id, mail.target, error
+            )

@@ -147,6 +147,28 @@ async def test_release_ends_now_and_the_epoch_is_never_reused(pool: asyncpg.Pool
     assert await a.acquire("bot:x") is None
 
 
+async def test_release_during_a_renewal_stays_released(pool: asyncpg.Pool) -> None:
+    a = Leases(pool, A, TTL)
+    fence = await a.acquire("bot:x")
+    assert fence is not None
+    renewal = asyncio.create_task(a.renew([fence]))
+    await a.release(fence)
+    await renewal
+    assert a.fence_of("bot:x") is None
+    assert not a.valid(fence)
+
+
+async def test_claim_for_self_renews_a_live_own_lease(pool: asyncpg.Pool) -> None:
+    now = [0.0]
+    a = Leases(pool, A, TTL, clock=lambda: now[0])
+    fence = await a.acquire("session:web:1")
+    assert fence is not None
+    now[0] = TTL
+    assert not a.valid(fence)
+    assert await a.claim("session:web:1", A) == Holder("session:web:1", A, 1, True)
+    assert a.valid(fence)
+
+
 async def test_release_of_a_lost_fence_leaves_the_new_owner(pool: asyncpg.Pool) -> None:
     a, b = Leases(pool, A, TTL), Leases(pool, B, TTL)
     old = await a.acquire("bot:x")

@@ -119,6 +119,29 @@ async def test_mail_for_targets_not_served_stays(
     assert await _untaken(pool) == 2
 
 
+async def test_mail_taken_after_its_target_was_unserved_goes_back(
+    mailbox_of: MakeMailbox, pool: asyncpg.Pool
+) -> None:
+    a, old, new = mailbox_of(A), mailbox_of(B), mailbox_of("c/00000003")
+    first, moved = Inbox(), Inbox()
+
+    async def hand_over(mail: Mail) -> None:
+        old.unserve("bot:telegram:x")
+        await first.receive(mail)
+
+    old.serve("bot:telegram:x", hand_over)
+    await a.send("bot:telegram:x", "call", "1")
+    await a.send("bot:telegram:x", "call", "2")
+    await new.start()
+    assert await old.take() == 2
+    new.serve("bot:telegram:x", moved.receive)
+    await first.wait()
+    await moved.wait()
+    assert [mail.payload for mail in first.got] == ["1"]
+    assert [mail.payload for mail in moved.got] == ["2"]
+    assert await _untaken(pool) == 0
+
+
 async def test_two_servers_of_one_target_never_both_get_a_mail(
     mailbox_of: MakeMailbox, pool: asyncpg.Pool
 ) -> None:
