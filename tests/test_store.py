@@ -1,6 +1,7 @@
-"""The SQLite store as a file: opening, migrations, refusals, closing, concurrency, text.
+"""The store as a database: opening, migrations, refusals, closing, concurrency, text.
 
-Every test works on a real SQLite file under ``tmp_path``.
+The tests about the SQLite file itself work on a real file under ``tmp_path``; the
+contract ones (``any_store``) run on SQLite and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from core.store.base import StoreError
+from core.store.base import Store, StoreError
 from core.store.migrations import LATEST_VERSION, MIGRATIONS, Migration, apply_migrations
 from core.store.sqlite import SqliteStore, open_store
 from core.types import ChatMessage, ToolCall
+from tests.support.store_backends import reopen
 
 
 @pytest.fixture
@@ -106,9 +108,9 @@ async def test_store_file_is_in_wal_mode(store: SqliteStore, db_path: Path) -> N
     assert query(db_path, "PRAGMA journal_mode") == [("wal",)]
 
 
-async def test_foreign_keys_are_enforced(store: SqliteStore) -> None:
+async def test_foreign_keys_are_enforced(any_store: Store) -> None:
     with pytest.raises(StoreError, match="cannot start turn 't1' in session 'nope'"):
-        await store.start_turn("nope", "t1")
+        await any_store.start_turn("nope", "t1")
 
 
 async def test_newer_schema_is_refused_and_file_untouched(db_path: Path) -> None:
@@ -174,7 +176,8 @@ async def test_failed_migration_rolls_back_to_previous_version(tmp_path: Path) -
     assert "half" not in tables
 
 
-async def test_close_is_idempotent_and_later_calls_raise(store: SqliteStore) -> None:
+async def test_close_is_idempotent_and_later_calls_raise(any_store: Store) -> None:
+    store = any_store
     await store.close()
     await store.close()
 
@@ -184,7 +187,8 @@ async def test_close_is_idempotent_and_later_calls_raise(store: SqliteStore) -> 
         await store.create_session("k", "default")
 
 
-async def test_concurrent_appends_are_all_stored_in_order(store: SqliteStore) -> None:
+async def test_concurrent_appends_are_all_stored_in_order(any_store: Store) -> None:
+    store = any_store
     session = await store.create_session("k", "default")
     texts = [f"message {i} " + "x" * i for i in range(200)]
 
@@ -210,7 +214,8 @@ ODD_TEXTS = [
 
 
 @pytest.mark.parametrize("text", ODD_TEXTS, ids=["emoji", "rtl", "controls", "zw", "mix", "100k"])
-async def test_odd_text_is_stored_intact(store: SqliteStore, text: str) -> None:
+async def test_odd_text_is_stored_intact(any_store: Store, text: str) -> None:
+    store = any_store
     session = await store.create_session(text, "default")
     message = ChatMessage(
         role="assistant",
@@ -220,9 +225,8 @@ async def test_odd_text_is_stored_intact(store: SqliteStore, text: str) -> None:
     )
     await store.append_message(session.id, None, message)
     await store.append_message(session.id, None, ChatMessage("user", text))
-    await store.close()
 
-    reopened = await open_store(store.path)
+    reopened = await reopen(store)
     try:
         assert (await reopened.get_active_session(text)) == session
         stored = [m.message for m in await reopened.load_active_messages(session.id)]

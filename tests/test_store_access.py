@@ -5,25 +5,23 @@ SQLite file under ``tmp_path``."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
 
 import aiosqlite
 import pytest
 
-from core.store.base import LinkCode, PairedUser, PairingCode, SessionSettings, StoreError
+from core.store.base import LinkCode, PairedUser, PairingCode, SessionSettings, Store, StoreError
 from core.store.migrations import MIGRATIONS, PAIRING_SETTINGS_AND_LINKS, apply_migrations
-from core.store.sqlite import SqliteStore, open_store
+from core.store.sqlite import open_store
 
 KEY = "telegram:dm:42"
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await open_store(tmp_path / "commonos.db")
-    yield opened
-    await opened.close()
+def store(any_store: Store) -> Store:
+    """Each test of this module runs on SQLite and on PostgreSQL."""
+    return any_store
 
 
 def code(
@@ -43,7 +41,7 @@ def link_code(code_hash: str, user_id: str = "42", *, platform: str = "telegram"
 # pairing codes ---------------------------------------------------------------
 
 
-async def test_pairing_codes_are_listed_oldest_first_and_by_platform(store: SqliteStore) -> None:
+async def test_pairing_codes_are_listed_oldest_first_and_by_platform(store: Store) -> None:
     await store.put_pairing_code(code("h2", "2", at=2.0))
     await store.put_pairing_code(code("h1", "1", at=1.0))
     await store.put_pairing_code(code("h3", "3", platform="discord", at=3.0))
@@ -53,7 +51,7 @@ async def test_pairing_codes_are_listed_oldest_first_and_by_platform(store: Sqli
 
 
 async def test_a_new_code_replaces_the_users_earlier_one_on_that_platform(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     await store.put_pairing_code(code("old", "42"))
     await store.put_pairing_code(code("other-platform", "42", platform="discord"))
@@ -62,7 +60,7 @@ async def test_a_new_code_replaces_the_users_earlier_one_on_that_platform(
     assert await store.take_pairing_code("old") is None
 
 
-async def test_a_code_is_taken_once(store: SqliteStore) -> None:
+async def test_a_code_is_taken_once(store: Store) -> None:
     await store.put_pairing_code(code("h1"))
     assert await store.take_pairing_code("h1") == code("h1")
     assert await store.take_pairing_code("h1") is None
@@ -70,7 +68,7 @@ async def test_a_code_is_taken_once(store: SqliteStore) -> None:
     assert await store.pairing_codes() == []
 
 
-async def test_expired_codes_are_dropped_and_counted(store: SqliteStore) -> None:
+async def test_expired_codes_are_dropped_and_counted(store: Store) -> None:
     await store.put_pairing_code(code("early", "1", at=0.0))  # expires at 600
     await store.put_pairing_code(code("late", "2", at=1000.0))  # expires at 1600
     assert await store.drop_pairing_codes(before=700.0) == 1
@@ -81,7 +79,7 @@ async def test_expired_codes_are_dropped_and_counted(store: SqliteStore) -> None
 # paired users ------------------------------------------------------------------
 
 
-async def test_pairing_a_user_replaces_and_unpairing_reports(store: SqliteStore) -> None:
+async def test_pairing_a_user_replaces_and_unpairing_reports(store: Store) -> None:
     await store.pair_user(paired("42"))
     await store.pair_user(paired("7", platform="slack", at=2.0))
     await store.pair_user(PairedUser("telegram", "42", "Ann B", 3.0, "owner-2", announced=True))
@@ -94,7 +92,7 @@ async def test_pairing_a_user_replaces_and_unpairing_reports(store: SqliteStore)
     assert [u.user_id for u in await store.paired_users()] == ["7"]
 
 
-async def test_a_paired_user_is_marked_announced(store: SqliteStore) -> None:
+async def test_a_paired_user_is_marked_announced(store: Store) -> None:
     await store.pair_user(paired("42"))
     assert [u.announced for u in await store.paired_users()] == [False]
     await store.mark_paired_announced("telegram", "42")
@@ -106,7 +104,7 @@ async def test_a_paired_user_is_marked_announced(store: SqliteStore) -> None:
 # per-session settings ---------------------------------------------------------
 
 
-async def test_session_settings_default_to_none_and_are_replaced(store: SqliteStore) -> None:
+async def test_session_settings_default_to_none_and_are_replaced(store: Store) -> None:
     assert await store.session_settings(KEY) == SessionSettings()
     chosen = SessionSettings(model="fast", busy="interrupt", progress="off", verbose=False)
     await store.put_session_settings(KEY, chosen)
@@ -119,7 +117,7 @@ async def test_session_settings_default_to_none_and_are_replaced(store: SqliteSt
 # identity links and link codes -------------------------------------------------
 
 
-async def test_link_codes_are_taken_once_and_replaced_per_identity(store: SqliteStore) -> None:
+async def test_link_codes_are_taken_once_and_replaced_per_identity(store: Store) -> None:
     await store.put_link_code(link_code("l1"))
     await store.put_link_code(link_code("l2"))
     await store.put_link_code(link_code("d1", platform="discord"))
@@ -129,7 +127,7 @@ async def test_link_codes_are_taken_once_and_replaced_per_identity(store: Sqlite
     assert await store.take_link_code("d1") == link_code("d1", platform="discord")
 
 
-async def test_identities_are_linked_relinked_and_unlinked(store: SqliteStore) -> None:
+async def test_identities_are_linked_relinked_and_unlinked(store: Store) -> None:
     assert await store.person_of("telegram", "42") is None
     await store.link_identity("telegram", "42", "p1")
     await store.link_identity("web", "ann", "p1")

@@ -5,7 +5,6 @@ files the agent sends (``queued_files``). Every test works on a real SQLite file
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
 
@@ -13,19 +12,18 @@ import aiosqlite
 import pytest
 
 from core.attachments import Attachment, OutgoingFile
-from core.store.base import AttachmentRecord, QueuedFile, StoreError
+from core.store.base import AttachmentRecord, QueuedFile, Store, StoreError
 from core.store.migrations import ATTACHMENTS_AND_FILES, MIGRATIONS, apply_migrations
-from core.store.sqlite import SqliteStore, open_store
+from core.store.sqlite import open_store
 
 ORIGIN = "telegram:501"
 KEY = "telegram:dm:42"
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await open_store(tmp_path / "commonos.db")
-    yield opened
-    await opened.close()
+def store(any_store: Store) -> Store:
+    """Each test of this module runs on SQLite and on PostgreSQL."""
+    return any_store
 
 
 def offered(name: str = "shot.png", kind: str = "image") -> Attachment:
@@ -48,7 +46,7 @@ def queued(key: str, queued_at: float, session_id: str = "s1") -> QueuedFile:
     return QueuedFile(session_id, "turn-1", "telegram", "42", None, file, queued_at)
 
 
-async def test_a_saved_file_replaces_its_downloading_row(store: SqliteStore) -> None:
+async def test_a_saved_file_replaces_its_downloading_row(store: Store) -> None:
     await store.put_attachment(record(0, offered()))
     saved = Attachment(
         "voice",
@@ -67,7 +65,7 @@ async def test_a_saved_file_replaces_its_downloading_row(store: SqliteStore) -> 
 
 
 async def test_the_files_of_one_message_come_back_in_order_and_alone(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     await store.put_attachment(record(1, offered("b.png")))
     await store.put_attachment(record(0, offered("a.png")))
@@ -78,7 +76,7 @@ async def test_the_files_of_one_message_come_back_in_order_and_alone(
 
 
 async def test_linking_names_the_stored_message_and_a_rewrite_keeps_the_link(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     await store.put_attachment(record(0, offered()))
     await store.link_attachments(ORIGIN, 17)
@@ -88,7 +86,7 @@ async def test_linking_names_the_stored_message_and_a_rewrite_keeps_the_link(
     await store.link_attachments("telegram:none", 18)  # a message without files: no error
 
 
-async def test_a_file_key_is_queued_once(store: SqliteStore) -> None:
+async def test_a_file_key_is_queued_once(store: Store) -> None:
     assert await store.queue_file(queued("k1", 1.0)) is True
     assert await store.queue_file(queued("k1", 5.0)) is False
     [only] = await store.unsent_files("s1")
@@ -96,7 +94,7 @@ async def test_a_file_key_is_queued_once(store: SqliteStore) -> None:
 
 
 async def test_unsent_files_are_the_sessions_own_oldest_first_until_sent_or_failed(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     for key, at in (("late", 3.0), ("early", 1.0), ("sent", 2.0), ("refused", 2.5)):
         await store.queue_file(queued(key, at))
@@ -107,7 +105,7 @@ async def test_unsent_files_are_the_sessions_own_oldest_first_until_sent_or_fail
 
 
 async def test_an_upload_started_and_never_marked_sent_reads_back_in_flight(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     await store.queue_file(queued("k1", 1.0))
     await store.mark_file_started("k1")
@@ -118,7 +116,7 @@ async def test_an_upload_started_and_never_marked_sent_reads_back_in_flight(
     assert first.file == queued("k1", 1.0).file
 
 
-async def test_marking_an_unknown_file_is_a_store_error(store: SqliteStore) -> None:
+async def test_marking_an_unknown_file_is_a_store_error(store: Store) -> None:
     with pytest.raises(StoreError, match="queued file nope"):
         await store.mark_file_sent("nope", "m-1")
 

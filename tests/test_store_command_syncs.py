@@ -9,9 +9,18 @@ from contextlib import closing
 from pathlib import Path
 
 import aiosqlite
+import pytest
 
+from core.store.base import Store
 from core.store.migrations import COMMAND_SYNCS, MIGRATIONS, apply_migrations
-from core.store.sqlite import SqliteStore, open_store
+from core.store.sqlite import open_store
+from tests.support.store_backends import scalar
+
+
+@pytest.fixture
+def store(any_store: Store) -> Store:
+    """Each test of this module runs on SQLite and on PostgreSQL."""
+    return any_store
 
 
 def query(path: Path, sql: str) -> list[tuple[object, ...]]:
@@ -19,7 +28,7 @@ def query(path: Path, sql: str) -> list[tuple[object, ...]]:
         return conn.execute(sql).fetchall()
 
 
-async def test_the_last_synced_set_is_kept_per_platform_and_scope(store: SqliteStore) -> None:
+async def test_the_last_synced_set_is_kept_per_platform_and_scope(store: Store) -> None:
     assert await store.synced_commands("discord", "global") is None
     await store.set_synced_commands("discord", "global", "d1")
     await store.set_synced_commands("discord", "123", "g1")
@@ -29,11 +38,9 @@ async def test_the_last_synced_set_is_kept_per_platform_and_scope(store: SqliteS
     assert await store.synced_commands("slack", "global") is None
 
 
-async def test_recording_a_sync_leaves_the_inbound_queue_empty(
-    store: SqliteStore, tmp_path: Path
-) -> None:
+async def test_recording_a_sync_leaves_the_inbound_queue_empty(store: Store) -> None:
     await store.set_synced_commands("discord", "global", "d1")
-    assert query(tmp_path / "store.db", "SELECT COUNT(*) FROM inbound") == [(0,)]
+    assert await scalar(store, "SELECT COUNT(*) FROM inbound") == 0
 
 
 async def version_6_file(path: Path) -> None:

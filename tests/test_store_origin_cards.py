@@ -4,24 +4,22 @@ version-1 file in place. Every test works on a real SQLite file under ``tmp_path
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
 
 import aiosqlite
 import pytest
 
-from core.store.base import ApprovalCard, ApprovalRecord, SessionRecord, StoreError
+from core.store.base import ApprovalCard, ApprovalRecord, SessionRecord, Store, StoreError
 from core.store.migrations import INITIAL_SCHEMA, LATEST_VERSION, MIGRATIONS, apply_migrations
 from core.store.sqlite import SqliteStore, open_store
 from core.types import ChatMessage
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await open_store(tmp_path / "commonos.db")
-    yield opened
-    await opened.close()
+def store(any_store: Store) -> Store:
+    """Each test of this module runs on SQLite and on PostgreSQL."""
+    return any_store
 
 
 def query(path: Path, sql: str) -> list[tuple[object, ...]]:
@@ -84,7 +82,7 @@ async def test_a_migrated_file_stores_origins_and_cards(tmp_path: Path) -> None:
 
 
 async def test_find_message_by_origin_is_per_session_and_earliest_first(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     first = await store.create_session("telegram:dm:1", "default")
     other = await store.create_session("telegram:dm:2", "default")
@@ -104,15 +102,15 @@ async def test_find_message_by_origin_is_per_session_and_earliest_first(
     assert [m.origin for m in loaded] == [None, "telegram:5", "telegram:5"]
 
 
-async def test_origin_lookup_uses_the_index(store: SqliteStore) -> None:
+async def test_origin_lookup_uses_the_index(sqlite_store: SqliteStore) -> None:
     plan = query(
-        store.path,
+        sqlite_store.path,
         "EXPLAIN QUERY PLAN SELECT * FROM messages WHERE session_id = 's' AND origin = 'o'",
     )
     assert "messages_by_origin" in str(plan)
 
 
-async def session_with_approval(store: SqliteStore) -> SessionRecord:
+async def session_with_approval(store: Store) -> SessionRecord:
     session = await store.create_session("telegram:dm:1", "default")
     await store.start_turn(session.id, "t1")
     record = ApprovalRecord("a1", session.id, session.key, "t1", "terminal", "{}", "Run?", 1.0)
@@ -120,7 +118,7 @@ async def session_with_approval(store: SqliteStore) -> SessionRecord:
     return session
 
 
-async def test_an_approval_card_location_is_kept_with_a_thread(store: SqliteStore) -> None:
+async def test_an_approval_card_location_is_kept_with_a_thread(store: Store) -> None:
     await session_with_approval(store)
     assert (await store.pending_approvals())[0].card is None
 
@@ -130,6 +128,6 @@ async def test_an_approval_card_location_is_kept_with_a_thread(store: SqliteStor
     assert pending.card == ApprovalCard("slack", "C1", "1700.1", "1700.2")
 
 
-async def test_a_card_for_an_unknown_approval_is_an_error(store: SqliteStore) -> None:
+async def test_a_card_for_an_unknown_approval_is_an_error(store: Store) -> None:
     with pytest.raises(StoreError, match="no approval 'nope'"):
         await store.set_approval_card("nope", "telegram", "1", None, "2")

@@ -3,17 +3,24 @@ second read), and a later delivery of the same turn gets the first texts and sen
 
 from __future__ import annotations
 
-from core.store.base import OutboxChunk
-from core.store.sqlite import SqliteStore
+import pytest
+
+from core.store.base import OutboxChunk, Store
 
 TURN = "turn-1"
+
+
+@pytest.fixture
+def store(any_store: Store) -> Store:
+    """Each test of this module runs on SQLite and on PostgreSQL."""
+    return any_store
 
 
 def chunks(*texts: str) -> list[OutboxChunk]:
     return [OutboxChunk(TURN, i, "telegram", "42", None, t, True) for i, t in enumerate(texts)]
 
 
-async def test_a_new_reply_comes_back_as_a_read_would_return_it(store: SqliteStore) -> None:
+async def test_a_new_reply_comes_back_as_a_read_would_return_it(store: Store) -> None:
     first = await store.put_outbox(chunks("one", "two \ud800 lone"))
     again = await store.put_outbox(chunks("one", "two \ud800 lone"))  # read from the file
     assert first == again
@@ -21,7 +28,7 @@ async def test_a_new_reply_comes_back_as_a_read_would_return_it(store: SqliteSto
     assert all(c.message_id is None for c in first)
 
 
-async def test_a_second_delivery_gets_the_first_texts_and_marks(store: SqliteStore) -> None:
+async def test_a_second_delivery_gets_the_first_texts_and_marks(store: Store) -> None:
     await store.put_outbox(chunks("first answer", "second part"))
     await store.mark_outbox_sent(TURN, 0, "m-100")
     replayed = await store.put_outbox(chunks("a regenerated answer"))
@@ -32,7 +39,7 @@ async def test_a_second_delivery_gets_the_first_texts_and_marks(store: SqliteSto
 
 
 async def test_a_chunk_started_and_never_marked_sent_reads_back_as_in_flight(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     await store.put_outbox(chunks("sent", "in flight", "not begun"))
     await store.mark_outbox_started(TURN, 0)

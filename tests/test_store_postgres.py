@@ -28,3 +28,4 @@ async def test_the_test_server_gives_each_test_a_fresh_database(
         "max_connections": "200",
     }
     assert pg_url.startswith(f"postgresql://postgres@127.0.0.1:{pg_server.port}/t_")
+

@@ -6,10 +6,6 @@ Every test works on a real SQLite file under ``tmp_path``.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import closing
-from pathlib import Path
 
 import pytest
 
@@ -17,23 +13,23 @@ from core.store.base import (
     ApprovalRecord,
     InboundRecord,
     SessionRecord,
+    Store,
     StoreError,
     ToolCallRecord,
     TurnRecord,
 )
-from core.store.sqlite import SqliteStore, open_store
 from core.types import ApprovalState, ChatMessage, ToolCall
+from tests.support.store_backends import scalar
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await open_store(tmp_path / "commonos.db")
-    yield opened
-    await opened.close()
+def store(any_store: Store) -> Store:
+    """Each test of this module runs on SQLite and on PostgreSQL."""
+    return any_store
 
 
 async def session_with_turn(
-    store: SqliteStore, key: str = "telegram:42", turn_id: str = "t1"
+    store: Store, key: str = "telegram:42", turn_id: str = "t1"
 ) -> tuple[SessionRecord, TurnRecord]:
     session = await store.create_session(key, "default")
     return session, await store.start_turn(session.id, turn_id)
@@ -60,7 +56,7 @@ def inbound(update_id: str, received_at: float, platform: str = "telegram") -> I
 
 
 # sessions -------------------------------------------------------------------
-async def test_ended_session_makes_room_for_a_new_one(store: SqliteStore) -> None:
+async def test_ended_session_makes_room_for_a_new_one(store: Store) -> None:
     first = await store.create_session("telegram:42", "default")
     assert await store.get_active_session("telegram:42") == first
 
@@ -72,7 +68,7 @@ async def test_ended_session_makes_room_for_a_new_one(store: SqliteStore) -> Non
     assert await store.get_active_session("telegram:42") == second
 
 
-async def test_second_open_session_for_a_key_is_refused(store: SqliteStore) -> None:
+async def test_second_open_session_for_a_key_is_refused(store: Store) -> None:
     first = await store.create_session("telegram:42", "default")
 
     with pytest.raises(StoreError, match="cannot create a session for key 'telegram:42'"):
@@ -81,7 +77,7 @@ async def test_second_open_session_for_a_key_is_refused(store: SqliteStore) -> N
     assert await store.get_active_session("telegram:42") == first
 
 
-async def test_touch_and_saved_prompt_are_kept(store: SqliteStore) -> None:
+async def test_touch_and_saved_prompt_are_kept(store: Store) -> None:
     session = await store.create_session("k", "default")
 
     await store.touch_session(session.id)
@@ -99,7 +95,7 @@ async def test_touch_and_saved_prompt_are_kept(store: SqliteStore) -> None:
     )
 
 
-async def test_updating_an_unknown_session_is_an_error(store: SqliteStore) -> None:
+async def test_updating_an_unknown_session_is_an_error(store: Store) -> None:
     with pytest.raises(StoreError, match="no session 'ghost'"):
         await store.touch_session("ghost")
     with pytest.raises(StoreError, match="no session 'ghost'"):
@@ -124,7 +120,7 @@ MESSAGES = [
 ]
 
 
-async def test_messages_round_trip_in_order(store: SqliteStore) -> None:
+async def test_messages_round_trip_in_order(store: Store) -> None:
     session, turn = await session_with_turn(store)
     other = await store.create_session("other", "default")
     await store.append_message(other.id, None, ChatMessage("user", "elsewhere"))
@@ -138,7 +134,7 @@ async def test_messages_round_trip_in_order(store: SqliteStore) -> None:
     assert {(m.session_id, m.turn_id, m.active) for m in loaded} == {(session.id, turn.id, True)}
 
 
-async def test_update_message_content_replaces_it(store: SqliteStore) -> None:
+async def test_update_message_content_replaces_it(store: Store) -> None:
     session = await store.create_session("k", "default")
     message = ChatMessage("tool", [{"type": "text", "text": "old"}], tool_call_id="c1")
     message_id = await store.append_message(session.id, None, message)
@@ -152,7 +148,7 @@ async def test_update_message_content_replaces_it(store: SqliteStore) -> None:
         await store.update_message_content(9999, "x")
 
 
-async def test_update_message_content_keeps_list_content_as_blocks(store: SqliteStore) -> None:
+async def test_update_message_content_keeps_list_content_as_blocks(store: Store) -> None:
     session = await store.create_session("k", "default")
     message = ChatMessage("tool", "plain", tool_call_id="c1")
     message_id = await store.append_message(session.id, None, message)
@@ -164,7 +160,7 @@ async def test_update_message_content_keeps_list_content_as_blocks(store: Sqlite
     assert loaded.message.content == blocks
 
 
-async def test_deactivated_messages_are_not_loaded_but_kept(store: SqliteStore) -> None:
+async def test_deactivated_messages_are_not_loaded_but_kept(store: Store) -> None:
     session = await store.create_session("k", "default")
     ids = [
         await store.append_message(session.id, None, ChatMessage("user", str(i))) for i in range(5)
@@ -174,12 +170,11 @@ async def test_deactivated_messages_are_not_loaded_but_kept(store: SqliteStore) 
     await store.deactivate_messages([])
 
     assert [m.message.content for m in await store.load_active_messages(session.id)] == ["3", "4"]
-    with closing(sqlite3.connect(store.path)) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM messages WHERE active = 0").fetchone() == (3,)
+    assert await scalar(store, "SELECT COUNT(*) FROM messages WHERE active = 0") == 3
 
 
 # turns ----------------------------------------------------------------------
-async def test_turn_is_started_finished_and_listed(store: SqliteStore) -> None:
+async def test_turn_is_started_finished_and_listed(store: Store) -> None:
     session, started = await session_with_turn(store)
     second = await store.start_turn(session.id, "t2")
     assert started.status == "running"
@@ -203,7 +198,7 @@ async def test_turn_is_started_finished_and_listed(store: SqliteStore) -> None:
     assert await store.get_turn("missing") is None
 
 
-async def test_fail_running_turns_marks_only_running_ones(store: SqliteStore) -> None:
+async def test_fail_running_turns_marks_only_running_ones(store: Store) -> None:
     session, _ = await session_with_turn(store)
     await store.start_turn(session.id, "t2")
     await store.start_turn(session.id, "t3")
@@ -220,7 +215,7 @@ async def test_fail_running_turns_marks_only_running_ones(store: SqliteStore) ->
 
 
 # tool calls and approvals ---------------------------------------------------
-async def test_tool_calls_are_listed_with_approval_outcome(store: SqliteStore) -> None:
+async def test_tool_calls_are_listed_with_approval_outcome(store: Store) -> None:
     session, turn = await session_with_turn(store)
     calls = [
         ToolCallRecord("c1", turn.id, session.id, "terminal", '{"command": "rm x"}', "denied",
@@ -235,7 +230,7 @@ async def test_tool_calls_are_listed_with_approval_outcome(store: SqliteStore) -
 
 
 async def test_resolve_approval_succeeds_once_for_concurrent_resolvers(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     session, turn = await session_with_turn(store)
     await store.create_approval(approval("a1", session, turn.id, 100.0))
@@ -256,7 +251,7 @@ async def test_resolve_approval_succeeds_once_for_concurrent_resolvers(
 
 
 async def test_pending_approvals_are_oldest_first_and_filtered_by_key(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     first, turn1 = await session_with_turn(store, "telegram:1", "t1")
     second, turn2 = await session_with_turn(store, "slack:2", "t2")
@@ -271,7 +266,7 @@ async def test_pending_approvals_are_oldest_first_and_filtered_by_key(
     assert await store.get_approval("early") == approval("early", second, turn2.id, 100.0)
 
 
-async def test_duplicate_approval_id_is_refused(store: SqliteStore) -> None:
+async def test_duplicate_approval_id_is_refused(store: Store) -> None:
     session, turn = await session_with_turn(store)
     await store.create_approval(approval("a1", session, turn.id, 1.0))
 
@@ -279,7 +274,7 @@ async def test_duplicate_approval_id_is_refused(store: SqliteStore) -> None:
         await store.create_approval(approval("a1", session, turn.id, 2.0))
 
 
-async def test_resolving_to_pending_is_a_caller_error(store: SqliteStore) -> None:
+async def test_resolving_to_pending_is_a_caller_error(store: Store) -> None:
     session, turn = await session_with_turn(store)
     await store.create_approval(approval("a1", session, turn.id, 1.0))
 
@@ -290,7 +285,7 @@ async def test_resolving_to_pending_is_a_caller_error(store: SqliteStore) -> Non
 
 
 # inbound queue --------------------------------------------------------------
-async def test_enqueue_inbound_is_idempotent(store: SqliteStore) -> None:
+async def test_enqueue_inbound_is_idempotent(store: Store) -> None:
     assert await store.enqueue_inbound(inbound("u1", 1.0)) is True
     replay = InboundRecord("telegram", "u1", "telegram:42", "changed", 2.0)
 
@@ -300,7 +295,7 @@ async def test_enqueue_inbound_is_idempotent(store: SqliteStore) -> None:
 
 
 async def test_unfinished_inbound_lists_pending_and_processing_oldest_first(
-    store: SqliteStore,
+    store: Store,
 ) -> None:
     for update_id, received_at in [("u3", 3.0), ("u1", 1.0), ("u2", 2.0), ("u4", 4.0)]:
         await store.enqueue_inbound(inbound(update_id, received_at))

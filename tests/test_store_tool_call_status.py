@@ -7,15 +7,21 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from core.store.base import StoreError, ToolCallRecord
+from core.store.base import Store, StoreError, ToolCallRecord
 from core.store.migrations import (
     INITIAL_SCHEMA,
     LATEST_VERSION,
     MESSAGE_ORIGIN_AND_CARDS,
     apply_migrations,
 )
-from core.store.sqlite import SqliteStore, open_store
+from core.store.sqlite import open_store
 from tests.test_store_origin_cards import query
+
+
+@pytest.fixture
+def store(any_store: Store) -> Store:
+    """Each test of this module runs on SQLite and on PostgreSQL."""
+    return any_store
 
 
 async def version_2_file(path: Path) -> None:
@@ -64,15 +70,13 @@ def record(call_id: str, **changes: object) -> ToolCallRecord:
 
 
 @pytest.fixture
-async def turn(store: SqliteStore) -> str:
+async def turn(store: Store) -> str:
     session = await store.create_session("telegram:dm:1", "default")
     await store.start_turn(session.id, "t1")
     return session.id
 
 
-async def test_an_open_call_moves_through_its_states_and_ends(
-    store: SqliteStore, turn: str
-) -> None:
+async def test_an_open_call_moves_through_its_states_and_ends(store: Store, turn: str) -> None:
     seq = await store.open_tool_call(record("c1", session_id=turn, status="requested"))
     states = []
     for status in ("awaiting_approval", "started"):
@@ -90,7 +94,7 @@ async def test_an_open_call_moves_through_its_states_and_ends(
     assert await store.list_tool_calls("t1") == [ended]
 
 
-async def test_changing_a_call_that_is_not_stored_is_a_store_error(store: SqliteStore) -> None:
+async def test_changing_a_call_that_is_not_stored_is_a_store_error(store: Store) -> None:
     with pytest.raises(StoreError, match="no tool call #99"):
         await store.set_tool_call_status(99, "started")
     with pytest.raises(StoreError, match="no tool call #99"):

@@ -16,10 +16,8 @@ new one conflicts with (by its key or by its user), so "put" replaces in one sta
 
 from __future__ import annotations
 
-import sqlite3
-
 from core.store.base import LinkCode, PairedUser, PairingCode
-from core.store.statements import Query, Statement, insert_sql
+from core.store.statements import Query, Row, Statement, insert_sql
 
 # pairing codes -------------------------------------------------------------
 
@@ -32,7 +30,7 @@ _PAIRING_COLUMNS = (
     "created_at",
     "expires_at",
 )
-_PUT_PAIRING_CODE = insert_sql("pairing_codes", _PAIRING_COLUMNS).replace(
+PUT_PAIRING_CODE = insert_sql("pairing_codes", _PAIRING_COLUMNS).replace(
     "INSERT", "INSERT OR REPLACE", 1
 )
 TAKE_PAIRING_CODE = "DELETE FROM pairing_codes WHERE code_hash = ? RETURNING *"
@@ -48,7 +46,7 @@ def put_pairing_code(code: PairingCode) -> Statement:
         code.created_at,
         code.expires_at,
     )
-    return Statement(_PUT_PAIRING_CODE, params, f"keep the pairing code of {code.platform} user")
+    return Statement(PUT_PAIRING_CODE, params, f"keep the pairing code of {code.platform} user")
 
 
 def pairing_codes(platform: str | None) -> Query:
@@ -65,7 +63,7 @@ def drop_pairing_codes(before: float) -> Statement:
     return Statement(sql, (before,), "drop expired pairing codes")
 
 
-def pairing_code_from_row(row: sqlite3.Row) -> PairingCode:
+def pairing_code_from_row(row: Row) -> PairingCode:
     return PairingCode(
         code_hash=row["code_hash"],
         platform=row["platform"],
@@ -80,7 +78,7 @@ def pairing_code_from_row(row: sqlite3.Row) -> PairingCode:
 # paired users --------------------------------------------------------------
 
 _PAIRED_COLUMNS = ("platform", "user_id", "name", "paired_at", "paired_by", "announced")
-_PAIR_USER = insert_sql("paired_users", _PAIRED_COLUMNS).replace("INSERT", "INSERT OR REPLACE", 1)
+PAIR_USER = insert_sql("paired_users", _PAIRED_COLUMNS).replace("INSERT", "INSERT OR REPLACE", 1)
 
 
 def pair_user(user: PairedUser) -> Statement:
@@ -92,7 +90,7 @@ def pair_user(user: PairedUser) -> Statement:
         user.paired_by,
         int(user.announced),
     )
-    return Statement(_PAIR_USER, params, f"pair {user.platform} user {user.user_id}")
+    return Statement(PAIR_USER, params, f"pair {user.platform} user {user.user_id}")
 
 
 def unpair_user(platform: str, user_id: str) -> Statement:
@@ -110,7 +108,7 @@ def mark_paired_announced(platform: str, user_id: str) -> Statement:
     return Statement(sql, (platform, user_id), f"paired {platform} user {user_id}")
 
 
-def paired_user_from_row(row: sqlite3.Row) -> PairedUser:
+def paired_user_from_row(row: Row) -> PairedUser:
     return PairedUser(
         platform=row["platform"],
         user_id=row["user_id"],
@@ -124,7 +122,7 @@ def paired_user_from_row(row: sqlite3.Row) -> PairedUser:
 # link codes and identity links ---------------------------------------------
 
 _LINK_CODE_COLUMNS = ("code_hash", "platform", "user_id", "created_at", "expires_at")
-_PUT_LINK_CODE = insert_sql("link_codes", _LINK_CODE_COLUMNS).replace(
+PUT_LINK_CODE = insert_sql("link_codes", _LINK_CODE_COLUMNS).replace(
     "INSERT", "INSERT OR REPLACE", 1
 )
 TAKE_LINK_CODE = "DELETE FROM link_codes WHERE code_hash = ? RETURNING *"
@@ -137,14 +135,14 @@ IDENTITY_LINKS = "SELECT platform, user_id, person FROM identity_links ORDER BY 
 
 def put_link_code(code: LinkCode) -> Statement:
     params = (code.code_hash, code.platform, code.user_id, code.created_at, code.expires_at)
-    return Statement(_PUT_LINK_CODE, params, f"keep a link code of {code.platform} user")
+    return Statement(PUT_LINK_CODE, params, f"keep a link code of {code.platform} user")
 
 
 def take_link_code(code_hash: str) -> Statement:
     return Statement(TAKE_LINK_CODE, (code_hash,), "take a link code")
 
 
-def link_code_from_row(row: sqlite3.Row) -> LinkCode:
+def link_code_from_row(row: Row) -> LinkCode:
     return LinkCode(
         code_hash=row["code_hash"],
         platform=row["platform"],

@@ -13,12 +13,11 @@ This module holds the statements and the row mapping (:mod:`core.store.statement
 
 from __future__ import annotations
 
-import sqlite3
 from typing import cast
 
 from core.attachments import Attachment, AttachmentKind, OutgoingFile, OutgoingKind
 from core.store.base import AttachmentRecord, AttachmentState, QueuedFile
-from core.store.statements import Statement
+from core.store.statements import Row, Statement
 
 # attachments ---------------------------------------------------------------
 
@@ -78,7 +77,7 @@ def link_attachments(origin: str, message_id: int) -> Statement:
     return Statement(sql, (message_id, origin), f"link the files of {origin} to its message")
 
 
-def attachment_from_row(row: sqlite3.Row) -> AttachmentRecord:
+def attachment_from_row(row: Row) -> AttachmentRecord:
     attachment = Attachment(
         kind=cast(AttachmentKind, row["kind"]),
         name=row["name"],
@@ -164,7 +163,7 @@ def mark_file_failed(key: str, reason: str) -> Statement:
     return Statement(sql, (reason or "refused", key), f"queued file {key}")
 
 
-def queued_file_from_row(row: sqlite3.Row) -> QueuedFile:
+def queued_file_from_row(row: Row) -> QueuedFile:
     file = OutgoingFile(
         key=row["key"],
         path=row["path"],

@@ -11,12 +11,11 @@ This module holds the statements and the row mapping (:mod:`core.store.statement
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import replace
 
 from core.store.base import OutboxChunk
-from core.store.statements import Statement
+from core.store.statements import Row, Statement
 from core.text import valid_text
 
 OUTBOX_COLUMNS = (
@@ -75,7 +74,7 @@ def outbox_as_stored(chunk: OutboxChunk) -> OutboxChunk:
     )
 
 
-def outbox_from_row(row: sqlite3.Row) -> OutboxChunk:
+def outbox_from_row(row: Row) -> OutboxChunk:
     return OutboxChunk(
         turn_id=row["turn_id"],
         index=row["chunk"],

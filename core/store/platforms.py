@@ -15,11 +15,10 @@ This module holds the statements and the row mapping (:mod:`core.store.statement
 
 from __future__ import annotations
 
-import sqlite3
 from typing import cast
 
 from core.store.base import DeadLetter, InboundRecord, InboundState
-from core.store.statements import Query, Statement, insert_sql
+from core.store.statements import Query, Row, Statement, insert_sql
 
 # inbound queue -------------------------------------------------------------
 
@@ -53,7 +52,7 @@ def set_inbound_state(platform: str, update_id: str, state: InboundState) -> Sta
     return Statement(sql, (state, platform, update_id), f"inbound item {platform}/{update_id}")
 
 
-def inbound_from_row(row: sqlite3.Row) -> InboundRecord:
+def inbound_from_row(row: Row) -> InboundRecord:
     return InboundRecord(
         platform=row["platform"],
         update_id=row["update_id"],
@@ -100,7 +99,7 @@ def drop_dead_letter(letter_id: int) -> Statement:
     return Statement(sql, (letter_id,), f"drop dead letter {letter_id}")
 
 
-def dead_letter_from_row(row: sqlite3.Row) -> DeadLetter:
+def dead_letter_from_row(row: Row) -> DeadLetter:
     return DeadLetter(
         platform=row["platform"],
         item_id=row["item_id"],

@@ -14,12 +14,11 @@ This module holds the statements and the row mapping (:mod:`core.store.statement
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from typing import Any, cast
 
 from core.store.base import SessionRecord, StoredMessage, TurnRecord
-from core.store.statements import Statement, insert_sql
+from core.store.statements import Row, Statement, insert_sql
 from core.types import (
     ChatMessage,
     Content,
@@ -64,7 +63,7 @@ def save_session_prompt(
     return Statement(sql, params, f"session {session_id!r}")
 
 
-def session_from_row(row: sqlite3.Row) -> SessionRecord:
+def session_from_row(row: Row) -> SessionRecord:
     return SessionRecord(
         id=row["id"],
         key=row["key"],
@@ -107,10 +106,12 @@ def update_message_content(message_id: int, content: Content) -> Statement:
     return Statement(sql, (text, is_list, message_id), f"message {message_id}")
 
 
+DEACTIVATE_MESSAGES = "UPDATE messages SET active = 0 WHERE id IN (SELECT value FROM json_each(?))"
+
+
 def deactivate_messages(message_ids: Sequence[int]) -> Statement:
     # One statement however many ids: atomic for readers, and no bound-variable limit.
-    sql = "UPDATE messages SET active = 0 WHERE id IN (SELECT value FROM json_each(?))"
-    return Statement(sql, (json.dumps(list(message_ids)),), "deactivate messages")
+    return Statement(DEACTIVATE_MESSAGES, (json.dumps(list(message_ids)),), "deactivate messages")
 
 
 def encode_content(content: Content) -> tuple[str | None, int]:
@@ -133,7 +134,7 @@ def message_params(message: ChatMessage) -> tuple[object, ...]:
     return message.role, content, is_list, tool_calls, message.tool_call_id, message.name
 
 
-def message_from_row(row: sqlite3.Row) -> StoredMessage:
+def message_from_row(row: Row) -> StoredMessage:
     message = ChatMessage(
         role=cast(Role, row["role"]),
         content=decode_content(row["content"], row["content_is_list"]),
@@ -189,7 +190,7 @@ def fail_running_turns(reason: str, now: float) -> Statement:
     return Statement(sql, (reason, now), "fail running turns")
 
 
-def turn_from_row(row: sqlite3.Row) -> TurnRecord:
+def turn_from_row(row: Row) -> TurnRecord:
     return TurnRecord(
         id=row["id"],
         session_id=row["session_id"],

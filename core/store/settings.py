@@ -9,13 +9,13 @@ This module holds the statements and the row mapping (:mod:`core.store.statement
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Sequence
 
 from core.store.base import SessionSettings
-from core.store.statements import Statement
+from core.store.statements import Row, Statement
 
 SESSION_SETTINGS = "SELECT * FROM session_settings WHERE session_key = ?"
-_PUT_SETTINGS = (
+PUT_SETTINGS = (
     "INSERT INTO session_settings (session_key, model, busy, progress, verbose, updated_at)"
     " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session_key) DO UPDATE SET"
     " model = excluded.model, busy = excluded.busy, progress = excluded.progress,"
@@ -26,10 +26,10 @@ _PUT_SETTINGS = (
 def put_session_settings(session_key: str, settings: SessionSettings, now: float) -> Statement:
     verbose = None if settings.verbose is None else int(settings.verbose)
     params = (session_key, settings.model, settings.busy, settings.progress, verbose, now)
-    return Statement(_PUT_SETTINGS, params, f"keep the settings of {session_key}")
+    return Statement(PUT_SETTINGS, params, f"keep the settings of {session_key}")
 
 
-def settings_from_rows(rows: list[sqlite3.Row]) -> SessionSettings:
+def settings_from_rows(rows: Sequence[Row]) -> SessionSettings:
     """The settings in ``rows`` (the one row of a key), or all None when there is none."""
     if not rows:
         return SessionSettings()

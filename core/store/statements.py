@@ -15,7 +15,7 @@ UTF-8 encoding refuses) becomes U+FFFD, so odd input is stored, never a crashed 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from core.text import valid_text
 
@@ -33,6 +33,12 @@ class Statement(NamedTuple):
 
 Query = tuple[str, tuple[object, ...]]
 """A reading statement and its parameters."""
+
+
+class Row(Protocol):
+    """A result row read by column name: ``sqlite3.Row`` and ``asyncpg.Record`` both are."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
 
 
 def insert_sql(table: str, columns: Sequence[str], suffix: str = "") -> str:

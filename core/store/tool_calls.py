@@ -13,11 +13,10 @@ This module holds the statements and the row mapping (:mod:`core.store.statement
 
 from __future__ import annotations
 
-import sqlite3
 from typing import cast
 
 from core.store.base import ApprovalCard, ApprovalRecord, ToolCallRecord, ToolCallStatus
-from core.store.statements import Query, Statement, insert_sql
+from core.store.statements import Query, Row, Statement, insert_sql
 from core.types import ApprovalState
 
 # tool calls ----------------------------------------------------------------
@@ -98,7 +97,7 @@ def tool_call_params(record: ToolCallRecord) -> tuple[object, ...]:
     )
 
 
-def tool_call_from_row(row: sqlite3.Row) -> ToolCallRecord:
+def tool_call_from_row(row: Row) -> ToolCallRecord:
     return ToolCallRecord(
         call_id=row["call_id"],
         turn_id=row["turn_id"],
@@ -189,7 +188,7 @@ def approval_params(record: ApprovalRecord) -> tuple[object, ...]:
     )
 
 
-def approval_from_row(row: sqlite3.Row) -> ApprovalRecord:
+def approval_from_row(row: Row) -> ApprovalRecord:
     return ApprovalRecord(
         id=row["id"],
         session_id=row["session_id"],
@@ -207,7 +206,7 @@ def approval_from_row(row: sqlite3.Row) -> ApprovalRecord:
     )
 
 
-def card_from_row(row: sqlite3.Row) -> ApprovalCard | None:
+def card_from_row(row: Row) -> ApprovalCard | None:
     """The card location, when one was stored (platform and message id are both set)."""
     if row["card_platform"] is None or row["card_message_id"] is None:
         return None
