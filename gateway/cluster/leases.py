@@ -104,7 +104,9 @@ class Leases:
         asked = self._clock()
         mine = owner == self._process_id  # ours and live: renewed, as acquire would
         holder = await self._take(name, owner, extend_ours=mine)
-        if mine and holder.owner == owner:
+        if holder.owner != self._process_id:
+            self._forget(name)
+        elif mine:
             self._keep(holder, asked)
         return holder
 

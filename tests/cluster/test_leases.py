@@ -64,6 +64,16 @@ async def test_two_concurrent_acquirers_of_a_free_lease_one_wins(pool: asyncpg.P
         assert holder is not None and holder.owner == winners[0].owner
 
 
+async def test_two_concurrent_takers_of_an_expired_lease_one_wins(pool: asyncpg.Pool) -> None:
+    a, b = Leases(pool, A, TTL), Leases(pool, B, TTL)
+    await Leases(pool, "c/00000003", TTL).acquire("bot:x")
+    for epoch in range(2, 22):
+        await expire(pool, "bot:x")
+        won = await asyncio.gather(a.acquire("bot:x"), b.claim("bot:x", B))
+        fences = [fence for fence in (won[0], b.fence_of("bot:x")) if fence is not None]
+        assert [fence.epoch for fence in fences] == [epoch], won
+
+
 async def test_claim_gives_a_free_lease_to_another_process(pool: asyncpg.Pool) -> None:
     a = Leases(pool, A, TTL)
     holder = await a.claim("session:web:1", B)
