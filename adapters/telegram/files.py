@@ -138,7 +138,12 @@ class TelegramFiles:
 
     async def _file_url(self, attachment: Attachment) -> str:
         try:
+            # a no-op once the adapter started; an adapter another process runs the bot
+            # for (docs/cluster.md) opens its Bot API client here, closed by stop()
+            await self.bot.initialize()
             file = await self.bot.get_file(attachment.source)
+        except tg.InvalidToken:  # its message holds the token
+            raise DownloadFailed("Telegram rejected the bot's token") from None
         except tg.BadRequest as exc:
             raise DownloadFailed(_refusal(exc.message)) from None
         except tg.TelegramError as exc:
