@@ -14,9 +14,12 @@ import pytest
 from core.store.pg_cluster_tables import CLUSTER_TABLES
 from core.store.sqlite import open_store
 from gateway.cli import main
+from gateway.cluster.leases import Leases
+from gateway.cluster.members import Members
 from tests.test_cli_inbox import commonos, db_path
 
 BOT = "bot:telegram:0123456789ab"
+TTL = 15.0
 SLACK_BOT = "bot:slack:ba9876543210"
 TABLES = (
     """CREATE TABLE sessions (id TEXT PRIMARY KEY, key TEXT NOT NULL, profile TEXT NOT NULL,
@@ -165,6 +168,68 @@ async def test_status_lists_processes_leases_and_running_turns(
         ["telegram:chat:3", "beta/5e6f7a8b", About(95)],
         ["telegram:chat:1", "alpha/1a2b3c4d", About(7)],
     ]
+
+
+async def test_status_shows_what_members_and_leases_recorded(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path, pg_url)
+    pool = await asyncpg.create_pool(pg_url, min_size=1, max_size=4)
+    try:
+        async with pool.acquire() as conn:
+            for ddl in TABLES:
+                await conn.execute(ddl)
+        alpha, beta = "alpha/00000001", "beta/00000002"
+        await Members(pool, alpha, "alpha", TTL).join("http://127.0.0.1:8765")
+        leaving = Members(pool, beta, "beta", TTL)
+        await leaving.join()
+        alpha_leases, beta_leases = Leases(pool, alpha, TTL), Leases(pool, beta, TTL)
+        assert await alpha_leases.acquire(BOT) is not None
+        await beta_leases.claim("session:telegram:dm:7", beta)
+        await leaving.leave()
+
+        code, out, err = await status(config, capsys)
+        assert (code, err) == (0, "")
+        lines = out.splitlines()
+        assert lines[1] == "processes seen in the last hour: 1 live, 0 stale, 1 stopped"
+        assert timed(lines[3])[3:8] == ["live", About(0), "ago", BOT, "0"]
+        assert timed(lines[4])[3:8] == ["stopped", About(0), "ago", "-", "0"]
+        assert lines[5] == "leases: 2"
+        assert [timed(line) for line in lines[7:9]] == [
+            [BOT, alpha, "1", "in", About(15, down=True)],
+            ["session:telegram:dm:7", beta, "1", "expired", About(0), "ago"],
+        ]
+        assert lines[9:] == ["running turns: 0"]
+
+        await alpha_leases.claim("session:telegram:dm:7", alpha)
+        code, out, err = await status(config, capsys)
+        lines = out.splitlines()
+        assert timed(lines[3])[6:8] == [BOT, "1"]
+        assert timed(lines[8]) == ["session:telegram:dm:7", alpha, "2", "in", About(15, down=True)]
+    finally:
+        await pool.close()
+
+
+async def test_status_lists_fifty_leases_and_counts_the_rest(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await seed_cluster(pg_url)
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await conn.executemany(
+            LEASE, [(f"session:telegram:dm:{n:03}", "alpha/1a2b3c4d", 1, 5.0) for n in range(60)]
+        )
+    finally:
+        await conn.close()
+    code, out, err = await status(write_config(tmp_path, pg_url), capsys)
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    start = lines.index("leases: 65") + 2
+    shown = lines[start : start + 50]
+    assert [columns(line)[0] for line in shown[:2]] == [SLACK_BOT, BOT]
+    assert columns(shown[-1])[0] == "session:telegram:dm:044"
+    assert lines[start + 50] == "  (15 more not shown)"
+    assert lines[start + 51] == "running turns: 2"
 
 
 async def test_status_of_a_database_without_our_tables_is_one_line_exit_2(
