@@ -1,0 +1,533 @@
+"""Several real ``commonos run`` processes on one PostgreSQL database: the harness of the
+cluster's end-to-end tests (tests/cluster/test_e2e_*.py) and of ``bench/cluster.py``
+(docs/cluster.md, issue 23).
+
+Each process is ``python -m gateway run --config <root>/config.toml``: one config file
+for all (as the operator would deploy it), and each process its own ``COMMONOS_HOME``,
+``<root>/<name>``, so its own data dir (workspaces, outbox spool) as on separate hosts:
+the database is the only thing they share. The config: the web chat off (no ports to
+share out), ``[store] url`` = the test's database, ``[cluster] lease_seconds = 2`` (renewed
+every 2/3 s) so failovers take seconds, ``[progress] mode = "off"``, the scripted model
+server (:class:`Answers` answers every request from what it carries), and the platform
+sections a test gives (:func:`telegram_section`, ...), streaming off, so an answer is one
+message and a chat's calls are few.
+
+Waiting: on the simulators' and the model server's events where they exist; what only
+the database knows (who holds a lease, a turn row's end) is read by :func:`eventually`, a
+bounded poll every 50 ms, never a fixed sleep.
+
+What the tests read back (:class:`Cluster`): the lease rows (``bot:<platform>:...``), the
+``processes`` rows (each gateway's process id, by its pid), the stored turn rows with
+``turns.process_id`` (:func:`concurrent_turns` finds two turns of one session at once),
+and the stored assistant messages (:func:`calls_after_stored`: a model request made after
+its answer was already stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import asyncpg
+
+from tests.platform_sim.base import SimMessage
+from tests.support.model_server import (
+    ReceivedRequest,
+    Reply,
+    ScriptedModelServer,
+    reply_hang,
+    reply_text,
+    reply_tool_call,
+)
+
+T = TypeVar("T")
+LEASE_SECONDS = 2.0
+RENEWAL_SECONDS = LEASE_SECONDS / 3
+"""How often a process renews its leases (a third of ``lease_seconds``)."""
+TAKEOVER_BOUND = LEASE_SECONDS + RENEWAL_SECONDS
+"""A dead owner's last renewal + the lease + the taker's next try: the longest takeover."""
+TIMEOUT = 30.0
+READY = "ready: the gateway is running"
+POLL_SECONDS = 0.05
+Stage = Literal["first", "after_tool"]
+"""A message's model calls: the first; and, in a tool turn, the one after the tool result."""
+
+
+# the configuration ----------------------------------------------------------------------------
+def cluster_config(
+    url: str, model_url: str, sections: str, *, lease_seconds: float = LEASE_SECONDS
+) -> str:
+    """The one config file every process of a test reads (TOML text)."""
+    return f"""
+[gateway]
+log_level = "INFO"
+
+[web]
+enabled = false
+
+[store]
+url = "{url}"
+
+[cluster]
+lease_seconds = {lease_seconds}
+
+[model]
+provider = "openai"
+base_url = "{model_url}"
+api_key = "test"
+model = "scripted"
+
+[progress]
+mode = "off"
+{sections}
+"""
+
+
+def telegram_section(sim: Any, users: Iterable[int]) -> str:
+    """``[telegram]`` for the Telegram simulator ``sim``, ``users`` allowed."""
+    allowed = ", ".join(str(user) for user in users)
+    return f"""
+[telegram]
+token = "{sim.token}"
+base_url = "{sim.url}/bot"
+base_file_url = "{sim.url}/file/bot"
+allowed_users = [{allowed}]
+streaming = "off"
+"""
+
+
+def discord_section(sim: Any, users: Iterable[str]) -> str:
+    allowed = ", ".join(f'"{user}"' for user in users)
+    return f"""
+[discord]
+token = "{sim.token}"
+api_base = "{sim.api_base}"
+gateway_url = "{sim.gateway_url}"
+allowed_users = [{allowed}]
+streaming = "off"
+"""
+
+
+def slack_section(sim: Any, users: Iterable[str]) -> str:
+    allowed = ", ".join(f'"{user}"' for user in users)
+    return f"""
+[slack]
+bot_token = "{sim.bot_token}"
+app_token = "{sim.app_token}"
+api_base_url = "{sim.api_url}"
+allowed_users = [{allowed}]
+streaming = "off"
+"""
+
+
+def environment(home: Path) -> dict[str, str]:
+    """This process's environment without proxies and COMMONOS_/OPENAI_ settings."""
+    keep = {k: v for k, v in os.environ.items() if "PROXY" not in k.upper()}
+    keep = {k: v for k, v in keep.items() if not k.startswith(("COMMONOS_", "OPENAI_"))}
+    return {**keep, "COMMONOS_HOME": str(home)}
+
+
+# one process ----------------------------------------------------------------------------------
+@dataclass
+class Gateway:
+    """One ``commonos run`` process: its log (stderr, read to the end), signals, CPU."""
+
+    name: str
+    home: Path
+    process: asyncio.subprocess.Process
+    lines: list[str] = field(default_factory=list)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    process_id: str = ""
+    """Its cluster process id (``processes.id``), known once it joined."""
+    paused: bool = False
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.process.returncode is None
+
+    @property
+    def log(self) -> str:
+        return "".join(self.lines)
+
+    async def drain(self) -> None:
+        """Read stderr to the end, so a chatty log never blocks the process."""
+        assert self.process.stderr is not None
+        while raw := await self.process.stderr.readline():
+            self.lines.append(raw.decode(errors="replace"))
+            self.changed.set()
+        self.changed.set()
+
+    async def wait_for_line(self, needle: str, timeout: float = TIMEOUT) -> None:
+        async with asyncio.timeout(timeout):
+            while not any(needle in line for line in self.lines):
+                if self.process.returncode is not None:
+                    raise AssertionError(f"gateway {self.name} exited:\n{self.log}")
+                self.changed.clear()
+                await self.changed.wait()
+
+    def kill(self) -> float:
+        """SIGKILL; returns the wall-clock moment (comparable with the server's times)."""
+        at = time.time()
+        self.process.kill()
+        return at
+
+    def pause(self) -> float:
+        at = time.time()
+        self.process.send_signal(signal.SIGSTOP)
+        self.paused = True
+        return at
+
+    def resume(self) -> float:
+        self.process.send_signal(signal.SIGCONT)
+        self.paused = False
+        return time.time()
+
+    def cpu_seconds(self) -> float:
+        """utime + stime of the process so far (``/proc/<pid>/stat``)."""
+        stat = Path(f"/proc/{self.pid}/stat").read_text()
+        fields = stat.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# what the database says -----------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class LeaseRow:
+    name: str
+    owner: str
+    epoch: int
+    acquired_at: float
+    """Wall-clock seconds (the server's ``clock_timestamp()`` at the change of hands)."""
+    live: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRow:
+    session_key: str
+    id: str
+    started_at: float
+    finished_at: float | None
+    status: str
+    exit_reason: str | None
+    process_id: str | None
+
+
+def concurrent_turns(turns: Sequence[TurnRow]) -> list[tuple[TurnRow, TurnRow]]:
+    """Pairs of turns of one session whose intervals overlap (a running turn: to now)."""
+    by_session: dict[str, list[TurnRow]] = {}
+    for turn in turns:
+        by_session.setdefault(turn.session_key, []).append(turn)
+    found = []
+    for rows in by_session.values():
+        rows.sort(key=lambda row: row.started_at)
+        for earlier, later in itertools.pairwise(rows):
+            if later.started_at < (earlier.finished_at or time.time()):
+                found.append((earlier, later))
+    return found
+
+
+async def eventually(
+    check: Callable[[], Awaitable[T | None]], timeout: float = TIMEOUT, what: str = ""
+) -> T:
+    """The first truthy ``await check()``, polled every 50 ms: for what only the database
+    knows; ``TimeoutError`` naming ``what`` when it does not come within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not within {timeout}s: {what or check}")
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def _seconds(moment: datetime | float | None) -> float | None:
+    if moment is None or isinstance(moment, float | int):
+        return moment
+    return moment.timestamp()
+
+
+# the cluster ----------------------------------------------------------------------------------
+class Cluster:
+    """The processes of one test on one database, and that database read back."""
+
+    def __init__(self, url: str, root: Path, config: str) -> None:
+        self.url = url
+        self.root = root
+        self.config = root / "config.toml"
+        self.config.write_text(config)
+        self.gateways: list[Gateway] = []
+        self._readers: list[asyncio.Task[None]] = []
+        self._db: asyncpg.Connection | None = None
+
+    # processes ----------------------------------------------------------------------------
+    async def start(self, name: str, *, ready: bool = True) -> Gateway:
+        """Start process ``name``; with ``ready``, wait for its READY line and its row in
+        ``processes``."""
+        home = self.root / name
+        home.mkdir(exist_ok=True)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "gateway", "run", "--config", str(self.config),
+            env=environment(home), cwd=home, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        gateway = Gateway(name, home, process)
+        self.gateways.append(gateway)
+        self._readers.append(asyncio.get_running_loop().create_task(gateway.drain()))
+        if ready:
+            await self.joined(gateway)
+        return gateway
+
+    async def joined(self, gateway: Gateway) -> None:
+        """Once ``gateway`` logged READY and has its row in ``processes``."""
+        try:
+            await gateway.wait_for_line(READY)
+            gateway.process_id = await eventually(
+                lambda: self._process_id(gateway.pid), TIMEOUT, f"{gateway.name} in processes"
+            )
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}\n{gateway.log}") from None
+
+    async def stop(self, gateway: Gateway) -> int:
+        """SIGTERM (SIGCONT first if paused); its exit code."""
+        if gateway.alive:
+            if gateway.paused:
+                gateway.resume()
+            gateway.process.send_signal(signal.SIGTERM)
+        try:
+            return await asyncio.wait_for(gateway.process.wait(), TIMEOUT)
+        except TimeoutError:
+            gateway.process.kill()
+            await gateway.process.wait()
+            raise AssertionError(f"{gateway.name} ignored SIGTERM:\n{gateway.log}") from None
+
+    async def aclose(self) -> None:
+        for gateway in self.gateways:
+            with contextlib.suppress(AssertionError, ProcessLookupError):
+                await self.stop(gateway)
+        await asyncio.gather(*self._readers, return_exceptions=True)
+        if self._db is not None:
+            await self._db.close()
+
+    def by_process_id(self, process_id: str) -> Gateway:
+        return next(g for g in self.gateways if g.process_id == process_id)
+
+    def logs(self) -> str:
+        """Every process's log, for an assertion's message."""
+        return "\n".join(f"===== {g.name} ({g.process_id})\n{g.log[-6000:]}" for g in self.gateways)
+
+    # the database -------------------------------------------------------------------------
+    async def db(self) -> asyncpg.Connection:
+        if self._db is None:
+            self._db = await asyncpg.connect(self.url)
+        return self._db
+
+    async def _process_id(self, pid: int) -> str | None:
+        with contextlib.suppress(asyncpg.UndefinedTableError):
+            row = await (await self.db()).fetchval(
+                "SELECT id FROM processes WHERE pid = $1 AND stopped_at IS NULL "
+                "ORDER BY started_at DESC LIMIT 1",
+                pid,
+            )
+            return None if row is None else str(row)
+        return None
+
+    async def bot_lease(self, platform: str) -> LeaseRow | None:
+        """The lease of the one ``platform`` bot (``bot:<platform>:...``), if taken yet."""
+        with contextlib.suppress(asyncpg.UndefinedTableError):
+            row = await (await self.db()).fetchrow(
+                "SELECT name, owner, epoch, acquired_at, expires_at > clock_timestamp() AS live "
+                "FROM leases WHERE name LIKE $1",
+                f"bot:{platform}:%",
+            )
+            if row is not None:
+                acquired = _seconds(row["acquired_at"]) or 0.0
+                return LeaseRow(row["name"], row["owner"], row["epoch"], acquired, row["live"])
+        return None
+
+    async def bot_owner(
+        self, platform: str, *, other_than: str | None = None, timeout: float = TIMEOUT
+    ) -> LeaseRow:
+        """Once the bot's lease is live and held by a process other than ``other_than``."""
+
+        async def owned() -> LeaseRow | None:
+            lease = await self.bot_lease(platform)
+            if lease is not None and lease.live and lease.owner != other_than:
+                return lease
+            return None
+
+        return await eventually(owned, timeout, f"a live {platform} bot lease")
+
+    async def owner_of(self, platform: str) -> Gateway:
+        """The gateway holding the bot (waits until one does)."""
+        return self.by_process_id((await self.bot_owner(platform)).owner)
+
+    async def live_members(self) -> set[str]:
+        """Process ids seen within the lease and not stopped."""
+        rows = await (await self.db()).fetch(
+            "SELECT id FROM processes WHERE stopped_at IS NULL "
+            "AND seen_at > clock_timestamp() - make_interval(secs => $1)",
+            LEASE_SECONDS,
+        )
+        return {str(row["id"]) for row in rows}
+
+    async def turns(self) -> list[TurnRow]:
+        rows = await (await self.db()).fetch(
+            "SELECT s.key, t.id, t.started_at, t.finished_at, t.status, t.exit_reason, "
+            "t.process_id FROM turns t JOIN sessions s ON s.id = t.session_id "
+            "ORDER BY t.started_at"
+        )
+        return [_turn_row(row) for row in rows]
+
+    async def assistant_rows(self) -> list[tuple[str | None, str | None, float]]:
+        """Every stored assistant message: (content, tool_calls JSON, created_at)."""
+        rows = await (await self.db()).fetch(
+            "SELECT content, tool_calls, created_at FROM messages WHERE role = 'assistant'"
+        )
+        return [(r["content"], r["tool_calls"], float(r["created_at"])) for r in rows]
+
+    async def stored_answers(self) -> dict[tuple[str, Stage], float]:
+        """(message, stage) → when its model answer was first stored (see :class:`Answers`)."""
+        stored: dict[tuple[str, Stage], float] = {}
+        for content, tool_calls, created in await self.assistant_rows():
+            for key in _answer_keys(content, tool_calls):
+                stored[key] = min(created, stored.get(key, created))
+        return stored
+
+
+def _turn_row(row: asyncpg.Record) -> TurnRow:
+    return TurnRow(
+        str(row["key"]), str(row["id"]), float(row["started_at"]), _seconds(row["finished_at"]),
+        str(row["status"]), row["exit_reason"], row["process_id"],
+    )  # fmt: skip
+
+
+def _answer_keys(content: str | None, tool_calls: str | None) -> list[tuple[str, Stage]]:
+    keys: list[tuple[str, Stage]] = []
+    if content and content.startswith(ANSWER_PREFIX):
+        text = content.removeprefix(ANSWER_PREFIX).removesuffix(HELD_SUFFIX)
+        keys.append((text, "after_tool" if is_tool_message(text) else "first"))
+    for call in json.loads(tool_calls) if tool_calls else []:
+        arguments = json.loads(call["function"]["arguments"] or "{}")
+        keys.append((_tag_of(arguments), "first"))
+    return keys
+
+
+@contextlib.asynccontextmanager
+async def running_cluster(url: str, root: Path, config: str) -> AsyncIterator[Cluster]:
+    """A :class:`Cluster` whose processes are stopped (SIGTERM) at the end."""
+    cluster = Cluster(url, root, config)
+    try:
+        yield cluster
+    finally:
+        await cluster.aclose()
+
+
+# the scripted model ---------------------------------------------------------------------------
+ANSWER_PREFIX = "answer: "
+HELD_SUFFIX = " (held)"
+
+
+def answer_of(text: str) -> str:
+    """What the model answers to the message ``text`` (the whole bot message)."""
+    return f"{ANSWER_PREFIX}{text}"
+
+
+def is_tool_message(text: str) -> bool:
+    """A message starting with "tool" makes a tool turn (read_file or terminal, then text)."""
+    return text.startswith("tool")
+
+
+def _tag_of(arguments: dict[str, Any]) -> str:
+    if "path" in arguments:
+        return str(arguments["path"]).removeprefix("tag-").removesuffix(".txt")
+    return str(arguments.get("command", "")).removeprefix("echo tag-")
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """One model request: for which message, at which stage, when (wall clock)."""
+
+    text: str
+    stage: Stage
+    at: float
+
+
+class Answers:
+    """The scripted model of the cluster tests: each request is answered from what it
+    carries, whichever process asks and in whatever order.
+
+    A plain message ``text`` is answered ``answer: <text>``. A tool message (``tool ...``)
+    first gets a tool call — ``read_file`` of ``tag-<text>.txt``, or for every other one
+    ``terminal`` running ``echo tag-<text>`` — and after the tool result its answer. A held
+    message (:meth:`hold`) waits on an event before its first answer, which then reads
+    ``answer: <text> (held)``. Every request is kept in ``asked``.
+    """
+
+    def __init__(self, server: ScriptedModelServer) -> None:
+        self.server = server
+        self.asked: list[Asked] = []
+        self._holds: dict[str, asyncio.Event] = {}
+        self._tool_turns = 0
+
+    def install(self, requests: int) -> None:
+        """Script ``requests`` answers (the server takes one per request)."""
+        self.server.script(*[self.reply] * requests)
+
+    def hold(self, text: str, until: asyncio.Event) -> None:
+        """The next first request for ``text`` waits until ``until`` is set."""
+        self._holds[text] = until
+
+    def reply(self, request: ReceivedRequest) -> Reply:
+        text = request.last_user_text
+        after_tool = request.messages[-1].get("role") == "tool"
+        stage: Stage = "after_tool" if after_tool else "first"
+        self.asked.append(Asked(text, stage, time.time()))
+        if (held := self._holds.pop(text, None)) is not None and not after_tool:
+            return reply_hang(then=reply_text(answer_of(text) + HELD_SUFFIX), until=held)
+        if is_tool_message(text) and not after_tool:
+            return self._tool_call(text)
+        return reply_text(answer_of(text))
+
+    def _tool_call(self, text: str) -> Reply:
+        self._tool_turns += 1
+        if self._tool_turns % 2:
+            return reply_tool_call("read_file", {"path": f"tag-{text}.txt"})
+        return reply_tool_call("terminal", {"command": f"echo tag-{text}"})
+
+    def counts(self) -> Counter[tuple[str, Stage]]:
+        return Counter((asked.text, asked.stage) for asked in self.asked)
+
+
+def calls_after_stored(answers: Answers, stored: dict[tuple[str, Stage], float]) -> list[Asked]:
+    """Model requests made after the answer they ask for was already stored: the second
+    model call for a stored answer that replay must never make."""
+    late = (a for a in answers.asked if (a.text, a.stage) in stored)
+    return [a for a in late if a.at > stored[a.text, a.stage]]
+
+
+def is_answer_to(text: str) -> Callable[[SimMessage], bool]:
+    """Whether a message is the answer to ``text``."""
+    expected = answer_of(text)
+    return lambda message: message.text == expected
+
+
+def answer_counts(messages: Iterable[SimMessage], texts: Iterable[str]) -> dict[str, int]:
+    """How many live bot messages carry the answer to each of ``texts``."""
+    shown = Counter(m.text for m in messages if m.from_bot and not m.deleted)
+    return {text: shown[answer_of(text)] for text in texts}
