@@ -26,8 +26,9 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from core.store.fencing import Fence, Fenced, current_fence
-from core.store.pg_cluster_tables import FENCE_CHECK, MAIL_CHANNEL
+from core.store.fencing import current_fence
+from core.store.pg_cluster_tables import MAIL_CHANNEL
+from core.store.postgres import guard
 
 logger = logging.getLogger(__name__)
 
@@ -74,16 +75,6 @@ class MailStats:
     taken: int = 0
     reconnects: int = 0
     failed: int = 0
-
-
-async def guard(conn: asyncpg.Connection, fence: Fence | None) -> None:
-    """Inside an open transaction: raise Fenced unless ``fence`` still holds its lease."""
-    if fence is not None and await conn.fetchval(FENCE_CHECK, *_fence_args(fence)) is None:
-        raise Fenced(fence)
-
-
-def _fence_args(fence: Fence) -> tuple[str, str, int]:
-    return fence.lease, fence.owner, fence.epoch
 
 
 class Mailbox:

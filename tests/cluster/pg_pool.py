@@ -1,9 +1,8 @@
-"""A pool on a fresh test database holding the cluster tables (docs/cluster.md).
+"""The pool of a real PostgreSQL store on a fresh test database (docs/cluster.md).
 
-The cluster primitives run their own SQL on the store's pool; these tests give them the
-cluster tables (:data:`core.store.pg_cluster_tables.CLUSTER_TABLES`) and the two store
-tables they touch (``sessions``, ``turns``: a session takeover fails running turns),
-with the SQLite schema's columns in PostgreSQL types.
+The cluster primitives run their own SQL on the store's pool (``PgStore.pool``); the
+store's migrations made every table they touch (``leases``, ``processes``,
+``cluster_mail``, and ``sessions``/``turns``: a session takeover fails running turns).
 """
 
 from __future__ import annotations
@@ -13,33 +12,19 @@ from contextlib import asynccontextmanager
 
 import asyncpg
 
-from core.store.pg_cluster_tables import CLUSTER_TABLES
+from core.store.postgres import open_pg_store
 
-STORE_TABLES = (
-    """CREATE TABLE sessions (
-        id TEXT PRIMARY KEY, key TEXT NOT NULL, profile TEXT NOT NULL,
-        created_at DOUBLE PRECISION NOT NULL, last_active_at DOUBLE PRECISION NOT NULL,
-        ended_at DOUBLE PRECISION)""",
-    """CREATE TABLE turns (
-        id TEXT PRIMARY KEY, session_id TEXT NOT NULL REFERENCES sessions (id),
-        started_at DOUBLE PRECISION NOT NULL, finished_at DOUBLE PRECISION,
-        status TEXT NOT NULL DEFAULT 'running', exit_reason TEXT,
-        iterations INTEGER NOT NULL DEFAULT 0, error TEXT)""",
-)
+STORE_PROCESS = "tests/00000000"
 
 
 @asynccontextmanager
 async def cluster_pool(url: str) -> AsyncIterator[asyncpg.Pool]:
-    """A pool on ``url`` (an empty database) after creating the tables."""
-    pool = await asyncpg.create_pool(url, min_size=1, max_size=8)
+    """The pool of the store opened (and migrated) on ``url``, an empty database."""
+    store = await open_pg_store(url, process_id=STORE_PROCESS, pool_size=8)
     try:
-        async with pool.acquire() as conn:
-            for ddl in (*STORE_TABLES, *CLUSTER_TABLES):
-                if not ddl.startswith("ALTER TABLE turns"):
-                    await conn.execute(ddl)
-        yield pool
+        yield store.pool
     finally:
-        await pool.close()
+        await store.close()
 
 
 async def add_running_turn(pool: asyncpg.Pool, key: str, turn_id: str) -> None:
