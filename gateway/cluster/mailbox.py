@@ -13,7 +13,8 @@ owner, never both get one mail). NOTIFY is not replayed, so mail sent while nobo
 listened is taken by the next :meth:`Mailbox.take` (the node calls it every heartbeat)
 and after every reconnect of the listening connection. Each target's mail is handed to
 its receiver in id order, one at a time; a receiver that raises is logged and the next
-mail still goes through.
+mail still goes through. Mail taken for a target unserved before its turn came (the bot
+changed owner) is put back untaken for the target's next server.
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ class Mailbox:
             self._wake()
 
     def unserve(self, target: str) -> None:
-        """Stop taking mail for ``target`` (what was taken still goes to its receiver)."""
+        """Stop taking mail for ``target``; mail taken but not yet handed to its receiver
+        goes back (untaken, notified) for the target's next server."""
         self._served.pop(target, None)
 
     async def send(self, target: str, kind: str, payload: str) -> int:
