@@ -58,8 +58,9 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Protocol
 
-from adapters.base import Adapter, ChatRef, InboundEvent
+from adapters.base import Adapter, ChatRef, EventSink, InboundEvent
 from adapters.session_keys import parse_session_key
 from core.agent.compaction import Compacted
 from core.agent.context import ContextUse
@@ -68,13 +69,14 @@ from core.agent.loop import CommonAgent
 from core.agent.profile import AgentProfile, BusyPolicy
 from core.agent.turn import TurnResult, UserMessage
 from core.approvals import Approvals
-from core.cancellation import drain_abandoned
+from core.cancellation import Cancelled, drain_abandoned
 from core.debounce import REAL_TIME, Pace
 from core.dispatcher import SHUTDOWN_GRACE_SECONDS, Dispatcher
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
 from core.store.base import ApprovalRecord, Store
+from core.store.fencing import Fenced
 from core.tools.base import ToolRegistry
 from gateway.access import AccessControl, AccessPolicy, user_of
 from gateway.approval_card import ChatApprover
@@ -95,7 +97,7 @@ from gateway.replies import FAILED_REPLY as FAILED_REPLY
 from gateway.replies import Replies, reply_text
 from gateway.router import Router
 from gateway.session_settings import SessionSettingsBook, SettingsCommands
-from gateway.streaming import Streams
+from gateway.streaming import StreamedReply, Streams
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +107,27 @@ ABANDONED_GRACE = 2.0
 Sleep = Callable[[float], Awaitable[None]]
 
 DEFAULT_PROGRESS = ProgressConfig()
+
+
+class ClusterPart(Protocol):
+    """What the service asks of this process's cluster node (with PostgreSQL only:
+    :class:`gateway.cluster.node.ClusterNode`, docs/cluster.md)."""
+
+    def sink(self, router: EventSink) -> EventSink:
+        """The sink every adapter gets, in front of ``router`` (claim-or-forward)."""
+        ...
+
+    async def start(self, service: GatewayService) -> None:
+        """Once the adapters started: join, take the free bots, beat."""
+        ...
+
+    async def stop(self) -> None:
+        """Once turns and adapters stopped: give up bots and sessions, leave."""
+        ...
+
+    def fenced_out(self) -> bool:
+        """The session of the work running in this context is no longer this process's."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +201,8 @@ class GatewayService:
         self._clock, self._sleep = pacing.clock, pacing.sleep
         sleep = pacing.sleep
         self._views: dict[str, ProgressView] = {}
+        self._fenced: set[str] = set()
+        """Sessions whose turn ended on a refused write (another process runs them now)."""
         self.streams = Streams(clock=pacing.clock, sleep=pacing.sleep)
         self.stopped_turns = StoppedTurns()
         self.directory = ChatDirectory(list(adapters), traffic=traffic)
@@ -217,6 +242,8 @@ class GatewayService:
             self.router, links=self.links, pairing=self.pairing, reactions=self.reactions,
             settings=self.chat_settings,
         )  # fmt: skip
+        self.cluster: ClusterPart | None = None
+        """Set (before :meth:`start`) when several processes share the store."""
 
     def attach(self, adapter: Adapter) -> None:
         """Add a platform's adapter (before :meth:`start`): its events reach the router,
@@ -267,16 +294,22 @@ class GatewayService:
         recovered first, so no new turn is mistaken for a stale one)."""
         stale = await self._recover()
         await self.links.load()
+        cluster = self.cluster
+        sink = self.router if cluster is None else cluster.sink(self.router)
         for adapter in self.directory.adapters:
-            await adapter.start(self.router)
+            await adapter.start(sink)
             if adapter.health.state != "down":  # down: reported by the adapter or the gateway
                 logger.info("%s adapter started", adapter.platform)
+        if cluster is not None:
+            await cluster.start(self)  # takes the bots no other process owns
         for record in stale:
             await self.approver.retire(record)
         await self.pairing.start()
 
     async def _recover(self) -> list[ApprovalRecord]:
         """Turns left running by a crash are failed; their approvals can never be answered.
+        With several processes on PostgreSQL, only turns (and their approvals) no live
+        process runs: those whose session lease is not live (``fail_running_turns``).
 
         Returns the approvals cancelled here, whose cards are still live."""
         failed = await self.store.fail_running_turns("gateway restarted")
@@ -306,6 +339,8 @@ class GatewayService:
         await self.intake.aclose()
         await self.settings.presets.aclose()
         self.files.spool.close()
+        if self.cluster is not None:
+            await self.cluster.stop()
         still_running = await drain_abandoned(ABANDONED_GRACE)
         if still_running:
             logger.warning("%d stopped task(s) ignored cancellation at shutdown", still_running)
@@ -359,6 +394,25 @@ class GatewayService:
 
     # one turn -------------------------------------------------------------------------
     async def _run_turn(
+        self, session_key: str, message: UserMessage, control: TurnControl
+    ) -> TurnResult:
+        """The dispatcher's port. A write refused because another process took the
+        session over (``Fenced``) ends the turn quietly: nothing more is sent from here."""
+        try:
+            return await self._turn(session_key, message, control)
+        except Fenced as exc:
+            self._fenced.add(session_key)
+            if self.cluster is not None:
+                self.cluster.fenced_out()  # logs it, once
+            raise Cancelled("the session runs in another process now") from exc
+
+    def _lost_session(self, session_key: str) -> bool:
+        """The turn that just ended ran for a session another process has taken over."""
+        fenced = session_key in self._fenced
+        self._fenced.discard(session_key)
+        return fenced or (self.cluster is not None and self.cluster.fenced_out())
+
+    async def _turn(
         self, session_key: str, message: UserMessage, control: TurnControl
     ) -> TurnResult:
         agent = self.agent_for(session_key)
@@ -429,8 +483,13 @@ class GatewayService:
 
         A delivery cut off (shutdown cancelled it mid rate-limit wait) or failed raises, so
         the message's ``handled`` outcome is False and a durable inbox replays the update
-        rather than losing the reply (:mod:`core.dispatcher`, "Handled")."""
+        rather than losing the reply (:mod:`core.dispatcher`, "Handled"). Nothing is sent
+        for a session another process took over (it answers)."""
         view, stream = self._views.pop(session_key, None), self.streams.take(session_key)
+        if self._lost_session(session_key):
+            await _quiet_end(view, stream)
+            self.directory.turn_ended(session_key)
+            return
         stopped = self.stopped_turns.was_stopped(result.turn_id)
         await self.reactions.ended(message, result)
         try:
@@ -446,6 +505,14 @@ class GatewayService:
                 remove = self._progress.becomes_reply and reply_text(result) is not None
                 await view.finish("interrupted" if stopped else result.status, remove=remove)
             self.directory.turn_ended(session_key)
+
+
+async def _quiet_end(view: ProgressView | None, stream: StreamedReply | None) -> None:
+    """A turn's view and stream closed without a call to the platform."""
+    if view is not None:
+        await view.aclose()
+    if stream is not None:
+        await stream.aclose()
 
 
 def _tools_of(tools: ToolRegistry | Mapping[str, ToolRegistry], profile: str) -> ToolRegistry:

@@ -16,8 +16,10 @@ The offline demo provider streams its words :data:`DEMO_CHUNK_DELAY` apart
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from adapters.base import Adapter
 from adapters.platforms import AdapterContext, platforms
@@ -46,6 +48,9 @@ from gateway.transcription import Transcriber, TranscriptionConfig
 from gateway.web.compose import mount_web, web_operators
 from gateway.web.metrics import GatewayMetrics
 
+if TYPE_CHECKING:
+    from gateway.cluster.node import ClusterNode
+
 log = logging.getLogger(__name__)
 
 DEMO_CHUNK_DELAY = 0.03
@@ -63,11 +68,14 @@ def build_service(
     model: ModelClient,
     *,
     sandboxes: Mapping[str, Sandbox] | None = None,
+    node: ClusterNode | None = None,
 ) -> GatewayService:
     """Compose the engine, the chat layer and every configured adapter.
 
     ``sandboxes``: each profile's terminal sandbox, as
     :func:`gateway.containment.prepare_sandboxes` probed them (default: chosen unprobed).
+    ``node``: this process's cluster node (PostgreSQL store only, docs/cluster.md): the
+    leasable bots are wrapped by it (``node.lease_bots``) and it joins the service.
     The configured secrets are taught to the one redactor before anything can be sent."""
     remember_secrets(config_secrets(config))
     metrics = GatewayMetrics()
@@ -82,7 +90,12 @@ def build_service(
         data_dir=config.data_dir,
         max_attachment_bytes=config.attachments.max_bytes,
     )
-    for adapter in _adapters(config, context):
+    adapters, builders = _adapters(config, context)
+    if node is not None:
+        adapters = node.lease_bots(adapters, builders)
+        service.cluster = node
+        metrics.watch_cluster(node.stats)
+    for adapter in adapters:
         service.attach(adapter)
     mount_web(service, metrics)
     return service
@@ -138,8 +151,13 @@ def _attachments(config: Config) -> Attachments:
     return Attachments(limits, transcriber, outbox)
 
 
-def _adapters(config: Config, context: AdapterContext) -> list[Adapter]:
+def _adapters(
+    config: Config, context: AdapterContext
+) -> tuple[list[Adapter], dict[str, Callable[[], Adapter]]]:
+    """The configured adapters, and how to build each again (a leased bot's fresh adapter
+    after its lease was lost, :mod:`gateway.cluster.leased`)."""
     built: list[Adapter] = []
+    builders: dict[str, Callable[[], Adapter]] = {}
     for name, platform in platforms().items():
         section = config.platform(name)
         if section is None:
@@ -147,10 +165,11 @@ def _adapters(config: Config, context: AdapterContext) -> list[Adapter]:
         if platform.build is None:
             log.warning("[%s] is configured, but its adapter is not built yet", name)
             continue
-        built.append(platform.build(section, context))
+        builders[name] = partial(platform.build, section, context)
+        built.append(builders[name]())
     if not built:
         log.info("no chat platform is configured: nothing can reach the agent")
-    return built
+    return built, builders
 
 
 def _tools(config: Config, sandboxes: Mapping[str, Sandbox]) -> dict[str, ToolRegistry]:

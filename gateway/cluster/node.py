@@ -1,0 +1,333 @@
+"""One process's part in a cluster: its bots, its sessions, its mail, its heartbeat.
+
+With ``[store] url = "postgresql://..."`` every ``commonos run`` process builds one
+:class:`ClusterNode` (docs/cluster.md); with SQLite there is none and nothing here runs.
+The node
+
+* wraps each leasable bot (Telegram, Discord, Slack) in a
+  :class:`~gateway.cluster.leased.LeasedAdapter` (:meth:`ClusterNode.lease_bots`); the
+  web chat and the terminal are per process and stay as they are;
+* gives every adapter the :class:`~gateway.cluster.sink.ClusterSink` (claim-or-forward)
+  in front of the router (:meth:`ClusterNode.sink`);
+* at :meth:`start`: joins (``processes``), serves its mail (its process id: ``event`` →
+  the sink, ``result`` → the relay), tries to take every bot at once, then beats every
+  ``lease_seconds / 3``;
+* each tick (:meth:`tick`): beats, renews every lease it holds in one statement — a bot
+  it lost is given up (its adapter stopped: another process polls it now), a session it
+  lost has its local turn stopped without a notice —, tries to take every bot it does not
+  own (a free or expired lease: a takeover, logged), takes the mail NOTIFY may have missed,
+  redelivers what nobody runs (:mod:`gateway.cluster.sweeper`) and releases the sessions
+  that went idle;
+* at :meth:`stop` (after the service stopped its turns and adapters): gives up its bots,
+  closes the relay and the mailbox and leaves, which ends every lease it holds at once,
+  so the others take over at their next tick rather than after the ttl.
+
+Log lines another process (or a test) can read: ``cluster: joined as <id>``,
+``cluster: owns bot <lease> (epoch N)``, ``cluster: took over bot <lease> from <id>``,
+``cluster: lost bot <lease>``, ``cluster: left``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from adapters.base import Adapter, EventSink
+from adapters.inbox import DurableInbox
+from core.store.fencing import Fence, fenced
+from core.tasks import TaskSet
+from gateway.cluster.leased import LeasedAdapter, bot_lease_name
+from gateway.cluster.leases import SESSION_PREFIX, Leases
+from gateway.cluster.mailbox import Mail, Mailbox
+from gateway.cluster.members import Members
+from gateway.cluster.relay import RESULT, Relay
+from gateway.cluster.sink import EVENT, ClusterSink
+from gateway.cluster.stats import ClusterStats
+from gateway.cluster.sweeper import Sweeper
+from gateway.config.sections import ClusterSection
+
+if TYPE_CHECKING:
+    from core.store.postgres import PgStore
+    from gateway.service import GatewayService
+
+logger = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+Build = Callable[[], Adapter]
+
+LEASED_PLATFORMS = frozenset({"telegram", "discord", "slack"})
+"""Platforms whose bots are leased; any other adapter (web, terminal) is per process."""
+MAIL_SWEEP_TICKS = 120
+"""Every this many ticks, mail taken or left for an hour is deleted."""
+
+
+def bot_credential(adapter: Adapter) -> str | None:
+    """The credential that names a leasable bot (Telegram token, Discord token, Slack app
+    token, else its bot token); None for an adapter that is not leased."""
+    if adapter.platform == "telegram":
+        return _text(getattr(getattr(adapter, "bot", None), "token", None))
+    if adapter.platform == "discord":
+        return _text(getattr(adapter, "token", None))
+    if adapter.platform == "slack":
+        app_token = getattr(getattr(adapter, "settings", None), "app_token", None)
+        bot_token = getattr(getattr(adapter, "client", None), "token", None)
+        return _text(app_token) or _text(bot_token)
+    return None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+class ClusterNode:
+    """This process in the cluster (module docstring)."""
+
+    def __init__(
+        self,
+        store: PgStore,
+        section: ClusterSection,
+        *,
+        web_url: str | None,
+        process_id: str,
+        sleep: Sleep = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``sleep`` waits between ticks and ``clock`` is the leases' local clock (tests
+        pass their own)."""
+        self.store = store
+        self.process_id = process_id
+        self.ttl = float(section.lease_seconds)
+        self.tick_seconds = self.ttl / 3
+        name = section.name or process_id.rsplit("/", 1)[0]
+        self.leases = Leases(store.pool, process_id, self.ttl, clock)
+        self.members = Members(store.pool, process_id, name, self.ttl)
+        self.mailbox = Mailbox(store.pool, store.dsn, process_id)
+        self.relay = Relay(self.mailbox, process_id)
+        self.web_url = web_url
+        self.bots: dict[str, LeasedAdapter] = {}
+        """Leased bots by lease name."""
+        self._sleep, self._clock = sleep, clock
+        self._sink: ClusterSink | None = None
+        self._service: GatewayService | None = None
+        self.sweeper = Sweeper(store, self.leases, self._in_flight, age=self.tick_seconds)
+        self._loop = TaskSet(logger)
+        self._ticks = 0
+        self._last_renewal: float | None = None
+        self._renewals = self._lost = self._takeovers = 0
+        self._live = 0
+        self._failing = False
+
+    # composition ----------------------------------------------------------------------------
+    def lease_bots(
+        self, adapters: Sequence[Adapter], builders: Mapping[str, Build] | None = None
+    ) -> list[Adapter]:
+        """Each leasable adapter wrapped in a :class:`LeasedAdapter` (its fresh copies, after
+        a lease is lost, come from ``builders[platform]``); others returned as they are."""
+        wrapped: list[Adapter] = []
+        for adapter in adapters:
+            credential = bot_credential(adapter) if adapter.platform in LEASED_PLATFORMS else None
+            if credential is None:
+                wrapped.append(adapter)
+                continue
+            name = bot_lease_name(adapter.platform, credential)
+            build = _first_then(adapter, (builders or {}).get(adapter.platform))
+            leased = LeasedAdapter(build, name, self.relay)
+            self.bots[name] = leased
+            wrapped.append(leased)
+        return wrapped
+
+    def sink(self, router: EventSink) -> ClusterSink:
+        """The claim-or-forward sink in front of ``router`` (every adapter gets it)."""
+        if self._sink is None:
+            self._sink = ClusterSink(
+                router, store=self.store, leases=self.leases, members=self.members,
+                mailbox=self.mailbox, process_id=self.process_id,
+                leased_platforms=self._leased_platforms, busy=self._busy,
+            )  # fmt: skip
+        return self._sink
+
+    def fenced_out(self) -> bool:
+        """The session of the work running in this context is no longer this process's."""
+        return self._sink is not None and self._sink.fenced_out()
+
+    # lifecycle ------------------------------------------------------------------------------
+    async def start(self, service: GatewayService) -> None:
+        """Join, serve this process's mail, take every free bot, start the heartbeat."""
+        self._service = service
+        with fenced(None):
+            await self.members.join(self.web_url)
+            logger.info("cluster: joined as %s (lease %gs)", self.process_id, self.ttl)
+            self.mailbox.serve(self.process_id, self._receive)
+            await self.mailbox.start()
+            await self._renew()
+            await self._take_bots()
+        self._loop.spawn(self._heartbeat(), name="cluster-heartbeat")
+
+    async def stop(self) -> None:
+        """Give up the bots, release the sessions, leave: the others take over at once."""
+        await self._loop.aclose()
+        with fenced(None):
+            for name, bot in self.bots.items():
+                self.mailbox.unserve(name)
+                await _quietly(f"giving up {name}", bot.give_up())
+            if self._sink is not None:
+                await self._sink.aclose()
+            await _quietly("closing the relay", self.relay.aclose())
+            await _quietly("closing the mailbox", self.mailbox.aclose())
+            await _quietly("leaving", self.members.leave())
+        logger.info("cluster: left (%s)", self.process_id)
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await self._sleep(self.tick_seconds)
+            await self.tick()
+
+    async def tick(self) -> None:
+        """One heartbeat (module docstring); a failure is logged once per outage."""
+        with fenced(None):
+            try:
+                await self._tick()
+            except Exception as exc:
+                if not self._failing:
+                    logger.warning("cluster: heartbeat failed (%s); retrying each tick", exc)
+                self._failing = True
+                return
+        if self._failing:
+            logger.warning("cluster: heartbeat works again")
+        self._failing = False
+
+    async def _tick(self) -> None:
+        self._ticks += 1
+        await self.members.beat()
+        await self._renew()
+        await self._take_bots()
+        await self.mailbox.take()
+        await self.sweeper.sweep(self._owned_inboxes())
+        if self._sink is not None:
+            await self._sink.release_idle()
+        self._live = len(await self.members.live())
+        if self._ticks % MAIL_SWEEP_TICKS == 0:
+            await self.mailbox.sweep()
+
+    # leases ---------------------------------------------------------------------------------
+    async def _renew(self) -> None:
+        held = self.leases.held()
+        if not held:
+            self._last_renewal = self._clock()
+            return
+        kept = await self.leases.renew(held)
+        self._renewals += 1
+        self._last_renewal = self._clock()
+        for fence in held:
+            if fence.lease not in kept:
+                self._lost += 1
+                await self._lost_lease(fence)
+
+    async def _lost_lease(self, fence: Fence) -> None:
+        bot = self.bots.get(fence.lease)
+        if bot is not None:
+            logger.warning("cluster: lost bot %s (epoch %d)", fence.lease, fence.epoch)
+            self.mailbox.unserve(fence.lease)
+            await bot.give_up()
+            return
+        if fence.lease.startswith(SESSION_PREFIX) and self._sink is not None:
+            self._sink.lost(fence)
+            if self._service is not None:
+                self._service.dispatcher.stop(fence.lease.removeprefix(SESSION_PREFIX))
+
+    async def _take_bots(self) -> None:
+        for name, bot in self.bots.items():
+            if bot.owned:
+                continue
+            holder = await self.leases.holder(name)
+            if holder is not None and holder.live and holder.owner != self.process_id:
+                continue
+            fence = await self.leases.acquire(name)
+            if fence is None:
+                continue
+            if holder is not None and holder.owner != self.process_id:
+                self._takeovers += 1
+                logger.warning("cluster: took over bot %s from %s", name, holder.owner)
+            await self._take(bot, fence)
+
+    async def _take(self, bot: LeasedAdapter, fence: Fence) -> None:
+        leases = self.leases
+        try:
+            await bot.take(fence, lambda: leases.valid(fence))
+        except Exception as exc:
+            logger.error("cluster: bot %s did not start (%s); released", fence.lease, exc)
+            await leases.release(fence)
+            return
+        logger.info("cluster: owns bot %s (epoch %d)", fence.lease, fence.epoch)
+        outbound = self._service.directory.outbound(bot.platform) if self._service else None
+        if outbound is not None:
+            self.mailbox.serve(fence.lease, self.relay.executor(outbound.perform))
+
+    # mail -----------------------------------------------------------------------------------
+    async def _receive(self, mail: Mail) -> None:
+        if mail.kind == EVENT and self._sink is not None:
+            await self._sink.on_mail(mail)
+        elif mail.kind == RESULT:
+            await self.relay.on_result(mail)
+        else:
+            logger.warning(
+                "cluster: mail %d of kind %r from %s ignored", mail.id, mail.kind, mail.sender
+            )
+
+    # views ----------------------------------------------------------------------------------
+    def _leased_platforms(self) -> frozenset[str]:
+        return frozenset(bot.platform for bot in self.bots.values())
+
+    def _busy(self, session_key: str) -> bool:
+        service = self._service
+        return service is not None and session_key in service.dispatcher.busy_keys
+
+    def _in_flight(self) -> frozenset[tuple[str, str]]:
+        return self._sink.in_flight if self._sink is not None else frozenset()
+
+    def _owned_inboxes(self) -> list[DurableInbox[Any]]:
+        inboxes = [bot.durable_inbox for bot in self.bots.values() if bot.owned]
+        return [inbox for inbox in inboxes if isinstance(inbox, DurableInbox)]
+
+    def stats(self) -> ClusterStats:
+        """What this process reports of its part (``/metrics``, logs)."""
+        sink = self._sink.stats if self._sink is not None else None
+        age = self._clock() - self._last_renewal if self._last_renewal is not None else 0.0
+        return ClusterStats(
+            process_id=self.process_id,
+            live_processes=self._live,
+            bots_owned=tuple(sorted(name for name, bot in self.bots.items() if bot.owned)),
+            sessions_held=len(self._sink.held()) if self._sink is not None else 0,
+            lease_renewals=self._renewals,
+            leases_lost=self._lost,
+            takeovers=self._takeovers,
+            events_forwarded=sink.forwarded if sink else 0,
+            events_received=sink.received if sink else 0,
+            calls_relayed=self.relay.stats.relayed,
+            calls_served=self.relay.stats.served,
+            mail_reconnects=self.mailbox.stats.reconnects,
+            last_renewal_age=age,
+        )
+
+
+def _first_then(first: Adapter, build: Build | None) -> Build:
+    """``first`` at the first call, then what ``build`` makes (``first`` again without it:
+    an adapter that cannot be rebuilt is restarted as it is)."""
+    made = [first]
+
+    def next_adapter() -> Adapter:
+        if made:
+            return made.pop()
+        return build() if build is not None else first
+
+    return next_adapter
+
+
+async def _quietly(what: str, closing: Awaitable[None]) -> None:
+    try:
+        await closing
+    except Exception:
+        logger.exception("cluster: %s failed", what)

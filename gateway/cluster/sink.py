@@ -1,0 +1,357 @@
+"""Claim-or-forward: every inbound event runs on the process holding its session's lease.
+
+With several processes on one PostgreSQL store (docs/cluster.md) a session's turns run in
+one process at a time: the holder of the lease ``session:<session key>``. Every event of a
+leased bot, on whichever process receives it (the bot's owner polls it; another process
+may be forwarded it), passes :class:`ClusterSink` before the router::
+
+    per-process platform (web, terminal)  → the router, here (never leased)
+    the session is held here (valid)      → run here
+    another live process holds it         → forward: mail "event" to it; the event's
+                                            receipt is "handed over" (this inbox neither
+                                            marks the item nor replays it)
+    free or expired                       → claim it for the least busy live process
+                                            (maybe this one): ours → run here, else forward
+
+Running here: an event already done in the store, or the same (platform, update id) in
+flight here (a replay racing its first delivery), is dropped. Otherwise the router gets a
+copy of the event with a receipt of its own, under ``fenced(session fence)`` — the router
+call, the dispatcher's turn it starts and everything that turn writes or relays carry the
+fence, so a process that lost the lease (paused past its ttl) is refused. Once the copy's
+receipt is True the item is marked done *under the session fence*: that write is the
+arbiter — refused (``Fenced``: another process runs the session now) the event's own
+receipt is handed over, not settled, so nothing marks it done here and another delivery
+runs it; True otherwise, False when the work was cut short (a later delivery runs it).
+Then, when the session has no turn running or queued and no event in flight here, its
+lease is released: the next event of that chat may go to any process.
+
+A mail of kind ``event`` (a forwarded event) takes the same path; it may be forwarded on
+when the lease moved meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from adapters.base import EventSink, InboundEvent, Receipt
+from core.store.base import Store, StoreError
+from core.store.fencing import Fence, Fenced, current_fence, fenced
+from core.tasks import TaskSet
+from gateway.cluster.codec import decode_event, encode_event
+from gateway.cluster.leases import SESSION_PREFIX, Holder
+from gateway.cluster.mailbox import Mail
+
+logger = logging.getLogger(__name__)
+
+EVENT = "event"
+"""The mail kind of a forwarded inbound event (payload: :func:`encode_event`)."""
+PLACEMENT_TRIES = 3
+"""Rounds of holder / claim / acquire before an event is left for a later delivery."""
+
+ItemKey = tuple[str, str]
+"""An inbound item: (platform, update id)."""
+
+
+def session_lease(session_key: str) -> str:
+    """The lease name of a session (``session:<session key>``)."""
+    return f"{SESSION_PREFIX}{session_key}"
+
+
+class SessionLeases(Protocol):
+    """What the sink asks of :class:`gateway.cluster.leases.Leases`."""
+
+    async def acquire(self, name: str) -> Fence | None: ...
+    async def claim(self, name: str, owner: str) -> Holder: ...
+    async def holder(self, name: str) -> Holder | None: ...
+    async def release(self, fence: Fence) -> None: ...
+    def valid(self, fence: Fence) -> bool: ...
+    def fence_of(self, name: str) -> Fence | None: ...
+    def held(self) -> list[Fence]: ...
+
+
+class Placement(Protocol):
+    """Where a new session goes (:meth:`gateway.cluster.members.Members.least_busy`)."""
+
+    async def least_busy(self) -> str: ...
+
+
+class Post(Protocol):
+    """Mail to another process (:meth:`gateway.cluster.mailbox.Mailbox.send`)."""
+
+    async def send(self, target: str, kind: str, payload: str) -> int: ...
+
+
+@dataclass(slots=True)
+class SinkStats:
+    """Counters since start."""
+
+    forwarded: int = 0
+    received: int = 0
+    """Events mailed to this process by another."""
+    dropped: int = 0
+    """Events already done, or in flight here."""
+    lost: int = 0
+    """Session fences found lost (a write refused, or the renewal dropped them)."""
+
+
+@dataclass(slots=True)
+class _Session:
+    """One session as this process sees it: decisions about it take ``lock`` (so a release
+    never races an event that is being placed here)."""
+
+    lock: asyncio.Lock
+    users: int = 0
+    """Events being placed or run here (the entry is dropped at 0)."""
+    running: int = 0
+    """Events placed here whose handling has not ended."""
+
+
+class ClusterSink:
+    """The sink every adapter of a cluster process hands its events to."""
+
+    def __init__(
+        self,
+        router: EventSink,
+        *,
+        store: Store,
+        leases: SessionLeases,
+        members: Placement,
+        mailbox: Post,
+        process_id: str,
+        leased_platforms: Callable[[], frozenset[str]],
+        busy: Callable[[str], bool],
+    ) -> None:
+        """``leased_platforms``: the platforms whose bots are leased (the rest are per
+        process: straight to the router); ``busy(session_key)``: a turn of it runs or
+        waits here (the dispatcher's lanes)."""
+        self.router = router
+        self.stats = SinkStats()
+        self.process_id = process_id
+        self._store, self._leases, self._members = store, leases, members
+        self._mailbox = mailbox
+        self._leased = leased_platforms
+        self._busy = busy
+        self._sessions: dict[str, _Session] = {}
+        self._in_flight: set[ItemKey] = set()
+        self._warned: set[Fence] = set()
+        self._settling = TaskSet(logger)
+
+    async def __call__(self, event: InboundEvent) -> None:
+        if event.platform not in self._leased():
+            await self.router(event)
+            return
+        await self._place(event, own=True)
+
+    async def on_mail(self, mail: Mail) -> None:
+        """A mail of kind ``event`` to this process: place the event as if received here."""
+        try:
+            event = decode_event(mail.payload)
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.warning(
+                "cluster: event mail %d from %s unreadable: %s", mail.id, mail.sender, exc
+            )
+            return
+        self.stats.received += 1
+        with fenced(None):  # placed as this process's own decision, not a bot's owner's
+            await self._place(event, own=False)
+
+    # what this process holds --------------------------------------------------------------
+    @property
+    def in_flight(self) -> frozenset[ItemKey]:
+        """Items whose handling runs here now."""
+        return frozenset(self._in_flight)
+
+    def held(self) -> list[Fence]:
+        """The session fences this process holds (local view)."""
+        return [f for f in self._leases.held() if f.lease.startswith(SESSION_PREFIX)]
+
+    def fenced_out(self) -> bool:
+        """Whether the work running in this context is a session's whose lease this process
+        no longer holds (logged once per fence); its results must not be sent."""
+        fence = current_fence()
+        if fence is None or not fence.lease.startswith(SESSION_PREFIX):
+            return False
+        if self._leases.fence_of(fence.lease) == fence:
+            return False
+        self.lost(fence)
+        return True
+
+    def lost(self, fence: Fence) -> None:
+        """``fence`` is no longer this process's: say so once."""
+        if fence in self._warned:
+            return
+        self._warned.add(fence)
+        self.stats.lost += 1
+        key = fence.lease.removeprefix(SESSION_PREFIX)
+        logger.warning("lost the lease of session %s; another process runs it now", key)
+
+    async def release_idle(self) -> int:
+        """Release every session lease held here with nothing running or in flight for it
+        (a turn queued by a steer's leftovers that ended since); how many."""
+        released = 0
+        for fence in self.held():
+            slot = self._sessions.get(fence.lease)
+            if slot is None and not self._busy(fence.lease.removeprefix(SESSION_PREFIX)):
+                await self._release(fence)
+                released += 1
+        return released
+
+    async def aclose(self) -> None:
+        """Stop waiting for the outcomes of events in flight (they stay unfinished)."""
+        await self._settling.aclose()
+
+    # placing one event --------------------------------------------------------------------
+    async def _place(self, event: InboundEvent, *, own: bool) -> None:
+        name = session_lease(str(event.session_key))
+        slot = self._enter(name)
+        try:
+            async with slot.lock:
+                where = await self._where(name)
+                if isinstance(where, Fence):
+                    slot.running += 1
+        except Exception as exc:
+            self._leave(name)
+            logger.warning(
+                "cluster: %s:%s not placed (%s); a later delivery runs it",
+                event.platform, event.update_id, exc,
+            )  # fmt: skip
+            event.receipt.settle(False)
+            return
+        if isinstance(where, Fence):
+            await self._run(event, where, name, own=own)
+            return
+        self._leave(name)
+        await self._forward(event, where)
+
+    async def _where(self, name: str) -> Fence | str:
+        """This process's fence for the session, or the process to forward to."""
+        fence = self._leases.fence_of(name)
+        if fence is not None and self._leases.valid(fence):
+            return fence
+        for _ in range(PLACEMENT_TRIES):
+            holder = await self._leases.holder(name)
+            if holder is not None and holder.live and holder.owner != self.process_id:
+                return holder.owner
+            if holder is None or not holder.live:
+                target = await self._members.least_busy()
+                if target != self.process_id:
+                    after = await self._leases.claim(name, target)
+                    if after.owner != self.process_id:
+                        return after.owner
+            fence = await self._leases.acquire(name)
+            if fence is not None:
+                return fence
+        raise StoreError(f"the lease {name} kept changing hands")
+
+    async def _forward(self, event: InboundEvent, owner: str) -> None:
+        try:
+            await self._mailbox.send(owner, EVENT, encode_event(event))
+        except Fenced as exc:
+            logger.warning("cluster: %s:%s not forwarded: %s", event.platform, event.update_id, exc)
+            event.receipt.settle(False)
+            return
+        except Exception as exc:
+            logger.warning(
+                "cluster: %s:%s not forwarded to %s (%s); a later delivery runs it",
+                event.platform, event.update_id, owner, exc,
+            )  # fmt: skip
+            event.receipt.settle(False)
+            return
+        self.stats.forwarded += 1
+        logger.debug("cluster: %s:%s forwarded to %s", event.platform, event.update_id, owner)
+        event.receipt.hand_over()
+
+    async def _run(self, event: InboundEvent, fence: Fence, name: str, *, own: bool) -> None:
+        item = (event.platform, event.update_id)
+        if item in self._in_flight or await self._done(item):
+            self.stats.dropped += 1
+            if item in self._in_flight:
+                event.receipt.hand_over()  # the delivery in flight here marks it
+            else:
+                event.receipt.settle(True)
+            await self._ended(name)
+            return
+        self._in_flight.add(item)
+        copy = replace(event, receipt=Receipt())
+        with fenced(fence):
+            await self.router(copy)  # never raises
+            copy.receipt.sink_returned()
+        label = f"cluster-event-{event.platform}-{event.update_id}"
+        self._settling.spawn(self._settle(event, copy, fence, name), name=label)
+
+    async def _done(self, item: ItemKey) -> bool:
+        try:
+            record = await self._store.get_inbound(*item)
+        except StoreError:
+            return False
+        return record is not None and record.state == "done"
+
+    async def _settle(
+        self, event: InboundEvent, copy: InboundEvent, fence: Fence, name: str
+    ) -> None:
+        item = (event.platform, event.update_id)
+        try:
+            ok = await copy.receipt.wait()
+            if not ok:
+                event.receipt.settle(False)
+            elif await self._mark_done(item, fence):
+                event.receipt.settle(True)
+            else:
+                event.receipt.hand_over()
+        finally:
+            self._in_flight.discard(item)
+            event.receipt.settle(False)  # cancelled: unfinished, a later delivery runs it
+            await self._ended(name)
+
+    async def _mark_done(self, item: ItemKey, fence: Fence) -> bool:
+        """Mark the item done under the session fence; False when the fence was refused."""
+        try:
+            with fenced(fence):
+                await self._store.set_inbound_state(*item, "done")
+        except Fenced:
+            self.lost(fence)
+            return False
+        except StoreError as exc:
+            logger.warning("cluster: %s:%s not marked done (%s)", *item, exc)
+        return True
+
+    # sessions -------------------------------------------------------------------------------
+    def _enter(self, name: str) -> _Session:
+        slot = self._sessions.get(name)
+        if slot is None:
+            slot = self._sessions[name] = _Session(asyncio.Lock())
+        slot.users += 1
+        return slot
+
+    def _leave(self, name: str) -> None:
+        slot = self._sessions.get(name)
+        if slot is None:
+            return
+        slot.users -= 1
+        if slot.users <= 0:
+            del self._sessions[name]
+
+    async def _ended(self, name: str) -> None:
+        """One event placed here has ended: release the lease when the session is idle."""
+        slot = self._sessions.get(name)
+        if slot is None:
+            return
+        try:
+            async with slot.lock:
+                slot.running -= 1
+                fence = self._leases.fence_of(name)
+                idle = slot.running <= 0 and not self._busy(name.removeprefix(SESSION_PREFIX))
+                if idle and fence is not None:
+                    await self._release(fence)
+        finally:
+            self._leave(name)
+
+    async def _release(self, fence: Fence) -> None:
+        try:
+            await self._leases.release(fence)
+        except Exception as exc:  # it expires by itself within the ttl
+            logger.warning("cluster: lease %s not released (%s)", fence.lease, exc)
