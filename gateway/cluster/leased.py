@@ -71,6 +71,8 @@ class LeasedAdapter:
         self._sink: EventSink | None = None
         self._fence: Fence | None = None
         self._valid: Callable[[], bool] = _always
+        self._running = asyncio.Event()
+        """Set once the real adapter of the current take has started (or failed to)."""
         self._used_unowned = False
         self._stopped = False
         self._since = time.time()
@@ -116,6 +118,7 @@ class LeasedAdapter:
                 self._fence, self._valid = fence, valid  # already running: a new epoch
                 return
             self._fence, self._valid = fence, valid
+            self._running = running = asyncio.Event()
             try:
                 with fenced(fence):
                     await self.real.start(self._sink)
@@ -123,6 +126,8 @@ class LeasedAdapter:
                 self._fence = None
                 await self._replace()
                 raise
+            finally:
+                running.set()
             logger.info("%s: this process owns %s now", self.platform, self.bot)
 
     async def give_up(self) -> None:
@@ -156,7 +161,11 @@ class LeasedAdapter:
     # calls --------------------------------------------------------------------------------
     async def perform(self, call: Call) -> SentMessage | None:
         """Owned: the real adapter makes ``call`` (AdapterError once the lease is no
-        longer locally valid); not owned: the bot's owner does, by mail."""
+        longer locally valid); not owned: the bot's owner does, by mail. A call made while
+        the real adapter is starting waits for it to be up (the start never waits for a
+        call: events reach the sink from the adapter's own tasks)."""
+        if self._fence is not None and not self._running.is_set():
+            await self._running.wait()
         if self._fence is not None:
             if not self._valid():
                 raise AdapterError(f"lost the lease of {self.bot}")

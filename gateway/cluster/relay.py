@@ -38,6 +38,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import asyncpg
+
 from adapters.base import AdapterError, SentMessage
 from adapters.calls import Call, SendFile
 from core.store.fencing import fenced
@@ -102,8 +104,7 @@ class Relay:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting[call_id] = future
         try:
-            await self._mailbox.send(bot, CALL, json.dumps({"id": call_id, "call": encoded}))
-            self.stats.relayed += 1
+            await self._send(bot, call, json.dumps({"id": call_id, "call": encoded}))
             try:
                 outcome = await asyncio.wait_for(future, self.timeout)
             except TimeoutError:
@@ -115,6 +116,18 @@ class Relay:
         finally:
             self._waiting.pop(call_id, None)
         return decode_outcome(outcome)
+
+    async def _send(self, bot: str, call: Call, payload: str) -> None:
+        """Mail the call (under the caller's fence: Fenced passes through, nothing sent);
+        a store that cannot take it is an AdapterError like any failed call."""
+        try:
+            await self._mailbox.send(bot, CALL, payload)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise AdapterError(
+                f"{_what(call)} to {call.chat.platform} not relayed: the store did not take "
+                f"it ({type(exc).__name__})"
+            ) from None
+        self.stats.relayed += 1
 
     async def on_result(self, mail: Mail) -> None:
         """A ``result`` mail to this process: settle the call waiting for it (a result for

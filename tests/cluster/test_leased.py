@@ -4,6 +4,7 @@ LeasedAdapters of one bot stand for two processes, A owning the bot and B relayi
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -249,3 +250,19 @@ async def test_a_start_that_fails_leaves_the_bot_not_owned_with_a_fresh_adapter(
     await a.leased.take(Fence(cluster.bot, A, 2))
     await telegram_sim.wait_for(lambda: telegram_sim.in_flight_polls() > 0)
     assert a.leased.owned and a.leased.real is a.built[1]
+
+
+async def test_a_call_made_while_the_bot_starts_waits_for_it(
+    cluster: Cluster, telegram_sim: TelegramSim
+) -> None:
+    a = await cluster.process(A, EventLog())
+    hold = telegram_sim.hold_next("getMe")
+    taking = asyncio.create_task(a.leased.take(Fence(cluster.bot, A, 1)))
+    await hold.reached.wait()
+    sending = asyncio.create_task(a.leased.perform(Send(DM, "early")))
+    await asyncio.wait({sending}, timeout=1.0)  # it waits for the start: not made, no error
+    assert not sending.done() and telegram_sim.calls_to("sendMessage") == []
+    hold.release()
+    await taking
+    assert await sending is not None
+    assert [c.params["text"] for c in telegram_sim.calls_to("sendMessage")] == ["early"]

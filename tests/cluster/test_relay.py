@@ -207,3 +207,13 @@ async def test_an_unreadable_call_is_answered_with_an_error(pair: Pair) -> None:
     assert outcome["id"] == "x-1"
     assert "unknown kind 'fly'" in json.loads(outcome["outcome"])["error"]["message"]
     assert pair.owner.calls == []
+
+
+async def test_a_store_that_cannot_take_the_call_is_an_adapter_error(pg_url: str) -> None:
+    async with cluster_pool(pg_url) as pool:
+        mailbox = Mailbox(pool, pg_url, B)
+        relay = Relay(mailbox, B, timeout=5.0)
+    with pytest.raises(AdapterError, match=r"^Send to telegram not relayed: the store did not"):
+        await relay.perform(BOT, Send(CHAT, "x"))
+    assert relay.stats.relayed == 0
+    await relay.aclose()
