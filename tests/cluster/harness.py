@@ -42,7 +42,7 @@ from typing import Any, Literal, TypeVar
 
 import asyncpg
 
-from tests.platform_sim.base import SimMessage
+from tests.platform_sim.base import SimMessage, SimServer
 from tests.support.model_server import (
     ReceivedRequest,
     Reply,
@@ -436,6 +436,39 @@ async def running_cluster(url: str, root: Path, config: str) -> AsyncIterator[Cl
         yield cluster
     finally:
         await cluster.aclose()
+
+
+class Peak:
+    """The most of something a simulator held at once (its live gateway connections or
+    sockets), sampled at each of the simulator's state changes while the block runs::
+
+        async with Peak(sim, lambda: len(sim.gateway.live())) as connections: ...
+        assert connections.value == 1
+    """
+
+    def __init__(self, sim: SimServer, count: Callable[[], int]) -> None:
+        self.sim = sim
+        self.count = count
+        self.value = 0
+        self._task: asyncio.Task[object] | None = None
+
+    def _sample(self) -> bool:
+        self.value = max(self.value, self.count())
+        return False  # never done: keep sampling until the block ends
+
+    async def __aenter__(self) -> Peak:
+        self._sample()
+        self._task = asyncio.get_running_loop().create_task(
+            self.sim.wait_for(self._sample, timeout=3600)
+        )
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._sample()
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
 
 
 # the scripted model ---------------------------------------------------------------------------
