@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from core import tracing
-from gateway.config.sections import TelemetrySection
+from gateway.config.sections import TelemetrySection, mask_url
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -60,13 +60,16 @@ def start(section: TelemetrySection, process_id: str | None = None) -> Telemetry
     instance = process_id or f"{socket.gethostname()}:{os.getpid()}"
     provider = otlp_provider(endpoint, section.service_name, instance)
     tracing.install(OtelTracer(provider))
-    log.info("traces: OTLP to %s/v1/traces as %s", endpoint.rstrip("/"), section.service_name)
+    shown = mask_url(endpoint.rstrip("/"))
+    log.info("traces: OTLP to %s/v1/traces as %s (%s)", shown, section.service_name, instance)
     return Telemetry(provider, endpoint)
 
 
 async def stop(telemetry: Telemetry | None) -> None:
     """Spans back to no-ops; the finished ones still queued are sent (in a thread: the
-    export is a blocking HTTP request, and the collector may live on this loop)."""
+    export is a blocking HTTP request, and the collector may live on this loop). A
+    collector that does not answer holds this up for at most the export timeout
+    (:data:`gateway.otel.EXPORT_TIMEOUT`); its spans are then dropped, logged by the SDK."""
     if telemetry is None:
         return
     tracing.install(None)
