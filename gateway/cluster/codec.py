@@ -35,6 +35,7 @@ import binascii
 import json
 import secrets
 from collections.abc import Callable, Hashable, Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -71,21 +72,55 @@ from adapters.calls import (
 from core.attachments import Attachment, OutgoingFile
 
 Json = dict[str, Any]
+Kind = type | tuple[type, ...]
+Spec = tuple[tuple[str, Kind], ...]
+"""The plain fields of a value: name and JSON type(s), checked when decoding."""
+
+OPTIONAL: Kind = (str, type(None))
+CHAT: Spec = (("platform", str), ("chat_id", str), ("thread_id", OPTIONAL))
+SENDER: Spec = (("id", str), ("name", str), ("is_bot", bool))
+SESSION_KEY: Spec = (
+    ("platform", str), ("chat_type", str), ("chat_id", str), ("thread_id", OPTIONAL),
+    ("user_id", OPTIONAL),
+)  # fmt: skip
+ATTACHMENT: Spec = (
+    ("kind", str), ("name", str), ("mime", str), ("size", int), ("source", str),
+    ("sha256", str), ("path", str), ("transcript", OPTIONAL),
+)  # fmt: skip
+BUTTON: Spec = (("label", str), ("data", str), ("role", str))
+FILE: Spec = (
+    ("key", str),
+    ("name", str),
+    ("mime", str),
+    ("size", int),
+    ("kind", str),
+    ("caption", str),
+)
+EVENT: Spec = (
+    ("kind", str), ("platform", str), ("update_id", str), ("chat_type", str), ("text", str),
+    ("command", OPTIONAL), ("args", str), ("button_data", OPTIONAL), ("press_id", OPTIONAL),
+    ("mentioned", bool), ("reply_to_bot", bool), ("stream_id", OPTIONAL),
+)  # fmt: skip
+CALL_FIELDS: dict[str, Kind] = {
+    "text": str, "markup": bool, "key": OPTIONAL, "in_flight_since": (int, float, type(None)),
+    "caption": str, "mode": str, "emoji": str,
+}  # fmt: skip
+"""The plain fields of the calls (an ``AnswerPress``'s ``text`` may be None: below)."""
+LIVE_MODES = ("append", "replace", "seal")
+
+CALLS: dict[str, type[Call]] = {
+    "send": Send, "send_file": SendFile, "edit": Edit, "delete": Delete,
+    "answer_press": AnswerPress, "typing": Typing, "live_text": LiveText, "react": React,
+}  # fmt: skip
+CALL_KINDS = {cls: kind for kind, cls in CALLS.items()}
 
 ERRORS: dict[str, type[AdapterError]] = {
     cls.__name__: cls
     for cls in (
-        AdapterError,
-        RateLimited,
-        MessageGone,
-        NotModified,
-        TooLong,
-        Forbidden,
-        BadMarkup,
-        StreamRefused,
-        DownloadFailed,
+        AdapterError, RateLimited, MessageGone, NotModified, TooLong, Forbidden, BadMarkup,
+        StreamRefused, DownloadFailed,
     )
-}
+}  # fmt: skip
 """The error tree that crosses processes; a subclass of it travels as its nearest one."""
 
 
@@ -104,7 +139,7 @@ def _load(text: str, what: str) -> Json:
     return value
 
 
-def _field(data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], what: str) -> Any:
+def _field(data: Mapping[str, Any], name: str, kind: Kind, what: str) -> Any:
     if name not in data:
         raise ValueError(f"{what}: missing field {name!r}")
     value = data[name]
@@ -118,32 +153,32 @@ def _object(data: Mapping[str, Any], name: str, what: str) -> Json:
     return value
 
 
-def _optional_str(data: Mapping[str, Any], name: str, what: str) -> str | None:
-    if data.get(name) is None:
-        return None
-    value: str = _field(data, name, str, what)
-    return value
+def _flat(value: object, spec: Spec) -> Json:
+    return {name: getattr(value, name) for name, _ in spec}
+
+
+def _values(data: Any, spec: Spec, what: str) -> Json:
+    if not isinstance(data, dict):
+        raise ValueError(f"{what}: expected an object, got {type(data).__name__}")
+    return {name: _field(data, name, kind, what) for name, kind in spec}
 
 
 # small values -----------------------------------------------------------------------------
 def _chat(chat: ChatRef) -> Json:
-    return {"platform": chat.platform, "chat_id": chat.chat_id, "thread_id": chat.thread_id}
+    return _flat(chat, CHAT)
 
 
-def _chat_of(data: Json, what: str = "chat") -> ChatRef:
-    return ChatRef(
-        _field(data, "platform", str, what),
-        _field(data, "chat_id", str, what),
-        _optional_str(data, "thread_id", what),
-    )
+def _chat_of(data: Any, what: str = "chat") -> ChatRef:
+    return ChatRef(**_values(data, CHAT, what))
 
 
-def _message(message: SentMessage) -> Json:
-    return {"chat": _chat(message.chat), "message_id": message.message_id}
+def _message(message: SentMessage | None) -> Json | None:
+    return None if message is None else {"chat": _chat(message.chat), "id": message.message_id}
 
 
-def _message_of(data: Json, what: str = "message") -> SentMessage:
-    return SentMessage(_chat_of(_object(data, "chat", what)), _field(data, "message_id", str, what))
+def _message_of(data: Any, what: str = "message") -> SentMessage:
+    values = _values(data, (("chat", dict), ("id", str)), what)
+    return SentMessage(_chat_of(values["chat"]), values["id"])
 
 
 def _optional_message(data: Json, name: str, what: str) -> SentMessage | None:
@@ -151,15 +186,14 @@ def _optional_message(data: Json, name: str, what: str) -> SentMessage | None:
 
 
 def _buttons(rows: ButtonRows) -> list[list[Json]]:
-    return [[{"label": b.label, "data": b.data, "role": b.role} for b in row] for row in rows]
+    return [[_flat(button, BUTTON) for button in row] for row in rows]
 
 
 def _buttons_of(data: Json, what: str) -> tuple[tuple[Button, ...], ...]:
     rows = _field(data, "buttons", list, what)
-    try:
-        return tuple(tuple(Button(b["label"], b["data"], b["role"]) for b in row) for row in rows)
-    except (TypeError, KeyError) as exc:
-        raise ValueError(f"{what}: malformed buttons ({exc!r})") from None
+    if not all(isinstance(row, list) for row in rows):
+        raise ValueError(f"{what}: buttons must be rows (lists)")
+    return tuple(tuple(Button(**_values(b, BUTTON, "button")) for b in row) for row in rows)
 
 
 def _priority_of(data: Json, what: str) -> Priority:
@@ -201,89 +235,39 @@ def _key_of(value: Any, what: str) -> Hashable | None:
         [(tag, inner)] = value.items()
         if tag == "tuple" and isinstance(inner, list):
             return tuple(_key_of(part, what) for part in inner)
-        if tag == "chat" and isinstance(inner, dict):
+        if tag == "chat":
             return _chat_of(inner, f"{what} coalesce")
-        if tag == "message" and isinstance(inner, dict):
+        if tag == "message":
             return _message_of(inner, f"{what} coalesce")
     raise ValueError(f"{what}: malformed coalesce key {value!r}")
 
 
 # events -----------------------------------------------------------------------------------
-def _attachment(a: Attachment) -> Json:
-    return {
-        "kind": a.kind, "name": a.name, "mime": a.mime, "size": a.size, "source": a.source,
-        "sha256": a.sha256, "path": a.path, "transcript": a.transcript,
-    }  # fmt: skip
-
-
-def _attachment_of(data: Any) -> Attachment:
-    what = "attachment"
-    if not isinstance(data, dict):
-        raise ValueError(f"{what}: expected an object")
-    return Attachment(
-        kind=_field(data, "kind", str, what),
-        name=_field(data, "name", str, what),
-        mime=_field(data, "mime", str, what),
-        size=_field(data, "size", int, what),
-        source=_field(data, "source", str, what),
-        sha256=_field(data, "sha256", str, what),
-        path=_field(data, "path", str, what),
-        transcript=_optional_str(data, "transcript", what),
-    )
-
-
 def _event(event: InboundEvent) -> Json:
-    key, sender = event.session_key, event.sender
-    return {
-        "kind": event.kind, "platform": event.platform, "update_id": event.update_id,
-        "chat": _chat(event.chat), "chat_type": event.chat_type,
-        "sender": {"id": sender.id, "name": sender.name, "is_bot": sender.is_bot},
-        "session_key": {
-            "platform": key.platform, "chat_type": key.chat_type, "chat_id": key.chat_id,
-            "thread_id": key.thread_id, "user_id": key.user_id,
-        },
-        "text": event.text, "command": event.command, "args": event.args,
-        "button_data": event.button_data,
-        "message": _message(event.message) if event.message else None,
-        "press_id": event.press_id, "mentioned": event.mentioned,
-        "reply_to_bot": event.reply_to_bot,
-        "attachments": [_attachment(a) for a in event.attachments],
-        "stream_id": event.stream_id,
-        "source": _message(event.source) if event.source else None,
-    }  # fmt: skip
+    return _flat(event, EVENT) | {
+        "chat": _chat(event.chat),
+        "sender": _flat(event.sender, SENDER),
+        "session_key": _flat(event.session_key, SESSION_KEY),
+        "message": _message(event.message),
+        "attachments": [_flat(a, ATTACHMENT) for a in event.attachments],
+        "source": _message(event.source),
+    }
 
 
 def _event_of(data: Json) -> InboundEvent:
     what = "event"
-    sender, key = _object(data, "sender", what), _object(data, "session_key", what)
     return InboundEvent(
-        kind=_field(data, "kind", str, what),
-        platform=_field(data, "platform", str, what),
-        update_id=_field(data, "update_id", str, what),
+        **_values(data, EVENT, what),
         chat=_chat_of(_object(data, "chat", what)),
-        chat_type=_field(data, "chat_type", str, what),
-        sender=Sender(
-            _field(sender, "id", str, "sender"),
-            _field(sender, "name", str, "sender"),
-            _field(sender, "is_bot", bool, "sender"),
-        ),
+        sender=Sender(**_values(_object(data, "sender", what), SENDER, "sender")),
         session_key=SessionKey(
-            _field(key, "platform", str, "session key"),
-            _field(key, "chat_type", str, "session key"),
-            _field(key, "chat_id", str, "session key"),
-            _optional_str(key, "thread_id", "session key"),
-            _optional_str(key, "user_id", "session key"),
+            **_values(_object(data, "session_key", what), SESSION_KEY, "session key")
         ),
-        text=_field(data, "text", str, what),
-        command=_optional_str(data, "command", what),
-        args=_field(data, "args", str, what),
-        button_data=_optional_str(data, "button_data", what),
         message=_optional_message(data, "message", what),
-        press_id=_optional_str(data, "press_id", what),
-        mentioned=_field(data, "mentioned", bool, what),
-        reply_to_bot=_field(data, "reply_to_bot", bool, what),
-        attachments=tuple(_attachment_of(a) for a in _field(data, "attachments", list, what)),
-        stream_id=_optional_str(data, "stream_id", what),
+        attachments=tuple(
+            Attachment(**_values(a, ATTACHMENT, "attachment"))
+            for a in _field(data, "attachments", list, what)
+        ),
         source=_optional_message(data, "source", what),
     )
 
@@ -299,157 +283,41 @@ def decode_event(text: str) -> InboundEvent:
 
 
 # calls ------------------------------------------------------------------------------------
-def _file_bytes(file: OutgoingFile) -> str:
+def _outgoing(file: OutgoingFile) -> Json:
     try:
         data = Path(file.path).read_bytes()
     except OSError as exc:
         raise AdapterError(f"cannot read {file.name} to relay it: {exc.strerror}") from None
-    return base64.b64encode(data).decode("ascii")
-
-
-def _outgoing(file: OutgoingFile) -> Json:
-    return {
-        "key": file.key, "name": file.name, "mime": file.mime, "size": file.size,
-        "kind": file.kind, "caption": file.caption, "bytes": _file_bytes(file),
-    }  # fmt: skip
+    return _flat(file, FILE) | {"bytes": base64.b64encode(data).decode("ascii")}
 
 
 def _outgoing_of(data: Json, spool: Path | None) -> OutgoingFile:
-    what = "file"
+    values = _values(data, FILE, "file")
     if spool is None:
         raise ValueError("send_file: a relayed file needs a spool directory to land in")
     try:
-        content = base64.b64decode(_field(data, "bytes", str, what), validate=True)
+        content = base64.b64decode(_field(data, "bytes", str, "file"), validate=True)
     except binascii.Error as exc:
-        raise ValueError(f"{what}: its bytes are not base64 ({exc})") from None
+        raise ValueError(f"file: its bytes are not base64 ({exc})") from None
     spool.mkdir(parents=True, exist_ok=True)
     path = spool / f"relayed-{secrets.token_hex(8)}"
     path.write_bytes(content)
-    return OutgoingFile(
-        key=_field(data, "key", str, what),
-        path=str(path),
-        name=_field(data, "name", str, what),
-        mime=_field(data, "mime", str, what),
-        size=_field(data, "size", int, what),
-        kind=_field(data, "kind", str, what),
-        caption=_field(data, "caption", str, what),
-    )
+    return OutgoingFile(path=str(path), **values)
 
 
-def _call(call: Call) -> Json:
-    body: Json
-    match call:
-        case Send():
-            body = {
-                "kind": "send", "chat": _chat(call.chat), "text": call.text,
-                "buttons": _buttons(call.buttons), "markup": call.markup, "key": call.key,
-                "in_flight_since": call.in_flight_since,
-            }  # fmt: skip
-        case SendFile():
-            body = {
-                "kind": "send_file", "chat": _chat(call.chat), "file": _outgoing(call.file),
-                "caption": call.caption, "key": call.key,
-                "in_flight_since": call.in_flight_since,
-            }  # fmt: skip
-        case Edit():
-            body = {
-                "kind": "edit", "message": _message(call.message), "text": call.text,
-                "buttons": _buttons(call.buttons), "markup": call.markup,
-            }  # fmt: skip
-        case Delete():
-            body = {"kind": "delete", "message": _message(call.message)}
-        case AnswerPress():
-            body = {"kind": "answer_press", "event": _event(call.event), "text": call.text}
-        case Typing():
-            body = {"kind": "typing", "chat": _chat(call.chat)}
-        case LiveText():
-            body = {"kind": "live_text", "chat": _chat(call.chat), "text": call.text}
-            body["mode"] = call.mode
-        case React():
-            body = {"kind": "react", "message": _message(call.message), "emoji": call.emoji}
-    body["priority"] = int(call.priority)
-    body["coalesce"] = _coalesce(call.coalesce)
-    return body
-
-
-def _in_flight(data: Json, what: str) -> float | None:
-    value = data.get("in_flight_since")
-    return None if value is None else float(_field(data, "in_flight_since", (int, float), what))
-
-
-def _send_of(data: Json, spool: Path | None) -> Call:
-    return Send(
-        _chat_of(_object(data, "chat", "send")),
-        _field(data, "text", str, "send"),
-        _buttons_of(data, "send"),
-        _field(data, "markup", bool, "send"),
-        _optional_str(data, "key", "send"),
-        _in_flight(data, "send"),
-    )
-
-
-def _send_file_of(data: Json, spool: Path | None) -> Call:
-    return SendFile(
-        _chat_of(_object(data, "chat", "send_file")),
-        _outgoing_of(_object(data, "file", "send_file"), spool),
-        _field(data, "caption", str, "send_file"),
-        _optional_str(data, "key", "send_file"),
-        _in_flight(data, "send_file"),
-    )
-
-
-def _edit_of(data: Json, spool: Path | None) -> Call:
-    return Edit(
-        _message_of(_object(data, "message", "edit")),
-        _field(data, "text", str, "edit"),
-        _buttons_of(data, "edit"),
-        _field(data, "markup", bool, "edit"),
-    )
-
-
-def _delete_of(data: Json, spool: Path | None) -> Call:
-    return Delete(_message_of(_object(data, "message", "delete")))
-
-
-def _answer_of(data: Json, spool: Path | None) -> Call:
-    event = _event_of(_object(data, "event", "answer_press"))
-    return AnswerPress(event, _optional_str(data, "text", "answer_press"))
-
-
-def _typing_of(data: Json, spool: Path | None) -> Call:
-    return Typing(_chat_of(_object(data, "chat", "typing")))
-
-
-def _live_of(data: Json, spool: Path | None) -> Call:
-    mode = _field(data, "mode", str, "live_text")
-    if mode not in ("append", "replace", "seal"):
-        raise ValueError(f"live_text: unknown mode {mode!r}")
-    return LiveText(
-        _chat_of(_object(data, "chat", "live_text")), _field(data, "text", str, "live_text"), mode
-    )
-
-
-def _react_of(data: Json, spool: Path | None) -> Call:
-    return React(
-        _message_of(_object(data, "message", "react")), _field(data, "emoji", str, "react")
-    )
-
-
-CALLS: dict[str, Callable[[Json, Path | None], Call]] = {
-    "send": _send_of,
-    "send_file": _send_file_of,
-    "edit": _edit_of,
-    "delete": _delete_of,
-    "answer_press": _answer_of,
-    "typing": _typing_of,
-    "live_text": _live_of,
-    "react": _react_of,
-}
+ENCODERS: dict[str, Callable[[Any], Any]] = {
+    "chat": _chat, "message": _message, "event": _event, "file": _outgoing,
+    "buttons": _buttons, "priority": int, "coalesce": _coalesce,
+}  # fmt: skip
 
 
 def encode_call(call: Call) -> str:
     """``call`` as JSON text; a ``SendFile`` reads its file (AdapterError if it cannot)."""
-    return _dump(_call(call))
+    body: Json = {"kind": CALL_KINDS[type(call)]}
+    for f in fields(call):
+        value = getattr(call, f.name)
+        body[f.name] = ENCODERS[f.name](value) if f.name in ENCODERS else value
+    return _dump(body)
 
 
 def decode_call(text: str, spool: Path | None = None) -> Call:
@@ -457,25 +325,39 @@ def decode_call(text: str, spool: Path | None = None) -> Call:
     ``spool`` (the caller removes it once the call is made); ValueError if not a call."""
     data = _load(text, "call")
     kind = _field(data, "kind", str, "call")
-    decode = CALLS.get(kind)
-    if decode is None:
+    cls = CALLS.get(kind)
+    if cls is None:
         raise ValueError(f"call: unknown kind {kind!r}")
-    call = decode(data, spool)
-    priority = _priority_of(data, kind)
-    coalesce = _key_of(data.get("coalesce"), kind)
-    return type(call)(**{**_fields(call), "priority": priority, "coalesce": coalesce})
+    names = sorted((f.name for f in fields(cls)), key=lambda name: name == "file")
+    values = {name: _call_field(cls, name, data, kind, spool) for name in names}  # file last
+    return cls(**values)
 
 
-def _fields(call: Call) -> dict[str, Any]:
-    return {name: getattr(call, name) for name in call.__dataclass_fields__}
+def _call_field(cls: type[Call], name: str, data: Json, kind: str, spool: Path | None) -> Any:
+    match name:
+        case "chat":
+            return _chat_of(_object(data, name, kind))
+        case "message":
+            return _message_of(_object(data, name, kind))
+        case "event":
+            return _event_of(_object(data, name, kind))
+        case "file":
+            return _outgoing_of(_object(data, name, kind), spool)
+        case "buttons":
+            return _buttons_of(data, kind)
+        case "priority":
+            return _priority_of(data, kind)
+        case "coalesce":
+            return _key_of(data.get(name), kind)
+    value = _field(data, name, OPTIONAL if cls is AnswerPress else CALL_FIELDS[name], kind)
+    if name == "mode" and value not in LIVE_MODES:
+        raise ValueError(f"{kind}: unknown mode {value!r}")
+    return value
 
 
 # outcomes ---------------------------------------------------------------------------------
 def _error_class(exc: AdapterError) -> str:
-    for cls in type(exc).__mro__:
-        if cls.__name__ in ERRORS and ERRORS[cls.__name__] is cls:
-            return cls.__name__
-    return "AdapterError"  # pragma: no cover - every AdapterError has AdapterError in its MRO
+    return next(c.__name__ for c in type(exc).__mro__ if ERRORS.get(c.__name__) is c)
 
 
 def encode_outcome(result: SentMessage | AdapterError | None) -> str:
@@ -485,7 +367,7 @@ def encode_outcome(result: SentMessage | AdapterError | None) -> str:
         if isinstance(result, RateLimited):
             error |= {"retry_after": result.retry_after, "final": result.final}
         return _dump({"error": error})
-    return _dump({"sent": _message(result) if result is not None else None})
+    return _dump({"sent": _message(result)})
 
 
 def decode_outcome(text: str) -> SentMessage | None:
@@ -506,8 +388,8 @@ def _error_of(data: Json) -> AdapterError:
     if cls is None:
         raise ValueError(f"error: unknown class {name!r}")
     if cls is RateLimited:
-        limited = RateLimited(float(_field(data, "retry_after", (int, float), "error")))
+        limited = RateLimited(_field(data, "retry_after", (int, float), "error"))
         limited.args = (message,)  # the message as the owner's error said it, whole
-        limited.final = bool(data.get("final", False))
+        limited.final = _field(data, "final", bool, "error")
         return limited
     return cls(message)
