@@ -24,16 +24,16 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Sequence
-from pathlib import Path
 
 from adapters.base import Adapter
 from core.model.base import ModelClient
 from core.store.base import Store, StoreError, StoreUnavailable
-from core.store.files import DataDirInUse, DataDirLock
+from core.store.files import StoreFileInUse, StoreFileLock
 from gateway import telemetry
 from gateway.config import Config, ModelSection
 from gateway.containment import prepare_sandboxes, protect_process
 from gateway.service import GatewayService
+from gateway.store_open import lock_store, new_process_id, open_configured_store, store_display
 from gateway.wiring import build_service, demo_model
 
 log = logging.getLogger(__name__)
@@ -53,8 +53,14 @@ class Gateway:
         self._store: Store | None = None
         self._model: ModelClient | None = None
         self._service: GatewayService | None = None
-        self._lock: DataDirLock | None = None
+        self._lock: StoreFileLock | None = None
+        self._process_id = new_process_id(config.cluster.name)
         self._telemetry: telemetry.Telemetry | None = None
+
+    @property
+    def process_id(self) -> str:
+        """Who this process is among those sharing the store (gateway.store_open)."""
+        return self._process_id
 
     @property
     def store(self) -> Store:
@@ -86,9 +92,9 @@ class Gateway:
         source = self.config.source
         log.info("config: %s", source if source is not None else "built-in defaults (no file)")
         log.info("data dir: %s", gateway.data_dir)
-        log.info("database: %s", gateway.db_path)
-        self._lock = _lock(gateway.data_dir)
-        self._store = await _open_store(gateway.db_path)
+        log.info("database: %s", store_display(self.config))
+        self._lock = _lock(self.config)
+        self._store = await _open_store(self.config, self.process_id)
         self._model = _build_model(self.config.model)
         _check_profile(self.config)
         _make_workspaces(self.config)
@@ -97,7 +103,7 @@ class Gateway:
         try:
             await self._service.start()
         except StoreUnavailable as exc:
-            raise _unwritable_store(gateway.db_path, exc) from exc
+            raise _unwritable_store(store_display(self.config), exc) from exc
         except Exception as exc:
             raise StartupError(f"cannot start the platform adapters: {_one_line(exc)}") from exc
         _check_ways_in(self._service.directory.adapters)
@@ -129,26 +135,25 @@ async def _close(what: str, closing: Awaitable[None]) -> None:
         log.exception("closing the %s failed", what)
 
 
-def _lock(data_dir: Path) -> DataDirLock:
-    lock = DataDirLock(data_dir)
+def _lock(config: Config) -> StoreFileLock | None:
+    """The SQLite file's lock (one process per file); None on PostgreSQL (shared)."""
     try:
-        lock.acquire()
-    except DataDirInUse as exc:
+        return lock_store(config)
+    except StoreFileInUse as exc:
         raise StartupError(str(exc)) from exc
     except OSError as exc:
-        raise StartupError(f"cannot use the data dir {data_dir}: {exc.strerror or exc}") from exc
-    return lock
+        where = config.gateway.db_path.parent
+        raise StartupError(f"cannot use the data dir {where}: {exc.strerror or exc}") from exc
 
 
-async def _open_store(path: Path) -> Store:
-    from core.store.sqlite import open_store  # the SQLite backend loads only when used
-
+async def _open_store(config: Config, process_id: str) -> Store:
     try:
-        return await open_store(path)
+        return await open_configured_store(config, process_id=process_id)
     except StoreError as exc:
         raise StartupError(f"cannot open the store: {exc}") from exc
     except OSError as exc:
-        raise StartupError(f"cannot open the store {path}: {exc.strerror or exc}") from exc
+        where = store_display(config)
+        raise StartupError(f"cannot open the store {where}: {exc.strerror or exc}") from exc
 
 
 def _build_model(section: ModelSection) -> ModelClient:
@@ -215,11 +220,11 @@ def _check_ways_in(adapters: Sequence[Adapter]) -> None:
     log.warning("not running: %s; the gateway runs on with %s", reasons, running)
 
 
-def _unwritable_store(path: Path, exc: StoreUnavailable) -> StartupError:
+def _unwritable_store(where: str, exc: StoreUnavailable) -> StartupError:
     """The store opened but cannot be written (read-only file or disk, disk full)."""
     reason = str(exc).rsplit(": ", 1)[-1]
     return StartupError(
-        f"the store {path} cannot be written ({reason}); check the disk space and that the "
+        f"the store {where} cannot be written ({reason}); check the disk space and that the "
         "file and its directory are writable"
     )
 

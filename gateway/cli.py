@@ -145,7 +145,7 @@ def inbox_dead_command(args: argparse.Namespace) -> int:
 
     try:
         config = load_config(args.config)
-        lines = dead_letters.list_dead(config.gateway.db_path)
+        lines = dead_letters.list_dead(config)
     except ConfigError as exc:
         return fail(exc.errors)
     except StoreError as exc:
@@ -166,7 +166,7 @@ def inbox_drop_command(args: argparse.Namespace) -> int:
     if not args.id.isdigit():
         return fail([f"no dead letter {args.id} (ids are numbers; see `commonos inbox dead`)"])
     try:
-        dropped = dead_letters.drop_dead(config.gateway.db_path, int(args.id))
+        dropped = dead_letters.drop_dead(config, int(args.id))
     except StoreError as exc:
         return fail([str(exc)])
     if not dropped:
@@ -181,8 +181,8 @@ def pair_command(args: argparse.Namespace) -> int:
     from gateway.config import ConfigError, load_config
 
     try:
-        path = load_config(args.config).gateway.db_path
-        print(pair_cli.act(path, args.pair_action, args.pair_value))
+        config = load_config(args.config)
+        print(pair_cli.act(config, args.pair_action, args.pair_value))
     except ConfigError as exc:
         return fail(exc.errors)
     except (StoreError, pair_cli.PairProblem) as exc:

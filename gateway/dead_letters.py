@@ -1,28 +1,24 @@
 """``commonos inbox dead`` and ``commonos inbox drop ID``: the operator's view of the
 inbound items every platform's inbox quarantined (:mod:`adapters.inbox`).
 
-Both open the configured store file directly; they can run while the gateway runs (SQLite
-in WAL mode lets a second process read and make a small write).
+Both open the configured store directly (:mod:`gateway.store_open`); they can run while
+the gateway runs (SQLite in WAL mode lets a second process read and make a small write;
+PostgreSQL is shared).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 from adapters.inbox import preview
-from core.store.base import DeadLetter, Store
+from core.store.base import DeadLetter
+from gateway.config import Config
+from gateway.store_open import configured_store, store_exists
 
 ERROR_WIDTH = 60
 RAW_WIDTH = 80
 HEADER = "ID  PLATFORM  WHEN (UTC)  ITEM  ERROR  |  RAW"
-
-
-async def _open(path: Path) -> Store:
-    from core.store.sqlite import open_store  # the SQLite backend loads only when used
-
-    return await open_store(path)
 
 
 def render(letter: DeadLetter) -> str:
@@ -34,30 +30,24 @@ def render(letter: DeadLetter) -> str:
     )
 
 
-def list_dead(path: Path) -> list[str]:
+def list_dead(config: Config) -> list[str]:
     """The lines ``commonos inbox dead`` prints (a header and one line per dead letter)."""
-    letters = asyncio.run(_letters(path)) if path.exists() else []
+    letters = asyncio.run(_letters(config)) if store_exists(config) else []
     if not letters:
         return ["no dead letters"]
     return [HEADER, *(render(letter) for letter in letters)]
 
 
-def drop_dead(path: Path, letter_id: int) -> bool:
+def drop_dead(config: Config, letter_id: int) -> bool:
     """Remove one dead letter; False when there is none with ``letter_id``."""
-    return path.exists() and asyncio.run(_drop(path, letter_id))
+    return store_exists(config) and asyncio.run(_drop(config, letter_id))
 
 
-async def _letters(path: Path) -> list[DeadLetter]:
-    store = await _open(path)
-    try:
+async def _letters(config: Config) -> list[DeadLetter]:
+    async with configured_store(config) as store:
         return await store.list_dead_letters()
-    finally:
-        await store.close()
 
 
-async def _drop(path: Path, letter_id: int) -> bool:
-    store = await _open(path)
-    try:
+async def _drop(config: Config, letter_id: int) -> bool:
+    async with configured_store(config) as store:
         return await store.drop_dead_letter(letter_id)
-    finally:
-        await store.close()

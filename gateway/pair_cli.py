@@ -1,7 +1,8 @@
 """``commonos pair list | approve CODE | revoke PLATFORM:USER`` (docs/pairing.md).
 
-Each opens the configured store file directly, like ``commonos inbox``: it can run while
-the gateway runs (SQLite in WAL mode). The running gateway reads the store every
+Each opens the configured store directly (:mod:`gateway.store_open`), like ``commonos
+inbox``: it can run while the gateway runs (SQLite in WAL mode; PostgreSQL is shared).
+The running gateway reads the store every
 :attr:`gateway.pairing.PairingSettings.sync_seconds` (and at its start): it admits a user
 approved here and tells them they are in, and it stops admitting a revoked one.
 """
@@ -11,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import TypeVar
 
 from core.store.base import Store
+from gateway.config import Config
 from gateway.pairing import approve_code, expired_message, listing, parse_user
+from gateway.store_open import configured_store
 
 T = TypeVar("T")
 BY = "cli"
@@ -26,37 +28,32 @@ class PairProblem(Exception):
     """One line for the user; the command exits 1."""
 
 
-async def _with_store(path: Path, work: Callable[[Store], Awaitable[T]]) -> T:
-    from core.store.sqlite import open_store  # the SQLite backend loads only when used
-
-    store = await open_store(path)
-    try:
+async def _with_store(config: Config, work: Callable[[Store], Awaitable[T]]) -> T:
+    async with configured_store(config) as store:
         return await work(store)
-    finally:
-        await store.close()
 
 
-def run(path: Path, work: Callable[[Store], Awaitable[T]]) -> T:
-    return asyncio.run(_with_store(path, work))
+def run(config: Config, work: Callable[[Store], Awaitable[T]]) -> T:
+    return asyncio.run(_with_store(config, work))
 
 
-def act(path: Path, action: str, value: str) -> str:
+def act(config: Config, action: str, value: str) -> str:
     """``list``, ``approve`` CODE or ``revoke`` PLATFORM:USER: what to print."""
     if action == "list":
-        return list_lines(path)
+        return list_lines(config)
     if action == "approve":
-        return approve(path, value)
-    return revoke(path, value)
+        return approve(config, value)
+    return revoke(config, value)
 
 
-def list_lines(path: Path) -> str:
+def list_lines(config: Config) -> str:
     async def work(store: Store) -> str:
         return listing(await store.pairing_codes(), await store.paired_users(), time.time())
 
-    return run(path, work)
+    return run(config, work)
 
 
-def approve(path: Path, code: str) -> str:
+def approve(config: Config, code: str) -> str:
     async def work(store: Store) -> str:
         approval = await approve_code(store, code, BY, time.time())
         if approval.outcome == "expired" and approval.code is not None:
@@ -69,10 +66,10 @@ def approve(path: Path, code: str) -> str:
             "lets them in and tells them within seconds (or at its next start)"
         )
 
-    return run(path, work)
+    return run(config, work)
 
 
-def revoke(path: Path, user: str) -> str:
+def revoke(config: Config, user: str) -> str:
     target = parse_user(user, "")
     if target is None or not target[0]:
         raise PairProblem(f"expected PLATFORM:USER (e.g. telegram:12345), got {user!r}")
@@ -80,6 +77,6 @@ def revoke(path: Path, user: str) -> str:
     async def work(store: Store) -> bool:
         return await store.unpair_user(*target)
 
-    if not run(path, work):
+    if not run(config, work):
         raise PairProblem(f"{target[0]}:{target[1]} is not paired (see `commonos pair list`)")
     return f"revoked {target[0]}:{target[1]}"

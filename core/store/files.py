@@ -49,22 +49,24 @@ def _tighten(path: Path, mode: int) -> None:
         )
 
 
-class DataDirInUse(Exception):
-    """Another process holds the data directory's lock."""
+class StoreFileInUse(Exception):
+    """Another process holds the SQLite store file's lock."""
 
 
-class DataDirLock:
-    """One gateway process per data directory: an exclusive ``flock`` on
-    ``<data dir>/commonos.lock`` (released by the kernel if the process dies), so a second
-    ``commonos run`` or ``commonos chat`` cannot mistake the first one's running turns for
-    a crash's leftovers."""
+class StoreFileLock:
+    """One gateway process per SQLite store file: an exclusive ``flock`` on ``<db>.lock``
+    beside it (released by the kernel if the process dies), so a second ``commonos run``
+    or ``commonos chat`` on the same file cannot mistake the first one's running turns for
+    a crash's leftovers. A PostgreSQL store takes no such lock: several processes share it
+    (docs/cluster.md), and a data directory may be shared too."""
 
-    def __init__(self, data_dir: Path) -> None:
-        self.path = data_dir / "commonos.lock"
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self.path = db_path.with_name(db_path.name + ".lock")
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        """Take the lock; :class:`DataDirInUse` names the holder's pid when it is taken."""
+        """Take the lock; :class:`StoreFileInUse` names the holder's pid when it is taken."""
         private_dir(self.path.parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
         try:
@@ -72,8 +74,8 @@ class DataDirLock:
         except BlockingIOError:
             holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
             os.close(fd)
-            raise DataDirInUse(
-                f"another commonos process (pid {holder}) is using {self.path.parent}; "
+            raise StoreFileInUse(
+                f"another commonos process (pid {holder}) is using {self.db_path}; "
                 "stop it first"
             ) from None
         os.ftruncate(fd, 0)
