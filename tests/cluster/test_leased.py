@@ -8,13 +8,15 @@ import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import asyncpg
 import pytest
 
 from adapters.base import AdapterError, ChatRef, Forbidden, InboundEvent, SentMessage
-from adapters.calls import Send
+from adapters.calls import Send, SendFile
 from adapters.telegram import TelegramAdapter
+from core.attachments import OutgoingFile
 from core.store.fencing import Fence, current_fence
 from core.store.sqlite import SqliteStore
 from gateway.app import _check_ways_in
@@ -266,3 +268,21 @@ async def test_a_call_made_while_the_bot_starts_waits_for_it(
     await taking
     assert await sending is not None
     assert [c.params["text"] for c in telegram_sim.calls_to("sendMessage")] == ["early"]
+
+
+async def test_a_file_the_non_owner_sends_is_uploaded_by_the_owner(
+    cluster: Cluster, telegram_sim: TelegramSim, tmp_path: Path
+) -> None:
+    a = await cluster.process(A, EventLog())
+    b = await cluster.process(B, EventLog())
+    await cluster.own(a)
+    data = b"line 1\n" * 1000
+    (tmp_path / "notes.txt").write_bytes(data)
+    file = OutgoingFile("t1.f0", str(tmp_path / "notes.txt"), "notes.txt", "text/plain",
+                        len(data), "document")  # fmt: skip
+    sent = await b.outbound.perform(SendFile(DM, file, "the notes", key=file.key))
+    (kept,) = telegram_sim.files.sent
+    assert (kept.method, kept.file.name, kept.file.data, kept.caption) == (
+        "sendDocument", "notes.txt", data, "the notes",
+    )  # fmt: skip
+    assert sent is not None and sent.message_id == str(kept.message_id)
