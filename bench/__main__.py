@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from bench import (
     attachments,
+    cluster,
     dispatch,
     files,
     message_path,
@@ -42,6 +43,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "press": press.run,
     "attachments": attachments.run,
     "streaming": streaming.run,
+    "cluster": cluster.run,
 }
 
 
