@@ -87,7 +87,7 @@ class Gateway:
         log.info("ready: the gateway is running (stop with Ctrl-C or SIGTERM)")
 
     async def _start_parts(self) -> None:
-        self._telemetry = telemetry.start(self.config.telemetry, getattr(self, "process_id", None))
+        self._telemetry = telemetry.start(self.config.telemetry, self.process_id)
         gateway = self.config.gateway
         source = self.config.source
         log.info("config: %s", source if source is not None else "built-in defaults (no file)")
