@@ -148,7 +148,8 @@ async def test_one_turn_is_one_trace_with_no_text_in_any_attribute(
     assert sends and all(s.attributes["platform"] == "telegram" for s in sends)
     assert turn.resource["service.name"] == SERVICE
     assert set(collector.encodings) == {"gzip"}
-    assert isinstance(turn.resource["service.instance.id"], str)
+    instance = turn.resource["service.instance.id"]  # the process id: "<host>:<pid>/<8 hex>"
+    assert isinstance(instance, str) and re.fullmatch(r".+:\d+/[0-9a-f]{8}", instance), instance
     _assert_no_text(spans)
     turn_lines = [line for line in gateway.lines if f" trace={turn.trace_id}" in line]
     assert turn_lines, "no log line of the turn carries its trace id"
