@@ -217,3 +217,9 @@ async def test_a_store_that_cannot_take_the_call_is_an_adapter_error(pg_url: str
         await relay.perform(BOT, Send(CHAT, "x"))
     assert relay.stats.relayed == 0
     await relay.aclose()
+
+
+async def test_odd_text_crosses_the_store_exactly(pair: Pair) -> None:
+    call = Send(CHAT, "nul \x00, lone \ud800 and \udfff, emoji 👀, " + "ü" * 5000)
+    await pair.b.perform(BOT, call)
+    assert pair.owner.calls == [call]
