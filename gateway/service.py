@@ -125,8 +125,9 @@ class ClusterPart(Protocol):
         """Once turns and adapters stopped: give up bots and sessions, leave."""
         ...
 
-    def fenced_out(self) -> bool:
-        """The session of the work running in this context is no longer this process's."""
+    async def fenced_out(self) -> bool:
+        """The session of the work running in this context is no longer this process's
+        (the server says so: a paused process's local view may not know yet)."""
         ...
 
 
@@ -402,15 +403,14 @@ class GatewayService:
             return await self._turn(session_key, message, control)
         except Fenced as exc:
             self._fenced.add(session_key)
-            if self.cluster is not None:
-                self.cluster.fenced_out()  # logs it, once
             raise Cancelled("the session runs in another process now") from exc
 
-    def _lost_session(self, session_key: str) -> bool:
+    async def _lost_session(self, session_key: str) -> bool:
         """The turn that just ended ran for a session another process has taken over."""
         fenced = session_key in self._fenced
         self._fenced.discard(session_key)
-        return fenced or (self.cluster is not None and self.cluster.fenced_out())
+        cluster = self.cluster
+        return cluster is not None and (await cluster.fenced_out() or fenced)
 
     async def _turn(
         self, session_key: str, message: UserMessage, control: TurnControl
@@ -486,7 +486,7 @@ class GatewayService:
         rather than losing the reply (:mod:`core.dispatcher`, "Handled"). Nothing is sent
         for a session another process took over (it answers)."""
         view, stream = self._views.pop(session_key, None), self.streams.take(session_key)
-        if self._lost_session(session_key):
+        if await self._lost_session(session_key):
             await _quiet_end(view, stream)
             self.directory.turn_ended(session_key)
             return

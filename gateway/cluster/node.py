@@ -149,9 +149,9 @@ class ClusterNode:
             )  # fmt: skip
         return self._sink
 
-    def fenced_out(self) -> bool:
+    async def fenced_out(self) -> bool:
         """The session of the work running in this context is no longer this process's."""
-        return self._sink is not None and self._sink.fenced_out()
+        return self._sink is not None and await self._sink.fenced_out()
 
     # lifecycle ------------------------------------------------------------------------------
     async def start(self, service: GatewayService) -> None:

@@ -169,14 +169,22 @@ class ClusterSink:
         """The session fences this process holds (local view)."""
         return [f for f in self._leases.held() if f.lease.startswith(SESSION_PREFIX)]
 
-    def fenced_out(self) -> bool:
+    async def fenced_out(self) -> bool:
         """Whether the work running in this context is a session's whose lease this process
-        no longer holds (logged once per fence); its results must not be sent."""
+        no longer holds (logged once per fence); its results must not be sent. Asks the
+        server: a process paused past its lease still holds it in its own view."""
         fence = current_fence()
         if fence is None or not fence.lease.startswith(SESSION_PREFIX):
             return False
         if self._leases.fence_of(fence.lease) == fence:
-            return False
+            try:
+                holder = await self._leases.holder(fence.lease)
+            except StoreError as exc:
+                logger.warning("cluster: lease %s not checked (%s)", fence.lease, exc)
+                return False
+            held = Fence(holder.name, holder.owner, holder.epoch) if holder else None
+            if holder is not None and holder.live and held == fence:
+                return False
         self.lost(fence)
         return True
 
@@ -276,12 +284,14 @@ class ClusterSink:
             await self._ended(name)
             return
         self._in_flight.add(item)
+        outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        event.receipt.follow(outcome)  # settled by _settle, not as the sink returns
         copy = replace(event, receipt=Receipt())
         with fenced(fence):
             await self.router(copy)  # never raises
             copy.receipt.sink_returned()
         label = f"cluster-event-{event.platform}-{event.update_id}"
-        self._settling.spawn(self._settle(event, copy, fence, name), name=label)
+        self._settling.spawn(self._settle(event, outcome, copy, fence, name), name=label)
 
     async def _done(self, item: ItemKey) -> bool:
         try:
@@ -291,20 +301,24 @@ class ClusterSink:
         return record is not None and record.state == "done"
 
     async def _settle(
-        self, event: InboundEvent, copy: InboundEvent, fence: Fence, name: str
+        self,
+        event: InboundEvent,
+        outcome: asyncio.Future[bool],
+        copy: InboundEvent,
+        fence: Fence,
+        name: str,
     ) -> None:
+        """The event's own receipt once the copy's is known (module docstring)."""
         item = (event.platform, event.update_id)
         try:
             ok = await copy.receipt.wait()
-            if not ok:
-                event.receipt.settle(False)
-            elif await self._mark_done(item, fence):
-                event.receipt.settle(True)
-            else:
+            if ok and not await self._mark_done(item, fence):
                 event.receipt.hand_over()
+            outcome.set_result(ok)
         finally:
             self._in_flight.discard(item)
-            event.receipt.settle(False)  # cancelled: unfinished, a later delivery runs it
+            if not outcome.done():  # cancelled: unfinished, a later delivery runs it
+                outcome.set_result(False)
             await self._ended(name)
 
     async def _mark_done(self, item: ItemKey, fence: Fence) -> bool:

@@ -1,0 +1,172 @@
+"""Two cluster nodes in one event loop (tests/cluster/node_harness.py): two GatewayServices,
+each its own PgStore pool and ClusterNode, on one real PostgreSQL database, one Telegram bot
+on the simulator through the real python-telegram-bot, one scripted model server
+(docs/cluster.md, issue 23). Heartbeats are ticked by hand."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from gateway.cluster.leased import RELAYED
+from gateway.cluster.sink import session_lease
+from tests.cluster.node_harness import ALICE_KEY, Cluster, echo
+from tests.platform_sim.telegram_sim import ALICE, TelegramSim
+from tests.support.model_server import ScriptedModelServer, reply_hang, reply_text
+from tests.telegram.harness import replies
+
+
+@pytest.fixture(autouse=True)
+def alice_has_started_the_bot(telegram_sim: TelegramSim) -> None:
+    telegram_sim.chat(ALICE.id)
+
+
+@pytest.fixture
+async def cluster(
+    pg_url: str, telegram_sim: TelegramSim, model_server: ScriptedModelServer, tmp_path: Path
+) -> AsyncIterator[Cluster]:
+    model_server.default = None
+    made = Cluster(pg_url, telegram_sim, model_server, tmp_path)
+    try:
+        yield made
+    finally:
+        await made.stop()
+
+
+async def test_of_two_nodes_one_owns_and_polls_the_bot_the_other_relays(
+    cluster: Cluster, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(echo)
+    a = await cluster.start("a")
+    b = await cluster.start("b")
+    await b.node.tick()
+    await a.node.tick()
+
+    assert (a.bot.owned, b.bot.owned) == (True, False)
+    assert b.bot.health.state == "up" and b.bot.health.reason == RELAYED
+    assert b.built[0].identity is None  # never started: it never polled
+    [lease] = await cluster.fetch("SELECT owner, epoch FROM leases WHERE name = $1", cluster.bot)
+    assert (lease["owner"], lease["epoch"]) == (a.process_id, 1)
+    assert a.node.stats().bots_owned == (cluster.bot,) and b.node.stats().bots_owned == ()
+
+    await telegram_sim.user_says(ALICE.id, "hello")
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "echo: hello" in m.text)
+    assert telegram_sim.poll_conflicts() == []
+
+
+async def test_a_message_of_a_session_the_other_holds_is_forwarded_and_answered_once(
+    cluster: Cluster, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(echo)
+    a = await cluster.start("a")
+    b = await cluster.start("b")
+    assert await b.node.leases.acquire(session_lease(ALICE_KEY)) is not None
+
+    await telegram_sim.user_says(ALICE.id, "over there")
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "echo: over there" in m.text)
+    await b.service.dispatcher.wait_idle(ALICE_KEY)
+    await b.node.sink(b.service.router).aclose()  # its done mark and release are over
+
+    assert len(replies(telegram_sim, ALICE.id, "echo: over there")) == 1
+    [turn] = await cluster.turns()
+    assert (turn["status"], turn["process_id"]) == ("completed", b.process_id)
+    a_stats, b_stats = a.node.stats(), b.node.stats()
+    assert (a_stats.events_forwarded, b_stats.events_received) == (1, 1)
+    assert b_stats.calls_relayed >= 1 and a_stats.calls_served == b_stats.calls_relayed
+    assert await cluster.inbound_states() == ["done"]
+    holder = await a.node.leases.holder(session_lease(ALICE_KEY))
+    assert holder is not None and not holder.live  # released once idle
+    assert b_stats.sessions_held == 0
+
+
+async def test_stop_received_by_the_bot_owner_stops_the_turn_running_on_the_other(
+    cluster: Cluster, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_hang(reply_text("never sent")))
+    a = await cluster.start("a")
+    b = await cluster.start("b")
+    assert await b.node.leases.acquire(session_lease(ALICE_KEY)) is not None
+    await telegram_sim.user_says(ALICE.id, "think hard")
+    [request] = await model_server.wait_for_requests(1)
+    assert b.service.dispatcher.status(ALICE_KEY).running
+
+    await telegram_sim.user_says(ALICE.id, "/stop")
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "Stopped" in m.text)
+    await b.service.dispatcher.wait_idle(ALICE_KEY)
+
+    assert request.closed.is_set()
+    [turn] = await cluster.turns()
+    assert (turn["status"], turn["process_id"]) == ("interrupted", b.process_id)
+    assert replies(telegram_sim, ALICE.id, "never sent") == []
+    assert a.node.stats().events_forwarded == 2
+    assert not a.service.dispatcher.busy_keys
+
+
+async def test_when_the_owner_stops_the_other_takes_the_bot_at_once_and_runs_what_was_left(
+    cluster: Cluster,
+    telegram_sim: TelegramSim,
+    model_server: ScriptedModelServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model_server.script(reply_hang(reply_text("from a")), echo)
+    a = await cluster.start("a")
+    b = await cluster.start("b")
+    await telegram_sim.user_says(ALICE.id, "left behind")
+    await model_server.wait_for_requests(1)
+    assert a.service.dispatcher.status(ALICE_KEY).running
+
+    await a.stop(grace=0.1)  # the turn is cut short: its update stays unfinished
+    with caplog.at_level(logging.INFO, logger="gateway.cluster.node"):
+        await b.node.tick()
+
+    assert b.bot.owned
+    assert f"took over bot {cluster.bot} from {a.process_id}" in caplog.text
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "echo: left behind" in m.text)
+    await b.service.dispatcher.wait_idle(ALICE_KEY)
+    assert len(replies(telegram_sim, ALICE.id, "echo: left behind")) == 1
+    assert replies(telegram_sim, ALICE.id, "from a") == []
+    assert telegram_sim.poll_conflicts() == []
+    [lease] = await cluster.fetch("SELECT owner, epoch FROM leases WHERE name = $1", cluster.bot)
+    assert (lease["owner"], lease["epoch"]) == (b.process_id, 2)
+    assert b.node.stats().takeovers == 1
+
+
+async def test_a_paused_owner_is_taken_over_and_its_writes_are_refused_its_reply_never_sent(
+    cluster: Cluster,
+    telegram_sim: TelegramSim,
+    model_server: ScriptedModelServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model_server.script(reply_hang(reply_text("stale answer")), echo)
+    a = await cluster.start("a")
+    b = await cluster.start("b")
+    await telegram_sim.user_says(ALICE.id, "while paused")
+    [stale] = await model_server.wait_for_requests(1)
+
+    await cluster.expire_process(a)  # paused past its lease (its own view does not know)
+    await b.node.tick()
+    assert b.bot.owned
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "echo: while paused" in m.text)
+    await b.service.dispatcher.wait_idle(ALICE_KEY)
+
+    with caplog.at_level(logging.WARNING):
+        model_server.release()  # the paused turn wakes up and goes on
+        await a.service.dispatcher.wait_idle(ALICE_KEY)
+        await a.node.tick()  # its renewal fails: it gives the bot up
+
+    assert not stale.closed.is_set()
+    assert replies(telegram_sim, ALICE.id, "stale answer") == []
+    assert len(replies(telegram_sim, ALICE.id, "echo: while paused")) == 1
+    assert f"lost the lease of session {ALICE_KEY}; another process runs it now" in caplog.text
+    assert f"cluster: lost bot {cluster.bot}" in caplog.text
+    assert not a.bot.owned
+    turns = await cluster.turns()
+    assert [(t["status"], t["process_id"]) for t in turns] == [
+        ("failed", a.process_id),
+        ("completed", b.process_id),
+    ]
+    assert "stopped renewing its lease" in str(turns[0]["error"])
+    assert await cluster.inbound_states() == ["done"]
