@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -19,7 +20,7 @@ from core.store.pg_migrations import PG_LATEST_VERSION, PG_MIGRATIONS
 from core.store.postgres import PgStore, open_pg_store
 from core.types import ChatMessage
 from gateway.config.sections import mask_url as gateway_mask_url
-from tests.support.postgres import PostgresServer, free_port
+from tests.support.postgres import PostgresMissing, PostgresServer, find_bindir, free_port
 
 LEASE = "session:telegram:dm:1"
 ME = "gw-a/0000000a"
@@ -74,6 +75,22 @@ async def test_the_test_server_gives_each_test_a_fresh_database(
         "max_connections": "200",
     }
     assert pg_url.startswith(f"postgresql://postgres@127.0.0.1:{pg_server.port}/t_")
+
+
+def test_a_missing_postgresql_is_an_error_naming_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(PostgresMissing) as missing:
+        find_bindir(path=str(tmp_path), debian_glob=str(tmp_path / "*" / "bin"))
+    assert "`make postgres`" in str(missing.value)
+    assert "apt-get install postgresql" in str(missing.value)
+
+
+def test_the_debian_binaries_are_found_when_initdb_is_not_on_path(tmp_path: Path) -> None:
+    debian = tmp_path / "lib" / "postgresql"
+    for version in ("9.6", "15", "13"):
+        (debian / version / "bin").mkdir(parents=True)
+        (debian / version / "bin" / "initdb").touch()
+    found = find_bindir(path=str(tmp_path), debian_glob=str(debian / "*" / "bin"))
+    assert found == debian / "15" / "bin"
 
 
 # fencing ---------------------------------------------------------------------------
@@ -176,6 +193,21 @@ async def test_an_unreachable_server_is_unavailable_named_without_its_password()
     assert f"postgresql://commonos:***@127.0.0.1:{url.rsplit(':', 1)[1]}" in message
     assert "cannot connect to the store" in message
     assert "s3cret-pw" not in message and "s3cret-pw" not in repr(refused.value.__context__)
+
+
+async def test_too_many_connections_is_unavailable(pg_server: PostgresServer, pg_url: str) -> None:
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await conn.execute(
+            "DROP ROLE IF EXISTS commonos_full; CREATE ROLE commonos_full LOGIN CONNECTION LIMIT 0"
+        )
+    finally:
+        await conn.close()
+    url = pg_url.replace("postgres@", "commonos_full:pw@")
+
+    with pytest.raises(StoreUnavailable, match="too many connections") as refused:
+        await open_pg_store(url, process_id=ME)
+    assert str(refused.value).startswith(mask_url(url) + ": cannot connect to the store")
 
 
 def test_the_store_masks_urls_as_the_gateway_config_does() -> None:

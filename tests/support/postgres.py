@@ -58,16 +58,17 @@ class PostgresMissing(RuntimeError):
     """PostgreSQL is not installed (or cannot be run): the message names the fix."""
 
 
-def find_bindir() -> Path:
-    """The directory holding ``initdb``, ``pg_ctl`` and ``postgres``: PATH first, then
-    the newest ``/usr/lib/postgresql/*/bin``."""
-    on_path = shutil.which("initdb")
+def find_bindir(path: str | None = None, debian_glob: str = DEBIAN_BIN_GLOB) -> Path:
+    """The directory holding ``initdb``, ``pg_ctl`` and ``postgres``: ``PATH`` (or
+    ``path``) first, then the newest ``/usr/lib/postgresql/*/bin``; :class:`PostgresMissing`
+    naming the fix when neither has it."""
+    on_path = shutil.which("initdb", path=path)
     if on_path is not None:
         return Path(on_path).resolve().parent
-    for candidate in sorted(glob.glob(DEBIAN_BIN_GLOB), key=_version_key, reverse=True):
+    for candidate in sorted(glob.glob(debian_glob), key=_version_key, reverse=True):
         if (Path(candidate) / "initdb").exists():
             return Path(candidate)
-    raise PostgresMissing(MISSING_FIX)
+    raise PostgresMissing(MISSING_FIX.replace(DEBIAN_BIN_GLOB, debian_glob))
 
 
 def _version_key(path: str) -> tuple[int, ...]:
@@ -193,6 +194,28 @@ class PostgresServer:
         return subprocess.run(
             argv, cwd=self.base, env=env, capture_output=True, text=True, check=check
         )
+
+
+EMPTYING_QUERIES = (
+    "SELECT tablename AS name FROM pg_tables"
+    " WHERE schemaname = current_schema() AND tablename <> 'schema_version'",
+    "SELECT sequencename AS name FROM pg_sequences WHERE schemaname = current_schema()",
+)
+
+
+async def emptying_sql(conn: asyncpg.Connection) -> str:
+    """One script that empties every table of the connection's database but
+    ``schema_version`` and restarts its sequences (foreign keys not checked meanwhile):
+    a migrated database as good as new in ~10 ms, where ``CREATE DATABASE`` takes ~150."""
+    tables, sequences = [await conn.fetch(query) for query in EMPTYING_QUERIES]
+    return "; ".join(
+        [
+            "SET session_replication_role = replica",
+            *(f"DELETE FROM {_ident(row['name'])}" for row in tables),
+            *(f"ALTER SEQUENCE {_ident(row['name'])} RESTART" for row in sequences),
+            "SET session_replication_role = origin",
+        ]
+    )
 
 
 def _ident(name: str) -> str:
