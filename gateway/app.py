@@ -10,7 +10,10 @@
 Between the model client and ``ready`` the :class:`~gateway.service.GatewayService`
 (the runtime: engine, dispatcher, approvals, chat layer and the configured adapters) is
 built by :mod:`gateway.wiring` and started — its start marks the turns a previous run
-left running as failed; ``stop`` stops it first.
+left running as failed; ``stop`` stops it first. With a PostgreSQL store the service also
+gets this process's :class:`~gateway.cluster.node.ClusterNode` (docs/cluster.md): started
+once the adapters are (it takes the bots no other process owns), stopped last of the
+service (it gives them up and leaves, so another process takes over at once).
 
 An adapter that is ``down`` once started (the web chat's address in use, a token the
 platform rejects; docs/architecture.md §10) is not a way in: when every enabled platform is
@@ -24,6 +27,7 @@ import asyncio
 import logging
 import signal
 from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING
 
 from adapters.base import Adapter
 from core.model.base import ModelClient
@@ -35,6 +39,9 @@ from gateway.containment import prepare_sandboxes, protect_process
 from gateway.service import GatewayService
 from gateway.store_open import lock_store, new_process_id, open_configured_store, store_display
 from gateway.wiring import build_service, demo_model
+
+if TYPE_CHECKING:
+    from gateway.cluster.node import ClusterNode
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +106,10 @@ class Gateway:
         _check_profile(self.config)
         _make_workspaces(self.config)
         sandboxes = await prepare_sandboxes(self.config)
-        self._service = build_service(self.config, self._store, self._model, sandboxes=sandboxes)
+        node = _cluster_node(self.config, self._store, self.process_id)
+        self._service = build_service(
+            self.config, self._store, self._model, sandboxes=sandboxes, node=node
+        )
         try:
             await self._service.start()
         except StoreUnavailable as exc:
@@ -154,6 +164,19 @@ async def _open_store(config: Config, process_id: str) -> Store:
     except OSError as exc:
         where = store_display(config)
         raise StartupError(f"cannot open the store {where}: {exc.strerror or exc}") from exc
+
+
+def _cluster_node(config: Config, store: Store, process_id: str) -> ClusterNode | None:
+    """This process's part in the cluster when the store is PostgreSQL (docs/cluster.md):
+    the service starts it once its adapters started and stops it last."""
+    if not config.store.postgres:
+        return None
+    from core.store.postgres import PgStore
+    from gateway.cluster.node import ClusterNode
+
+    if not isinstance(store, PgStore):
+        return None
+    return ClusterNode(store, config.cluster, web_url=None, process_id=process_id)
 
 
 def _build_model(section: ModelSection) -> ModelClient:

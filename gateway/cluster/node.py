@@ -157,6 +157,7 @@ class ClusterNode:
     async def start(self, service: GatewayService) -> None:
         """Join, serve this process's mail, take every free bot, start the heartbeat."""
         self._service = service
+        self.web_url = self.web_url or _web_url(service)
         with fenced(None):
             await self.members.join(self.web_url)
             logger.info("cluster: joined as %s (lease %gs)", self.process_id, self.ttl)
@@ -311,6 +312,12 @@ class ClusterNode:
             mail_reconnects=self.mailbox.stats.reconnects,
             last_renewal_age=age,
         )
+
+
+def _web_url(service: GatewayService) -> str | None:
+    """The web chat's address, when this process serves it (shown by ``commonos status``)."""
+    url = getattr(service.directory.adapter("web"), "url", None)
+    return url if isinstance(url, str) else None
 
 
 def _first_then(first: Adapter, build: Build | None) -> Build:
