@@ -195,6 +195,17 @@ async def test_an_unreachable_server_is_unavailable_named_without_its_password()
     assert "s3cret-pw" not in message and "s3cret-pw" not in repr(refused.value.__context__)
 
 
+async def test_a_url_the_driver_cannot_read_is_one_store_error_without_its_password() -> None:
+    url = "postgresql://gw:secretpw@127.0.0.1:notaport/commonos"
+    with pytest.raises(StoreError) as refused:
+        await open_pg_store(url, process_id=ME)
+    assert not isinstance(refused.value, StoreUnavailable)
+    assert str(refused.value).startswith(
+        "postgresql://gw:***@127.0.0.1:notaport/commonos is not a usable PostgreSQL URL"
+    )
+    assert "secretpw" not in str(refused.value)
+
+
 async def test_too_many_connections_is_unavailable(pg_server: PostgresServer, pg_url: str) -> None:
     conn = await asyncpg.connect(pg_url)
     try:

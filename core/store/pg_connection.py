@@ -88,8 +88,12 @@ def translated(url: str, doing: str) -> Iterator[None]:
 async def open_pool(url: str, size: int) -> asyncpg.Pool:
     """A pool of up to ``size`` connections to ``url`` (one is opened now, so a wrong URL
     fails here, translated)."""
-    with translated(url, "connect to the store"):
-        pool: asyncpg.Pool = await asyncpg.create_pool(
-            url, min_size=1, max_size=size, timeout=CONNECT_TIMEOUT, command_timeout=None
-        )
+    try:
+        with translated(url, "connect to the store"):
+            pool: asyncpg.Pool = await asyncpg.create_pool(
+                url, min_size=1, max_size=size, timeout=CONNECT_TIMEOUT, command_timeout=None
+            )
+    except ValueError as exc:  # the driver's reading of the URL (a port that is no number)
+        detail = scrubbed(str(exc), url)
+        raise StoreError(f"{mask_url(url)} is not a usable PostgreSQL URL: {detail}") from None
     return pool

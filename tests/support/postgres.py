@@ -18,6 +18,7 @@ Outside pytest (bench/): ``async with running_postgres() as server: server.url("
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import glob
 import itertools
@@ -132,6 +133,7 @@ class PostgresServer:
         self.base = Path(tempfile.mkdtemp(prefix=f"commonos-{self.label}-"))
         if self._account is not None:
             os.chown(self.base, self._account.pw_uid, self._account.pw_gid)
+        atexit.register(self.stop)  # even when the session ends without its teardown
         self._initdb()
         for attempt in range(3):
             self.port = free_port()
