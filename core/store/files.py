@@ -75,8 +75,7 @@ class StoreFileLock:
             holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
             os.close(fd)
             raise StoreFileInUse(
-                f"another commonos process (pid {holder}) is using {self.db_path}; "
-                "stop it first"
+                f"another commonos process (pid {holder}) is using {self.db_path}; stop it first"
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
