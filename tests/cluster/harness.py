@@ -324,6 +324,13 @@ class Cluster:
         if self._db is not None:
             await self._db.close()
 
+    async def expect(self, work: Awaitable[T], what: str) -> T:
+        """``await work``; a timeout in it fails the test with every process's log."""
+        try:
+            return await work
+        except TimeoutError as exc:
+            raise AssertionError(f"{what}: {exc}\n{self.logs()}") from None
+
     def by_process_id(self, process_id: str) -> Gateway:
         return next(g for g in self.gateways if g.process_id == process_id)
 
@@ -554,9 +561,9 @@ def calls_after_stored(answers: Answers, stored: dict[tuple[str, Stage], float])
     return [a for a in late if a.at > stored[a.text, a.stage]]
 
 
-def is_answer_to(text: str) -> Callable[[SimMessage], bool]:
-    """Whether a message is the answer to ``text``."""
-    expected = answer_of(text)
+def is_answer_to(text: str, *, held: bool = False) -> Callable[[SimMessage], bool]:
+    """Whether a message is the answer to ``text`` (``held``: its held first answer)."""
+    expected = answer_of(text) + (HELD_SUFFIX if held else "")
     return lambda message: message.text == expected
 
 

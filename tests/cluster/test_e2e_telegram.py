@@ -68,7 +68,8 @@ async def test_two_processes_one_bot_one_poller_both_run_turns_each_message_answ
         owner = await cluster.bot_owner("telegram")
         second = await cluster.start("b")
         started = time.monotonic()
-        await asyncio.gather(*(converse(telegram_sim, chat, said[chat]) for chat in chats))
+        talks = asyncio.gather(*(converse(telegram_sim, chat, said[chat]) for chat in chats))
+        await cluster.expect(talks, "300 messages answered")
         seconds = time.monotonic() - started
         turns = await cluster.turns()
         final = await cluster.bot_lease("telegram")
@@ -121,11 +122,12 @@ async def test_stop_sent_to_the_process_not_running_the_turn_ends_it_within_a_se
               f"{seconds * 1000:.0f} ms after the /stop update ({ended.status}, "
               f"{ended.exit_reason})")  # fmt: skip
         release.set()
-        for other in chats:
-            if other != chat:
-                await telegram_sim.wait_for_bot_message(
-                    other, lambda m: m.text.startswith("answer:"), timeout=TIMEOUT
-                )
+        for other in chats[: chats.index(chat)]:  # the owner's held turns, answered now
+            answered = is_answer_to(f"hold-{other}", held=True)
+            await cluster.expect(
+                telegram_sim.wait_for_bot_message(other, answered, TIMEOUT),
+                "the held turns answered once released",
+            )
     assert seconds <= 1.0, cluster.logs()
     assert ended.status != "completed" and ended.process_id != owner.process_id
     assert not any(m.text.startswith("answer:") for m in telegram_sim.bot_messages(chat))
