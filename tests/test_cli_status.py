@@ -11,7 +11,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from core.store.pg_cluster_tables import CLUSTER_TABLES
+from core.store.postgres import open_pg_store
 from core.store.sqlite import open_store
 from gateway.cli import main
 from gateway.cluster.leases import Leases
@@ -21,58 +21,47 @@ from tests.test_cli_inbox import commonos, db_path
 BOT = "bot:telegram:0123456789ab"
 TTL = 15.0
 SLACK_BOT = "bot:slack:ba9876543210"
-TABLES = (
-    """CREATE TABLE sessions (id TEXT PRIMARY KEY, key TEXT NOT NULL, profile TEXT NOT NULL,
-        created_at DOUBLE PRECISION NOT NULL, last_active_at DOUBLE PRECISION NOT NULL,
-        frozen_context TEXT, system_prompt TEXT, prompt_fingerprint TEXT,
-        ended_at DOUBLE PRECISION)""",
-    """CREATE TABLE turns (id TEXT PRIMARY KEY, session_id TEXT NOT NULL REFERENCES sessions,
-        started_at DOUBLE PRECISION NOT NULL, finished_at DOUBLE PRECISION,
-        status TEXT NOT NULL DEFAULT 'running', exit_reason TEXT,
-        iterations INTEGER NOT NULL DEFAULT 0, error TEXT)""",
-    *CLUSTER_TABLES,
-)
 PROCESS = """INSERT INTO processes (id, name, host, pid, started_at, seen_at, stopped_at, web_url)
     VALUES ($1, $2, $3, $4, clock_timestamp() - interval '2 hours',
             clock_timestamp() - make_interval(secs => $5),
             CASE WHEN $6 THEN clock_timestamp() - make_interval(secs => $5) END, $7)"""
 LEASE = """INSERT INTO leases (name, owner, epoch, expires_at)
     VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))"""
-SESSION = """INSERT INTO sessions (id, key, profile, created_at, last_active_at)
-    VALUES ($1, $2, 'default', 0, 0)"""
-TURN = """INSERT INTO turns (id, session_id, started_at, status, process_id)
-    VALUES ($1, $2, extract(epoch FROM clock_timestamp()) - $3, $4, $5)"""
+AGED = """UPDATE turns SET started_at = extract(epoch FROM clock_timestamp()) - $2
+    WHERE id = $1"""
+ALPHA, BETA = "alpha/1a2b3c4d", "beta/5e6f7a8b"
 
 
 async def seed_cluster(url: str) -> None:
-    """Three processes seen within the hour (live, stale, stopped) and one older; their
-    leases; two running turns and a finished one."""
-    conn = await asyncpg.connect(url)
+    """The store's schema (its migrations); three processes seen within the hour (live,
+    stale, stopped) and one older; their leases; two turns running, on two processes (each
+    started by its own store), and a finished one."""
+    alpha = await open_pg_store(url, process_id=ALPHA, pool_size=2)
+    beta = await open_pg_store(url, process_id=BETA, pool_size=2)
     try:
-        for ddl in TABLES:
-            await conn.execute(ddl)
-        await conn.executemany(PROCESS, [
-            ("alpha/1a2b3c4d", "alpha", "host-a", 101, 2.0, False, "http://127.0.0.1:8080"),
-            ("beta/5e6f7a8b", "beta", "host-b", 202, 100.0, False, None),
+        await alpha.pool.executemany(PROCESS, [
+            (ALPHA, "alpha", "host-a", 101, 2.0, False, "http://127.0.0.1:8080"),
+            (BETA, "beta", "host-b", 202, 100.0, False, None),
             ("gamma/9c0d1e2f", "gamma", "host-c", 303, 600.0, True, None),
             ("old/00000000", "old", "host-d", 404, 7300.0, True, None),
         ])  # fmt: skip
-        await conn.executemany(LEASE, [
-            (BOT, "alpha/1a2b3c4d", 3, 12.4),
-            (SLACK_BOT, "beta/5e6f7a8b", 1, -40.2),
-            ("session:telegram:chat:1", "alpha/1a2b3c4d", 1, 9.6),
-            ("session:telegram:chat:2", "alpha/1a2b3c4d", 2, 10.0),
-            ("session:telegram:chat:3", "beta/5e6f7a8b", 5, -85.0),
-            ("session:telegram:chat:9", "old/00000000", 1, -7300.0),
+        await alpha.pool.executemany(LEASE, [
+            (BOT, ALPHA, 3, 12.4),
+            (SLACK_BOT, BETA, 1, -40.2),
+            ("session:telegram:dm:1", ALPHA, 1, 9.6),
+            ("session:telegram:dm:2", ALPHA, 2, 10.0),
+            ("session:telegram:dm:3", BETA, 5, -85.0),
+            ("session:telegram:dm:9", "old/00000000", 1, -7300.0),
         ])  # fmt: skip
-        await conn.executemany(SESSION, [(f"s{n}", f"telegram:chat:{n}") for n in (1, 2, 3)])
-        await conn.executemany(TURN, [
-            ("t1", "s1", 7.2, "running", "alpha/1a2b3c4d"),
-            ("t3", "s3", 95.0, "running", "beta/5e6f7a8b"),
-            ("t2", "s2", 30.0, "completed", "alpha/1a2b3c4d"),
-        ])  # fmt: skip
+        for store, key, turn in ((alpha, "telegram:dm:1", "t1"), (beta, "telegram:dm:3", "t3"),
+                                 (alpha, "telegram:dm:2", "t2")):  # fmt: skip
+            session = await store.create_session(key, "default")
+            await store.start_turn(session.id, turn)
+        await alpha.finish_turn("t2", status="completed", exit_reason="text_response", iterations=1)
+        await alpha.pool.executemany(AGED, [("t1", 7.2), ("t3", 95.0)])
     finally:
-        await conn.close()
+        await alpha.close()
+        await beta.close()
 
 
 def write_config(home: Path, url: str) -> Path:
@@ -143,11 +132,11 @@ async def test_status_lists_processes_leases_and_running_turns(
         "NAME", "ID", "HOST:PID", "STATE", "SEEN", "BOTS", "SESSIONS", "TURNS", "WEB",
     ]  # fmt: skip
     assert timed(lines[3]) == [
-        "alpha", "alpha/1a2b3c4d", "host-a:101", "live", About(2), "ago", BOT, "2", "1",
+        "alpha", ALPHA, "host-a:101", "live", About(2), "ago", BOT, "2", "1",
         "http://127.0.0.1:8080",
     ]  # fmt: skip
     assert timed(lines[4]) == [
-        "beta", "beta/5e6f7a8b", "host-b:202", "stale", About(100), "ago", "-", "0", "1", "-",
+        "beta", BETA, "host-b:202", "stale", About(100), "ago", "-", "0", "1", "-",
     ]  # fmt: skip
     assert timed(lines[5]) == [
         "gamma", "gamma/9c0d1e2f", "host-c:303", "stopped", About(10, "min"), "ago", "-", "0", "0",
@@ -156,30 +145,28 @@ async def test_status_lists_processes_leases_and_running_turns(
     assert lines[6] == "leases: 5"
     assert columns(lines[7]) == ["NAME", "OWNER", "EPOCH", "EXPIRES"]
     assert [timed(line) for line in lines[8:13]] == [
-        [SLACK_BOT, "beta/5e6f7a8b", "1", "expired", About(40), "ago"],
-        [BOT, "alpha/1a2b3c4d", "3", "in", About(12, down=True)],
-        ["session:telegram:chat:1", "alpha/1a2b3c4d", "1", "in", About(10, down=True)],
-        ["session:telegram:chat:2", "alpha/1a2b3c4d", "2", "in", About(10, down=True)],
-        ["session:telegram:chat:3", "beta/5e6f7a8b", "5", "expired", About(85), "ago"],
+        [SLACK_BOT, BETA, "1", "expired", About(40), "ago"],
+        [BOT, ALPHA, "3", "in", About(12, down=True)],
+        ["session:telegram:dm:1", ALPHA, "1", "in", About(10, down=True)],
+        ["session:telegram:dm:2", ALPHA, "2", "in", About(10, down=True)],
+        ["session:telegram:dm:3", BETA, "5", "expired", About(85), "ago"],
     ]
     assert lines[13] == "running turns: 2"
     assert columns(lines[14]) == ["SESSION", "PROCESS", "AGE"]
     assert [timed(line) for line in lines[15:]] == [
-        ["telegram:chat:3", "beta/5e6f7a8b", About(95)],
-        ["telegram:chat:1", "alpha/1a2b3c4d", About(7)],
+        ["telegram:dm:3", BETA, About(95)],
+        ["telegram:dm:1", ALPHA, About(7)],
     ]
 
 
-async def test_status_shows_what_members_and_leases_recorded(
+async def test_status_shows_what_members_leases_and_the_store_recorded(
     pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = write_config(tmp_path, pg_url)
-    pool = await asyncpg.create_pool(pg_url, min_size=1, max_size=4)
+    alpha, beta = "alpha/00000001", "beta/00000002"
+    store = await open_pg_store(pg_url, process_id=alpha, pool_size=4)
     try:
-        async with pool.acquire() as conn:
-            for ddl in TABLES:
-                await conn.execute(ddl)
-        alpha, beta = "alpha/00000001", "beta/00000002"
+        pool = store.pool
         await Members(pool, alpha, "alpha", TTL).join("http://127.0.0.1:8765")
         leaving = Members(pool, beta, "beta", TTL)
         await leaving.join()
@@ -187,19 +174,22 @@ async def test_status_shows_what_members_and_leases_recorded(
         assert await alpha_leases.acquire(BOT) is not None
         await beta_leases.claim("session:telegram:dm:7", beta)
         await leaving.leave()
+        session = await store.create_session("telegram:dm:8", "default")
+        await store.start_turn(session.id, "turn-8")
 
         code, out, err = await status(config, capsys)
         assert (code, err) == (0, "")
         lines = out.splitlines()
         assert lines[1] == "processes seen in the last hour: 1 live, 0 stale, 1 stopped"
-        assert timed(lines[3])[3:8] == ["live", About(0), "ago", BOT, "0"]
-        assert timed(lines[4])[3:8] == ["stopped", About(0), "ago", "-", "0"]
+        assert timed(lines[3])[3:9] == ["live", About(0), "ago", BOT, "0", "1"]
+        assert timed(lines[4])[3:9] == ["stopped", About(0), "ago", "-", "0", "0"]
         assert lines[5] == "leases: 2"
         assert [timed(line) for line in lines[7:9]] == [
             [BOT, alpha, "1", "in", About(15, down=True)],
             ["session:telegram:dm:7", beta, "1", "expired", About(0), "ago"],
         ]
-        assert lines[9:] == ["running turns: 0"]
+        assert lines[9] == "running turns: 1"
+        assert timed(lines[11]) == ["telegram:dm:8", alpha, About(0)]
 
         await alpha_leases.claim("session:telegram:dm:7", alpha)
         code, out, err = await status(config, capsys)
@@ -207,7 +197,7 @@ async def test_status_shows_what_members_and_leases_recorded(
         assert timed(lines[3])[6:8] == [BOT, "1"]
         assert timed(lines[8]) == ["session:telegram:dm:7", alpha, "2", "in", About(15, down=True)]
     finally:
-        await pool.close()
+        await store.close()
 
 
 async def test_status_lists_fifty_leases_and_counts_the_rest(
@@ -217,7 +207,7 @@ async def test_status_lists_fifty_leases_and_counts_the_rest(
     conn = await asyncpg.connect(pg_url)
     try:
         await conn.executemany(
-            LEASE, [(f"session:telegram:dm:{n:03}", "alpha/1a2b3c4d", 1, 5.0) for n in range(60)]
+            LEASE, [(f"session:telegram:group:-100:{n:03}", ALPHA, 1, 5.0) for n in range(60)]
         )
     finally:
         await conn.close()
@@ -227,7 +217,7 @@ async def test_status_lists_fifty_leases_and_counts_the_rest(
     start = lines.index("leases: 65") + 2
     shown = lines[start : start + 50]
     assert [columns(line)[0] for line in shown[:2]] == [SLACK_BOT, BOT]
-    assert columns(shown[-1])[0] == "session:telegram:dm:044"
+    assert columns(shown[-1])[0] == "session:telegram:group:-100:044"
     assert lines[start + 50] == "  (15 more not shown)"
     assert lines[start + 51] == "running turns: 2"
 
@@ -272,9 +262,9 @@ async def test_status_of_a_sqlite_store_is_one_line_and_its_running_turns(
     )
     store = await open_store(path)
     try:
-        session = await store.create_session("telegram:chat:42", "default")
+        session = await store.create_session("telegram:dm:42", "default")
         await store.start_turn(session.id, "turn-1")
-        idle = await store.create_session("telegram:chat:43", "default")
+        idle = await store.create_session("telegram:dm:43", "default")
         await store.start_turn(idle.id, "turn-2")
         await store.finish_turn(
             "turn-2", status="completed", exit_reason="text_response", iterations=1
@@ -286,4 +276,4 @@ async def test_status_of_a_sqlite_store_is_one_line_and_its_running_turns(
     head, header, turn = out.splitlines()
     assert head == f"store: {path} is a single-process SQLite file (no cluster); running turns: 1"
     assert columns(header) == ["SESSION", "PROCESS", "AGE"]
-    assert timed(turn) == ["telegram:chat:42", "-", About(0)]
+    assert timed(turn) == ["telegram:dm:42", "-", About(0)]
