@@ -5,6 +5,7 @@ store is one line without the password and exit code 2."""
 from __future__ import annotations
 
 import asyncio
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,9 @@ from core.store.sqlite import open_store
 from gateway.cli import main
 from gateway.cluster.leases import Leases
 from gateway.cluster.members import Members
+from tests.cluster.harness import cluster_config, running_cluster, telegram_section
+from tests.platform_sim.telegram_sim import TelegramSim
+from tests.support.model_server import ScriptedModelServer
 from tests.test_cli_inbox import commonos, db_path
 
 BOT = "bot:telegram:0123456789ab"
@@ -220,6 +224,46 @@ async def test_status_lists_fifty_leases_and_counts_the_rest(
     assert columns(shown[-1])[0] == "session:telegram:group:-100:044"
     assert lines[start + 50] == "  (15 more not shown)"
     assert lines[start + 51] == "running turns: 2"
+
+
+def process_rows(out: str) -> dict[str, list[object]]:
+    """``commonos status``'s process lines by process id (the second column)."""
+    lines = out.splitlines()
+    end = next(i for i, line in enumerate(lines) if line.startswith("leases: "))
+    return {columns(line)[1]: timed(line) for line in lines[3:end]}
+
+
+async def test_status_of_two_running_processes_and_a_takeover(
+    pg_url: str, telegram_sim: TelegramSim, model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    config = cluster_config(pg_url, model_server.url, telegram_section(telegram_sim, [42]))
+    async with running_cluster(pg_url, tmp_path, config) as cluster:
+        first = await cluster.start("a")
+        second = await cluster.start("b")
+        lease = await cluster.bot_owner("telegram")
+        owner, other = (first, second) if lease.owner == first.process_id else (second, first)
+        code, out, err = await commonos(tmp_path, "status", "--config", str(cluster.config))
+        assert (code, err) == (0, ""), out
+        assert out.splitlines()[1] == "processes seen in the last hour: 2 live, 0 stale, 0 stopped"
+        rows = process_rows(out)
+        assert rows[owner.process_id][2:4] == [f"{socket.gethostname()}:{owner.pid}", "live"]
+        assert rows[owner.process_id][6:7] == [lease.name]
+        assert rows[other.process_id][2:4] == [f"{socket.gethostname()}:{other.pid}", "live"]
+        assert rows[other.process_id][6:7] == ["-"]
+
+        owner.kill()
+        taken = await cluster.expect(
+            cluster.bot_owner("telegram", other_than=owner.process_id), "the takeover"
+        )
+        assert (taken.owner, taken.epoch) == (other.process_id, lease.epoch + 1)
+        code, out, err = await commonos(tmp_path, "status", "--config", str(cluster.config))
+        assert (code, err) == (0, ""), out
+        assert out.splitlines()[1] == "processes seen in the last hour: 1 live, 1 stale, 0 stopped"
+        rows = process_rows(out)
+        assert rows[owner.process_id][3] == "stale" and rows[owner.process_id][6] == "-"
+        assert rows[other.process_id][3] == "live" and rows[other.process_id][6] == lease.name
+        bot_line = next(line for line in out.splitlines() if line.startswith(f"  {lease.name} "))
+        assert timed(bot_line)[1:4] == [other.process_id, str(lease.epoch + 1), "in"]
 
 
 async def test_status_of_a_database_without_our_tables_is_one_line_exit_2(
