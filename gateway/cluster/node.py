@@ -222,8 +222,9 @@ class ClusterNode:
         kept = await self.leases.renew(held)
         self._renewals += 1
         self._last_renewal = self._clock()
+        released = self._sink.take_released() if self._sink is not None else set()
         for fence in held:
-            if fence.lease not in kept:
+            if fence.lease not in kept and fence not in released:
                 self._lost += 1
                 await self._lost_lease(fence)
 

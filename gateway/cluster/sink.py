@@ -35,6 +35,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Protocol
 
 from adapters.base import EventSink, InboundEvent, Receipt
@@ -138,6 +139,9 @@ class ClusterSink:
         self._sessions: dict[str, _Session] = {}
         self._in_flight: set[ItemKey] = set()
         self._warned: set[Fence] = set()
+        self._released: set[Fence] = set()
+        self._mailed: dict[str, asyncio.Task[None]] = {}
+        """The last mailed event of each session still being placed (they go in order)."""
         self._settling = TaskSet(logger)
 
     async def __call__(self, event: InboundEvent) -> None:
@@ -147,7 +151,11 @@ class ClusterSink:
         await self._place(event, own=True)
 
     async def on_mail(self, mail: Mail) -> None:
-        """A mail of kind ``event`` to this process: place the event as if received here."""
+        """A mail of kind ``event`` to this process: place the event as if received here.
+
+        Returns at once: the mailbox hands this process's mail over one at a time, and
+        the router may wait for a relayed call's ``result`` mail, which comes behind this
+        one. The events of one session are placed in the order they came."""
         try:
             event = decode_event(mail.payload)
         except (ValueError, KeyError, TypeError) as exc:
@@ -156,8 +164,21 @@ class ClusterSink:
             )
             return
         self.stats.received += 1
+        name = session_lease(str(event.session_key))
+        placing = self._place_after(self._mailed.get(name), event)
+        task = self._settling.spawn(placing, name=f"cluster-mail-{mail.id}")
+        self._mailed[name] = task
+        task.add_done_callback(partial(self._mailed_done, name))
+
+    async def _place_after(self, previous: asyncio.Task[None] | None, event: InboundEvent) -> None:
+        if previous is not None:
+            await asyncio.wait({previous})
         with fenced(None):  # placed as this process's own decision, not a bot's owner's
             await self._place(event, own=False)
+
+    def _mailed_done(self, name: str, task: asyncio.Task[None]) -> None:
+        if self._mailed.get(name) is task:
+            del self._mailed[name]
 
     # what this process holds --------------------------------------------------------------
     @property
@@ -197,6 +218,12 @@ class ClusterSink:
         key = fence.lease.removeprefix(SESSION_PREFIX)
         logger.warning("lost the lease of session %s; another process runs it now", key)
 
+    def take_released(self) -> set[Fence]:
+        """The fences released here since the last call (a renewal that raced a release
+        does not count them as lost)."""
+        released, self._released = self._released, set()
+        return released
+
     async def release_idle(self) -> int:
         """Release every session lease held here with nothing running or in flight for it
         (a turn queued by a steer's leftovers that ended since); how many."""
@@ -207,6 +234,10 @@ class ClusterSink:
                 await self._release(fence)
                 released += 1
         return released
+
+    async def drain(self) -> None:
+        """Until every event placed so far (and any placed meanwhile) has settled."""
+        await self._settling.drain()
 
     async def aclose(self) -> None:
         """Stop waiting for the outcomes of events in flight (they stay unfinished)."""
@@ -365,6 +396,7 @@ class ClusterSink:
             self._leave(name)
 
     async def _release(self, fence: Fence) -> None:
+        self._released.add(fence)
         try:
             await self._leases.release(fence)
         except Exception as exc:  # it expires by itself within the ttl

@@ -13,7 +13,9 @@ cluster sink, so claim-or-forward places it anew) each one that is
   it done, or releases the lease and the next tick delivers it).
 
 The store's unique (platform, update id) and the sink's drop of done and in-flight items
-keep a redelivery from running twice what did run.
+keep a redelivery from running twice what did run; an item is read again after its lease
+was found not live (a holder marks it done before releasing), so one finished meanwhile is
+not delivered again.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from gateway.cluster.leases import Holder
 from gateway.cluster.sink import ItemKey, session_lease
 
 logger = logging.getLogger(__name__)
+
+UNFINISHED = frozenset({"pending", "processing"})
 
 
 class Holders(Protocol):
@@ -79,6 +83,10 @@ class Sweeper:
         return await self._unheld(candidates)
 
     async def _unheld(self, records: Sequence[InboundRecord]) -> list[InboundRecord]:
+        """Those of ``records`` whose session lease is not live and which are still
+        unfinished once that is known: a holder marks an item done *before* it releases
+        the lease, so an item read unfinished earlier may be done by now (and delivering
+        it would make it ``processing`` again)."""
         live: dict[str, bool] = {}
         due = []
         for record in records:
@@ -86,6 +94,9 @@ class Sweeper:
             if key not in live:
                 holder = await self._leases.holder(session_lease(key)) if key else None
                 live[key] = holder is not None and holder.live
-            if not live[key]:
-                due.append(record)
+            if live[key]:
+                continue
+            now = await self._store.get_inbound(record.platform, record.update_id)
+            if now is not None and now.state in UNFINISHED:
+                due.append(now)
         return due

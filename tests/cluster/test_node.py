@@ -68,7 +68,7 @@ async def test_a_message_of_a_session_the_other_holds_is_forwarded_and_answered_
     await telegram_sim.user_says(ALICE.id, "over there")
     await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "echo: over there" in m.text)
     await b.service.dispatcher.wait_idle(ALICE_KEY)
-    await b.node.sink(b.service.router).aclose()  # its done mark and release are over
+    await b.node.sink(b.service.router).drain()  # its done mark and release are over
 
     assert len(replies(telegram_sim, ALICE.id, "echo: over there")) == 1
     [turn] = await cluster.turns()
