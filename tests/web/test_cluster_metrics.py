@@ -89,6 +89,7 @@ async def test_a_process_on_postgresql_exposes_its_part_in_the_cluster(
     listen = f"127.0.0.1:{free_port()}"
     config = cluster_config(pg_url, model_server.url, telegram_section(telegram_sim, [42]))
     config = config.replace("[web]\nenabled = false", f'[web]\nlisten = "{listen}"')
+    assert f'listen = "{listen}"' in config
     async with (
         running_cluster(pg_url, tmp_path, config) as cluster,
         aiohttp.ClientSession() as http,
