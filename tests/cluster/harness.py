@@ -329,7 +329,28 @@ class Cluster:
         try:
             return await work
         except TimeoutError as exc:
-            raise AssertionError(f"{what}: {exc}\n{self.logs()}") from None
+            raise AssertionError(f"{what}: {exc}\n{await self.summary()}\n{self.logs()}") from None
+
+    async def summary(self) -> str:
+        """What the database holds, counted: inbound items, turns, mail, live leases."""
+        db = await self.db()
+        queries = {
+            "inbound": "SELECT state, count(*) FROM inbound GROUP BY 1",
+            "turns": "SELECT status || ' ' || coalesce(process_id, '-'), count(*) FROM turns "
+            "GROUP BY 1",
+            "mail untaken": "SELECT kind || ' to ' || target, count(*) FROM cluster_mail "
+            "WHERE taken_at IS NULL GROUP BY 1",
+            "live leases": "SELECT split_part(name, ':', 1) || ' ' || owner, count(*) FROM leases "
+            "WHERE expires_at > clock_timestamp() GROUP BY 1",
+        }
+        lines = []
+        for name, sql in queries.items():
+            try:
+                rows = await db.fetch(sql)
+            except asyncpg.PostgresError as exc:
+                rows, name = [], f"{name} ({type(exc).__name__})"
+            lines.append(f"{name}: " + ", ".join(f"{r[0]}={r[1]}" for r in rows))
+        return "\n".join(lines)
 
     def by_process_id(self, process_id: str) -> Gateway:
         return next(g for g in self.gateways if g.process_id == process_id)

@@ -83,10 +83,7 @@ async def test_kill_9_of_the_bot_owner_mid_run_every_message_answered_once_no_se
         assert await victim.process.wait() == -9
         taker = await cluster.bot_owner("telegram", other_than=victim.process_id)
         takeover = taker.acquired_at - killed_at
-        try:
-            await asyncio.wait_for(talking, TIMEOUT)
-        except TimeoutError:
-            raise AssertionError(f"unanswered after the kill:\n{cluster.logs()}") from None
+        await cluster.expect(asyncio.wait_for(talking, TIMEOUT), "answered after the kill")
         stored = await cluster.stored_answers()
         turns = await cluster.turns()
     twice = _shown_twice(telegram_sim, said)
