@@ -24,6 +24,7 @@ the password) and exit code 2; a bad config is exit code 1, as for every command
 from __future__ import annotations
 
 import asyncio
+import socket
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -168,7 +169,14 @@ def _masked(url: str) -> str:
 
 
 def _reason(exc: BaseException, url: str) -> str:
-    """The exception as one line, the URL and its password replaced by their masked forms."""
+    """The exception as one line, the URL and its password replaced by their masked forms;
+    the usual connection failures in plain words."""
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {CONNECT_SECONDS:g} s"
+    if isinstance(exc, socket.gaierror):
+        return "its host name is unknown"
+    if isinstance(exc, ConnectionRefusedError) or "Connect call failed" in str(exc):
+        return "nothing listens at that address (connection refused)"
     text = " ".join(str(exc).split()) or type(exc).__name__
     text = text.replace(url, _masked(url))
     password = url_password(url)
