@@ -340,6 +340,7 @@ class Cluster:
             "GROUP BY 1",
             "mail untaken": "SELECT kind || ' to ' || target, count(*) FROM cluster_mail "
             "WHERE taken_at IS NULL GROUP BY 1",
+            "mail sent": "SELECT kind || ' from ' || sender, count(*) FROM cluster_mail GROUP BY 1",
             "live leases": "SELECT split_part(name, ':', 1) || ' ' || owner, count(*) FROM leases "
             "WHERE expires_at > clock_timestamp() GROUP BY 1",
         }
