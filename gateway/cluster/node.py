@@ -62,6 +62,13 @@ LEASED_PLATFORMS = frozenset({"telegram", "discord", "slack"})
 """Platforms whose bots are leased; any other adapter (web, terminal) is per process."""
 MAIL_SWEEP_TICKS = 120
 """Every this many ticks, mail taken or left for an hour is deleted."""
+_RETAKE = """UPDATE cluster_mail AS c SET taken_at = NULL
+    WHERE c.target = $1 AND c.kind = 'call' AND c.taken_at IS NOT NULL
+      AND c.created_at > clock_timestamp() - make_interval(secs => $2)
+      AND NOT EXISTS (SELECT 1 FROM cluster_mail AS r
+          WHERE r.kind = 'result' AND r.target = c.sender
+            AND r.payload::json ->> 'id' = c.payload::json ->> 'id')"""
+"""A taken-over bot's calls its old owner took and never answered, untaken again."""
 
 
 def bot_credential(adapter: Adapter) -> str | None:
@@ -253,7 +260,18 @@ class ClusterNode:
             if holder is not None and holder.owner != self.process_id:
                 self._takeovers += 1
                 logger.warning("cluster: took over bot %s from %s", name, holder.owner)
+                await self._retake_calls(name)
             await self._take(bot, fence)
+
+    async def _retake_calls(self, bot: str) -> None:
+        """Calls relayed to the old owner that it took but never answered (it died with
+        them) are made again by this process: their askers still wait (a call the old
+        owner made just before it died may show twice, as far as the platform allows)."""
+        status = await self.store.pool.execute(_RETAKE, bot, self.relay.timeout)
+        count = int(status.rsplit(" ", 1)[-1]) if status.startswith("UPDATE") else 0
+        if count:
+            what = "call(s) the old owner never answered made again"
+            logger.warning("cluster: %s: %d %s", bot, count, what)
 
     async def _take(self, bot: LeasedAdapter, fence: Fence) -> None:
         leases = self.leases

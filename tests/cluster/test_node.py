@@ -5,17 +5,22 @@ on the simulator through the real python-telegram-bot, one scripted model server
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from adapters.base import ChatRef
+from adapters.calls import Send
 from gateway.cluster.leased import RELAYED
+from gateway.cluster.mailbox import Mail
 from gateway.cluster.sink import session_lease
 from tests.cluster.node_harness import ALICE_KEY, Cluster, echo
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_hang, reply_text
+from tests.support.polling import until
 from tests.telegram.harness import replies
 
 
@@ -170,3 +175,30 @@ async def test_a_paused_owner_is_taken_over_and_its_writes_are_refused_its_reply
     ]
     assert "stopped renewing its lease" in str(turns[0]["error"])
     assert await cluster.inbound_states() == ["done"]
+
+
+async def test_a_call_the_old_owner_took_and_never_answered_is_made_by_the_new_one(
+    cluster: Cluster, telegram_sim: TelegramSim, caplog: pytest.LogCaptureFixture
+) -> None:
+    a = await cluster.start("a")
+    b = await cluster.start("b")
+    took: list[Mail] = []
+
+    async def dies_with_it(mail: Mail) -> None:
+        took.append(mail)  # taken, never performed nor answered: killed right here
+
+    a.node.mailbox.unserve(cluster.bot)
+    a.node.mailbox.serve(cluster.bot, dies_with_it)
+    chat = ChatRef("telegram", str(ALICE.id))
+    sending = asyncio.create_task(b.bot.perform(Send(chat, "made once")))
+    await until(lambda: bool(took))
+
+    await cluster.expire_process(a)
+    with caplog.at_level(logging.WARNING, logger="gateway.cluster.node"):
+        await b.node.tick()
+    sent = await asyncio.wait_for(sending, 10)
+
+    assert sent is not None and sent.chat == chat
+    assert len(replies(telegram_sim, ALICE.id, "made once")) == 1
+    assert "1 call(s) the old owner never answered made again" in caplog.text
+    assert b.node.stats().calls_served == 1
