@@ -30,6 +30,7 @@ Log lines another process (or a test) can read: ``cluster: joined as <id>``,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -60,6 +61,8 @@ Build = Callable[[], Adapter]
 
 LEASED_PLATFORMS = frozenset({"telegram", "discord", "slack"})
 """Platforms whose bots are leased; any other adapter (web, terminal) is per process."""
+DELIVERY_WAIT = 5.0
+"""Longest a text message waits for its session's last reply to be delivered."""
 MAIL_SWEEP_TICKS = 120
 """Every this many ticks, mail taken or left for an hour is deleted."""
 _RETAKE = """UPDATE cluster_mail AS c SET taken_at = NULL
@@ -153,6 +156,7 @@ class ClusterNode:
                 router, store=self.store, leases=self.leases, members=self.members,
                 mailbox=self.mailbox, process_id=self.process_id,
                 leased_platforms=self._leased_platforms, busy=self._busy,
+                delivered=self._delivered,
             )  # fmt: skip
         return self._sink
 
@@ -304,6 +308,18 @@ class ClusterNode:
     def _busy(self, session_key: str) -> bool:
         service = self._service
         return service is not None and session_key in service.dispatcher.busy_keys
+
+    async def _delivered(self, session_key: str) -> None:
+        """Once the session's lane, when all it does is deliver its last reply, is over
+        (at most :data:`DELIVERY_WAIT` seconds)."""
+        service = self._service
+        if service is None or session_key not in service.dispatcher.busy_keys:
+            return
+        status = service.dispatcher.status(session_key)
+        if status.running or status.queue_length or status.gathering:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(service.dispatcher.wait_idle(session_key), DELIVERY_WAIT)
 
     def _in_flight(self) -> frozenset[tuple[str, str]]:
         return self._sink.in_flight if self._sink is not None else frozenset()

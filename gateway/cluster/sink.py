@@ -14,7 +14,10 @@ may be forwarded it), passes :class:`ClusterSink` before the router::
                                             (maybe this one): ours → run here, else forward
 
 Running here: an event already done in the store, or the same (platform, update id) in
-flight here (a replay racing its first delivery), is dropped. Otherwise the router gets a
+flight here (a replay racing its first delivery), is dropped. A text message that comes
+while the session's last reply is still being delivered (a relayed reply takes a round
+trip through the bot's owner, and its user may answer it at once) waits for that delivery
+to end, so it starts a turn instead of queueing behind one that is over. Otherwise the router gets a
 copy of the event with a receipt of its own, under ``fenced(session fence)`` — the router
 call, the dispatcher's turn it starts and everything that turn writes or relays carry the
 fence, so a process that lost the lease (paused past its ttl) is refused. Once the copy's
@@ -33,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol
@@ -125,10 +128,13 @@ class ClusterSink:
         process_id: str,
         leased_platforms: Callable[[], frozenset[str]],
         busy: Callable[[str], bool],
+        delivered: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         """``leased_platforms``: the platforms whose bots are leased (the rest are per
         process: straight to the router); ``busy(session_key)``: a turn of it runs or
-        waits here (the dispatcher's lanes)."""
+        waits here (the dispatcher's lanes); ``delivered(session_key)``: returns once the
+        session's last reply, if it is still being delivered here, is out (a text message
+        waits for it rather than queue behind a turn that has ended)."""
         self.router = router
         self.stats = SinkStats()
         self.process_id = process_id
@@ -136,6 +142,7 @@ class ClusterSink:
         self._mailbox = mailbox
         self._leased = leased_platforms
         self._busy = busy
+        self._delivered = delivered
         self._sessions: dict[str, _Session] = {}
         self._in_flight: set[ItemKey] = set()
         self._warned: set[Fence] = set()
@@ -318,6 +325,8 @@ class ClusterSink:
         outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         event.receipt.follow(outcome)  # settled by _settle, not as the sink returns
         copy = replace(event, receipt=Receipt())
+        if event.kind == "text" and self._delivered is not None:
+            await self._delivered(str(event.session_key))
         with fenced(fence):
             await self.router(copy)  # never raises
             copy.receipt.sink_returned()

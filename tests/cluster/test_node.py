@@ -202,3 +202,27 @@ async def test_a_call_the_old_owner_took_and_never_answered_is_made_by_the_new_o
     assert len(replies(telegram_sim, ALICE.id, "made once")) == 1
     assert "1 call(s) the old owner never answered made again" in caplog.text
     assert b.node.stats().calls_served == 1
+
+
+async def test_a_message_sent_while_the_last_reply_is_relayed_starts_a_turn_not_a_queue(
+    cluster: Cluster, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    """The user answers the reply the moment it shows, before its relayed send returned."""
+    model_server.script(echo, echo)
+    a = await cluster.start("a")
+    b = await cluster.start("b")
+    assert await b.node.leases.acquire(session_lease(ALICE_KEY)) is not None
+    hold = telegram_sim.hold_next("sendMessage", lambda p: "echo: first" in str(p.get("text")))
+    await telegram_sim.user_says(ALICE.id, "first")
+    await hold.reached.wait()  # shown in the chat; its answer not back yet
+
+    second = await telegram_sim.user_says(ALICE.id, "second")
+    sink = b.node.sink(b.service.router)
+    await until(lambda: ("telegram", second.event_id) in sink.in_flight)
+    hold.release()
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "echo: second" in m.text)
+
+    texts = [m.text for m in telegram_sim.bot_messages(ALICE.id)]
+    assert texts == ["echo: first", "echo: second"]
+    assert [t["process_id"] for t in await cluster.turns()] == [b.process_id] * 2
+    assert a.node.stats().events_forwarded == 2
