@@ -47,6 +47,12 @@ for an interrupted turn: ``/stop`` already answered), then the progress message 
 finalized or removed. The feature modules (links, pairing, reactions, session settings)
 reach the router through :mod:`gateway.chat_features`, which also says who approves where.
 
+With several processes on one PostgreSQL store (docs/cluster.md) ``service.cluster`` is
+this process's node (:class:`gateway.cluster.port.ClusterPart`): every adapter gets its
+claim-or-forward sink in front of the router, it starts once the adapters did and stops
+last; a turn whose session another process took over (a write refused as ``Fenced``, or
+the lease found gone when it ends) ends quietly and sends nothing. ``None`` with SQLite.
+
 The service does not own ``store`` or ``model``: the caller closes them after ``stop``.
 """
 
@@ -58,9 +64,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol
 
-from adapters.base import Adapter, ChatRef, EventSink, InboundEvent
+from adapters.base import Adapter, ChatRef, InboundEvent
 from adapters.session_keys import parse_session_key
 from core.agent.compaction import Compacted
 from core.agent.context import ContextUse
@@ -83,6 +88,7 @@ from gateway.approval_card import ChatApprover
 from gateway.chat_commands import StoppedTurns
 from gateway.chat_features import ApproverRule, install_features, with_approvers
 from gateway.chats import ChatDirectory, Place
+from gateway.cluster.port import ClusterPart
 from gateway.delivery import TYPING_DELAY, TYPING_INTERVAL, Delivery, Typing
 from gateway.file_delivery import FileDelivery, Spool
 from gateway.intake import DEFAULT_ATTACHMENTS, NOTHING_TO_RUN, Attachments, Intake
@@ -107,28 +113,6 @@ ABANDONED_GRACE = 2.0
 Sleep = Callable[[float], Awaitable[None]]
 
 DEFAULT_PROGRESS = ProgressConfig()
-
-
-class ClusterPart(Protocol):
-    """What the service asks of this process's cluster node (with PostgreSQL only:
-    :class:`gateway.cluster.node.ClusterNode`, docs/cluster.md)."""
-
-    def sink(self, router: EventSink) -> EventSink:
-        """The sink every adapter gets, in front of ``router`` (claim-or-forward)."""
-        ...
-
-    async def start(self, service: GatewayService) -> None:
-        """Once the adapters started: join, take the free bots, beat."""
-        ...
-
-    async def stop(self) -> None:
-        """Once turns and adapters stopped: give up bots and sessions, leave."""
-        ...
-
-    async def fenced_out(self) -> bool:
-        """The session of the work running in this context is no longer this process's
-        (the server says so: a paused process's local view may not know yet)."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,36 @@
+"""What the gateway service asks of this process's cluster node (docs/cluster.md).
+
+:class:`gateway.service.GatewayService` knows a cluster only through :class:`ClusterPart`
+(set as ``service.cluster`` when the store is PostgreSQL; None with SQLite, where nothing
+of the cluster runs): the sink every adapter gets, the start once the adapters started,
+the stop once turns and adapters stopped, and whether a finished turn's session is still
+this process's. :class:`gateway.cluster.node.ClusterNode` is the one implementation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from adapters.base import EventSink
+
+if TYPE_CHECKING:
+    from gateway.service import GatewayService
+
+
+class ClusterPart(Protocol):
+    def sink(self, router: EventSink) -> EventSink:
+        """The sink every adapter gets, in front of ``router`` (claim-or-forward)."""
+        ...
+
+    async def start(self, service: GatewayService) -> None:
+        """Once the adapters started: join, take the free bots, beat."""
+        ...
+
+    async def stop(self) -> None:
+        """Once turns and adapters stopped: give up bots and sessions, leave."""
+        ...
+
+    async def fenced_out(self) -> bool:
+        """The session of the work running in this context is no longer this process's
+        (the server says so: a paused process's local view may not know yet)."""
+        ...
