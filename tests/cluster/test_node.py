@@ -226,3 +226,31 @@ async def test_a_message_sent_while_the_last_reply_is_relayed_starts_a_turn_not_
     assert texts == ["echo: first", "echo: second"]
     assert [t["process_id"] for t in await cluster.turns()] == [b.process_id] * 2
     assert a.node.stats().events_forwarded == 2
+
+
+async def test_a_session_lease_the_renewal_lost_stops_its_turn_here_without_a_word(
+    cluster: Cluster,
+    telegram_sim: TelegramSim,
+    model_server: ScriptedModelServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model_server.script(reply_hang(reply_text("never sent")))
+    a = await cluster.start("a")
+    name = session_lease(ALICE_KEY)
+    await telegram_sim.user_says(ALICE.id, "long one")
+    [request] = await model_server.wait_for_requests(1)
+    held = a.node.leases.fence_of(name)
+    assert held is not None
+
+    await cluster.fetch(
+        "UPDATE leases SET expires_at = clock_timestamp() - interval '1 second' WHERE name = $1",
+        name,
+    )
+    with caplog.at_level(logging.WARNING):
+        await a.node.tick()  # its renewal finds the session's lease gone
+        await a.service.dispatcher.wait_idle(ALICE_KEY)
+
+    assert request.closed.is_set()
+    assert a.node.leases.fence_of(name) is None and a.node.stats().leases_lost == 1
+    assert f"lost the lease of session {ALICE_KEY}" in caplog.text
+    assert telegram_sim.bot_messages(ALICE.id) == []  # no reply, no "Stopped"
