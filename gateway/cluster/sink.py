@@ -236,10 +236,18 @@ class ClusterSink:
         (a turn queued by a steer's leftovers that ended since); how many."""
         released = 0
         for fence in self.held():
-            slot = self._sessions.get(fence.lease)
-            if slot is None and not self._busy(fence.lease.removeprefix(SESSION_PREFIX)):
-                await self._release(fence)
-                released += 1
+            name, key = fence.lease, fence.lease.removeprefix(SESSION_PREFIX)
+            if name in self._sessions or self._busy(key):
+                continue
+            slot = self._enter(name)
+            try:
+                async with slot.lock:  # an event being placed meanwhile waits for this
+                    idle = slot.running <= 0 and not self._busy(key)
+                    if idle and self._leases.fence_of(name) == fence:
+                        await self._release(fence)
+                        released += 1
+            finally:
+                self._leave(name)
         return released
 
     async def drain(self) -> None:

@@ -60,6 +60,7 @@ class Rig:
     router: Router
     leases: Leases
     other: Leases
+    busy: set[str]
 
 
 @pytest.fixture
@@ -69,12 +70,13 @@ async def rig(pg_store: PgStore) -> AsyncIterator[Rig]:
     members = Members(pg_store.pool, me, "test", 30.0)
     mailbox = Mailbox(pg_store.pool, pg_store.dsn, me)
     router = Router()
+    busy: set[str] = set()
     sink = ClusterSink(
         router, store=pg_store, leases=leases, members=members, mailbox=mailbox,
-        process_id=me, leased_platforms=lambda: frozenset({"telegram"}), busy=lambda _: False,
+        process_id=me, leased_platforms=lambda: frozenset({"telegram"}), busy=busy.__contains__,
     )  # fmt: skip
     try:
-        yield Rig(pg_store, sink, router, leases, Leases(pg_store.pool, OTHER, 30.0))
+        yield Rig(pg_store, sink, router, leases, Leases(pg_store.pool, OTHER, 30.0), busy)
     finally:
         await sink.aclose()
         await mailbox.aclose()
@@ -170,6 +172,20 @@ async def test_a_done_mark_refused_after_a_takeover_hands_the_event_over(rig: Ri
     record = await rig.store.get_inbound("telegram", "1")
     assert record is not None and record.state == "processing"
     assert rig.sink.stats.lost == 1
+
+
+async def test_a_session_held_here_with_nothing_to_do_is_released_by_the_heartbeat(
+    rig: Rig,
+) -> None:
+    idle, working = "telegram:dm:1", "telegram:dm:2"
+    for key in (idle, working):
+        assert await rig.leases.acquire(session_lease(key)) is not None
+    rig.busy.add(working)  # its turn still runs (a steer's leftover, say)
+
+    assert await rig.sink.release_idle() == 1
+    assert [f.lease for f in rig.sink.held()] == [session_lease(working)]
+    gone = await rig.leases.holder(session_lease(idle))
+    assert gone is not None and not gone.live
 
 
 async def test_calls_of_two_sessions_through_one_scheduler_carry_each_its_own_fence() -> None:
