@@ -17,7 +17,9 @@ One :class:`DurableInbox` serves every platform; what differs is data — an
                          (unreadable payload: failed + dead letter; nothing for us: done)
     processing --handed over (its receipt: another process handles it)--> processing
                (this run neither marks it nor replays it: the other process marks it done;
-               a cluster's sweeper redelivers it if nobody does, docs/cluster.md)
+               a cluster's sweeper redelivers it if nobody does, docs/cluster.md) — or
+               done at once when its event is another item's (an album's later part
+               folded into the first part's event, which the other process marks)
 
 Only after :meth:`DurableInbox.accept` returns may the caller let the platform consider
 the item received (advance an offset, answer 200, acknowledge an envelope). A duplicate id
@@ -349,11 +351,14 @@ class DurableInbox(Generic[Item]):
         try:
             event = await self.handle(item)
             if event is not None and not await _handled(event):
-                if event.receipt.handed_over:
-                    _log.debug("%s: handed over to another process", self._name(item_id))
-                else:
+                if not event.receipt.handed_over:
                     _log.info("%s: work cut short; replays next run", self._name(item_id))
-                return
+                    return
+                _log.debug("%s: handed over to another process", self._name(item_id))
+                if event.update_id == item_id:
+                    return  # the other process marks it done
+                # folded into another item's event (an album's part): that item stands
+                # for it from now on; only its done mark is the other process's
         except Exception as exc:
             _log.exception("%s: handling failed", self._name(item_id))
             state = "failed"

@@ -53,6 +53,8 @@ class Platform:
     entered: asyncio.Event = field(default_factory=asyncio.Event)
     raises: bool = False
     hands_over: bool = False
+    folds_into: str | None = None
+    """The id of the item whose event this one's delivery returns (an album's part)."""
 
     async def handle(self, note: Note) -> InboundEvent:
         self.handed.append(note.text)
@@ -61,7 +63,7 @@ class Platform:
             raise RuntimeError("the sink broke")
         if self.hold:
             await asyncio.Event().wait()  # until cancelled
-        event = event_of(note)
+        event = event_of(Note(self.folds_into, note.text) if self.folds_into else note)
         if self.hands_over:
             event.receipt.hand_over()
         event.receipt.settle(self.settles)
@@ -192,3 +194,14 @@ async def test_redeliver_hands_over_unfinished_items_again_but_not_those_in_flig
     assert platform.handed == ["running here", "left by another"]
     await inbox.close()
     assert inbox.in_flight == frozenset()
+
+
+async def test_an_item_folded_into_another_items_handed_over_event_is_done_at_once(
+    store: SqliteStore,
+) -> None:
+    """An album's later part: the first part's item stands for it at the other process."""
+    platform = Platform(hands_over=True, folds_into="n1")
+    inbox = platform.inbox(store)
+    await inbox.accept(Note("n2", "second part"), "notes:dm:c1")
+    await inbox.drain()
+    assert await state_of(store, "n2") == "done"

@@ -17,6 +17,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
@@ -107,7 +108,8 @@ class Cluster:
         self.processes: list[Process] = []
         self.clock = shared_clock(sim, None)
 
-    async def start(self, name: str) -> Process:
+    async def start(self, name: str, **telegram: Any) -> Process:
+        """One more process; ``telegram``: more ``TelegramSettings`` for its bot."""
         process_id = f"{name}/{secrets.token_hex(4)}"
         store = await open_pg_store(self.url, process_id=process_id, pool_size=4)
         clock = LeaseClock()
@@ -123,7 +125,7 @@ class Cluster:
         def build() -> Adapter:
             settings = sim_settings(
                 self.sim, pace_clock=self.clock, commands=MENU, streaming="off",
-                edit_interval=0.05,
+                edit_interval=0.05, **telegram,
             )  # fmt: skip
             adapter = TelegramAdapter(self.sim.token, store, settings, key_rule=session_key)
             built.append(adapter)

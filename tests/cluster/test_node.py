@@ -18,10 +18,11 @@ from gateway.cluster.leased import RELAYED
 from gateway.cluster.mailbox import Mail
 from gateway.cluster.sink import session_lease
 from tests.cluster.node_harness import ALICE_KEY, Cluster, echo
+from tests.platform_sim.telegram_files import Media, png
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_hang, reply_text
 from tests.support.polling import until
-from tests.telegram.harness import replies
+from tests.telegram.harness import AlbumGate, replies
 
 
 @pytest.fixture(autouse=True)
@@ -254,3 +255,27 @@ async def test_a_session_lease_the_renewal_lost_stops_its_turn_here_without_a_wo
     assert a.node.leases.fence_of(name) is None and a.node.stats().leases_lost == 1
     assert f"lost the lease of session {ALICE_KEY}" in caplog.text
     assert telegram_sim.bot_messages(ALICE.id) == []  # no reply, no "Stopped"
+
+
+async def test_an_album_whose_session_the_other_holds_is_one_turn_there_and_all_parts_done(
+    cluster: Cluster, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_text("Two pictures."))
+    gate = AlbumGate()
+    a = await cluster.start("a", album_sleep=gate.sleep)
+    b = await cluster.start("b")
+    assert await b.node.leases.acquire(session_lease(ALICE_KEY)) is not None
+    parts = [Media("photo", png(2, 2)), Media("photo", png(3, 3))]
+    await telegram_sim.user_sends_album(ALICE.id, parts, caption="both")
+    await until(lambda: a.built[0].album_parts_waiting() == 2)
+    gate.opened.set()
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "Two pictures" in m.text)
+    await b.service.dispatcher.wait_idle(ALICE_KEY)
+    await b.node.sink(b.service.router).drain()
+
+    a.node.sweeper.age = 0.0
+    await a.node.tick()  # nothing is left for the sweeper
+    assert a.node.sweeper.redelivered == 0
+    assert await cluster.inbound_states() == ["done", "done"]
+    assert len(model_server.requests) == 1
+    assert len(replies(telegram_sim, ALICE.id, "Two pictures")) == 1
