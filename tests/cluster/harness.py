@@ -214,6 +214,8 @@ class LeaseRow:
     acquired_at: float
     """Wall-clock seconds (the server's ``clock_timestamp()`` at the change of hands)."""
     live: bool
+    expires_at: float = 0.0
+    """When it ends unless renewed (wall clock): the last renewal + ``lease_seconds``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,13 +382,16 @@ class Cluster:
         """The lease of the one ``platform`` bot (``bot:<platform>:...``), if taken yet."""
         with contextlib.suppress(asyncpg.UndefinedTableError):
             row = await (await self.db()).fetchrow(
-                "SELECT name, owner, epoch, acquired_at, expires_at > clock_timestamp() AS live "
-                "FROM leases WHERE name LIKE $1",
+                "SELECT name, owner, epoch, acquired_at, expires_at, "
+                "expires_at > clock_timestamp() AS live FROM leases WHERE name LIKE $1",
                 f"bot:{platform}:%",
             )
             if row is not None:
                 acquired = _seconds(row["acquired_at"]) or 0.0
-                return LeaseRow(row["name"], row["owner"], row["epoch"], acquired, row["live"])
+                expires = _seconds(row["expires_at"]) or 0.0
+                return LeaseRow(
+                    row["name"], row["owner"], row["epoch"], acquired, row["live"], expires
+                )
         return None
 
     async def bot_owner(
