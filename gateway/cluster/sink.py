@@ -155,7 +155,7 @@ class ClusterSink:
         if event.platform not in self._leased():
             await self.router(event)
             return
-        await self._place(event, own=True)
+        await self._place(event)
 
     async def on_mail(self, mail: Mail) -> None:
         """A mail of kind ``event`` to this process: place the event as if received here.
@@ -181,7 +181,7 @@ class ClusterSink:
         if previous is not None:
             await asyncio.wait({previous})
         with fenced(None):  # placed as this process's own decision, not a bot's owner's
-            await self._place(event, own=False)
+            await self._place(event)
 
     def _mailed_done(self, name: str, task: asyncio.Task[None]) -> None:
         if self._mailed.get(name) is task:
@@ -259,7 +259,7 @@ class ClusterSink:
         await self._settling.aclose()
 
     # placing one event --------------------------------------------------------------------
-    async def _place(self, event: InboundEvent, *, own: bool) -> None:
+    async def _place(self, event: InboundEvent) -> None:
         name = session_lease(str(event.session_key))
         slot = self._enter(name)
         try:
@@ -276,7 +276,7 @@ class ClusterSink:
             event.receipt.settle(False)
             return
         if isinstance(where, Fence):
-            await self._run(event, where, name, own=own)
+            await self._run(event, where, name)
             return
         self._leave(name)
         await self._forward(event, where)
@@ -319,7 +319,7 @@ class ClusterSink:
         logger.debug("cluster: %s:%s forwarded to %s", event.platform, event.update_id, owner)
         event.receipt.hand_over()
 
-    async def _run(self, event: InboundEvent, fence: Fence, name: str, *, own: bool) -> None:
+    async def _run(self, event: InboundEvent, fence: Fence, name: str) -> None:
         item = (event.platform, event.update_id)
         if item in self._in_flight or await self._done(item):
             self.stats.dropped += 1
@@ -333,13 +333,17 @@ class ClusterSink:
         outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         event.receipt.follow(outcome)  # settled by _settle, not as the sink returns
         copy = replace(event, receipt=Receipt())
-        if event.kind == "text" and self._delivered is not None:
-            await self._delivered(str(event.session_key))
-        with fenced(fence):
-            await self.router(copy)  # never raises
-            copy.receipt.sink_returned()
         label = f"cluster-event-{event.platform}-{event.update_id}"
         self._settling.spawn(self._settle(event, outcome, copy, fence, name), name=label)
+        try:
+            if event.kind == "text" and self._delivered is not None:
+                await self._delivered(str(event.session_key))
+            with fenced(fence):
+                await self.router(copy)  # never raises
+        except BaseException:
+            copy.receipt.settle(False)  # cancelled (a shutdown): a later delivery runs it
+            raise
+        copy.receipt.sink_returned()
 
     async def _done(self, item: ItemKey) -> bool:
         try:
