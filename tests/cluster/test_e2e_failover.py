@@ -87,7 +87,7 @@ async def test_kill_9_of_the_bot_owner_mid_run_every_message_answered_once_no_se
         stored = await cluster.stored_answers()
         turns = await cluster.turns()
     twice = _shown_twice(telegram_sim, said)
-    in_flight = {text: at for text, at in twice.items() if killed_mono - IN_FLIGHT <= at}
+    in_flight = {t: at for t, at in twice.items() if killed_mono - IN_FLIGHT <= at <= killed_mono}
     asked = answers.counts()
     print(f"\nkill -9 of the owner after {KILL_AFTER} answers: takeover {takeover:.2f} s after "
           f"the kill (bound {TAKEOVER_BOUND:.2f} s); replies shown twice {len(twice)}; model "
