@@ -198,18 +198,31 @@ class ClusterNode:
             await self.tick()
 
     async def tick(self) -> None:
-        """One heartbeat (module docstring); a failure is logged once per outage."""
+        """One heartbeat (module docstring), cut off when it would outlast the leases'
+        local validity; a failure is logged once per outage. Then a bot whose lease could
+        not be renewed in time (the database out of reach, this process paused) stops
+        receiving, before the server lets another process take it."""
         with fenced(None):
             try:
-                await self._tick()
+                await asyncio.wait_for(self._tick(), self.ttl - self.leases.margin)
             except Exception as exc:
                 if not self._failing:
-                    logger.warning("cluster: heartbeat failed (%s); retrying each tick", exc)
+                    why = str(exc) or type(exc).__name__
+                    logger.warning("cluster: heartbeat failed (%s); retrying each tick", why)
                 self._failing = True
+                await self._stop_stale_bots()
                 return
         if self._failing:
             logger.warning("cluster: heartbeat works again")
         self._failing = False
+
+    async def _stop_stale_bots(self) -> None:
+        for name, bot in self.bots.items():
+            fence = bot.fence
+            if fence is not None and not self.leases.valid(fence):
+                logger.warning("cluster: lost bot %s (not renewed in time)", name)
+                self.mailbox.unserve(name)
+                await _quietly(f"giving up {name}", bot.give_up())
 
     async def _tick(self) -> None:
         self._ticks += 1

@@ -108,12 +108,14 @@ class Cluster:
         self.processes: list[Process] = []
         self.clock = shared_clock(sim, None)
 
-    async def start(self, name: str, **telegram: Any) -> Process:
+    async def start(
+        self, name: str, lease_seconds: float = LEASE_SECONDS, **telegram: Any
+    ) -> Process:
         """One more process; ``telegram``: more ``TelegramSettings`` for its bot."""
         process_id = f"{name}/{secrets.token_hex(4)}"
         store = await open_pg_store(self.url, process_id=process_id, pool_size=4)
         clock = LeaseClock()
-        section = ClusterSection(lease_seconds=LEASE_SECONDS)
+        section = ClusterSection(lease_seconds=lease_seconds)
         node = ClusterNode(
             store, section, web_url=None, process_id=process_id, sleep=paused, clock=clock.now
         )

@@ -279,3 +279,24 @@ async def test_an_album_whose_session_the_other_holds_is_one_turn_there_and_all_
     assert await cluster.inbound_states() == ["done", "done"]
     assert len(model_server.requests) == 1
     assert len(replies(telegram_sim, ALICE.id, "Two pictures")) == 1
+
+
+async def test_a_bot_whose_lease_cannot_be_renewed_in_time_stops_receiving(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database holds the heartbeat up (a lock, a slow or cut-off server) past the
+    lease's local validity: the owner stops polling before another may take the bot."""
+    a = await cluster.start("a", lease_seconds=1.5)
+    assert a.bot.owned
+    conn = await cluster.connect()
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT 1 FROM processes WHERE id = $1 FOR UPDATE", a.process_id)
+            with caplog.at_level(logging.WARNING, logger="gateway.cluster.node"):
+                await a.node.tick()  # its beat waits for the row; cut off after 1.2 s
+    finally:
+        await conn.close()
+
+    assert not a.bot.owned
+    assert f"cluster: lost bot {cluster.bot} (not renewed in time)" in caplog.text
+    assert "cluster: heartbeat failed" in caplog.text
