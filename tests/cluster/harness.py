@@ -435,6 +435,12 @@ class Cluster:
         )
         return [(r["content"], r["tool_calls"], float(r["created_at"])) for r in rows]
 
+    async def tool_runs(self) -> Counter[str]:
+        """How many times a tool was started (a ``tool_calls`` row, whatever its status) for
+        each tool message (:class:`Answers`): more than once would be a blind re-run."""
+        rows = await (await self.db()).fetch("SELECT arguments FROM tool_calls")
+        return Counter(_tag_of(json.loads(row["arguments"] or "{}")) for row in rows)
+
     async def stored_answers(self) -> dict[tuple[str, Stage], float]:
         """(message, stage) → when its model answer was first stored (see :class:`Answers`)."""
         stored: dict[tuple[str, Stage], float] = {}

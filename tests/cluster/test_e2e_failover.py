@@ -6,8 +6,9 @@ real python-telegram-bot against the Telegram simulator, with the scripted model
 * kill -9 of the bot's owner while 200 messages of mixed turns (every other one calls
   ``read_file`` or ``terminal`` first) are under way: the other process holds the bot
   within the lease and one renewal period, every message is answered once (on Telegram a
-  reply whose send was in flight at the kill may show twice: docs/cluster.md §8), and the
-  model is never asked again for an answer the store already held.
+  reply whose send was in flight at the kill may show twice: docs/cluster.md §8), the
+  model is never asked again for an answer the store already held, and no tool is started
+  twice for one message (no blind re-run).
 * SIGSTOP of the owner while it runs a turn, past its lease: the other process takes the
   bot and the session and answers; after SIGCONT the paused process's held answer is
   never stored, sent nor relayed, it never polls over the new owner, and it rejoins (live
@@ -34,6 +35,7 @@ from tests.cluster.harness import (
     concurrent_turns,
     eventually,
     is_answer_to,
+    is_tool_message,
     running_cluster,
     telegram_section,
 )
@@ -86,6 +88,7 @@ async def test_kill_9_of_the_bot_owner_mid_run_every_message_answered_once_no_se
         await cluster.expect(asyncio.wait_for(talking, TIMEOUT), "answered after the kill")
         stored = await cluster.stored_answers()
         turns = await cluster.turns()
+        tool_runs = await cluster.tool_runs()
     twice = _shown_twice(telegram_sim, said)
     in_flight = {t: at for t, at in twice.items() if killed_mono - IN_FLIGHT <= at <= killed_mono}
     asked = answers.counts()
@@ -100,6 +103,8 @@ async def test_kill_9_of_the_bot_owner_mid_run_every_message_answered_once_no_se
         counts = answer_counts(telegram_sim.messages(chat), said[chat])
         assert all(counts[text] == 1 or text in in_flight for text in said[chat]), counts
     assert calls_after_stored(answers, stored) == [], "asked again for a stored answer"
+    tool_messages = {text for texts in said.values() for text in texts if is_tool_message(text)}
+    assert set(tool_runs) <= tool_messages and max(tool_runs.values()) == 1, tool_runs
     assert all((text, "first") in asked for texts in said.values() for text in texts)
     assert telegram_sim.overlapping_polls() == [] and telegram_sim.poll_conflicts() == []
     assert concurrent_turns(turns) == []
