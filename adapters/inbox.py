@@ -67,6 +67,8 @@ from core.tasks import TaskSet
 
 _log = logging.getLogger(__name__)
 
+UNFINISHED: frozenset[InboundState] = frozenset({"pending", "processing"})
+"""The states an item is delivered (again) from."""
 MAX_ATTEMPTS = 3
 """Tries to store one item before it becomes a dead letter."""
 ERROR_PREVIEW = 300
@@ -290,14 +292,23 @@ class DurableInbox(Generic[Item]):
         return True
 
     async def replay(self) -> int:
-        """Deliver what a previous run left pending or processing; returns how many."""
+        """Deliver what a previous run left pending or processing; returns how many.
+
+        Each item is read again just before: with several processes on one store
+        (docs/cluster.md) another may have finished it since the list was read, and
+        delivering it would make it ``processing`` again."""
         records = await self.store.unfinished_inbound(self.form.platform)
-        for record in records:
+        replayed = 0
+        for listed in records:
+            record = await self.store.get_inbound(self.form.platform, listed.update_id)
+            if record is None or record.state not in UNFINISHED:
+                continue
             await self._resume(record)
-        if records:
+            replayed += 1
+        if replayed:
             platform, noun = self.form.platform, self.form.noun
-            _log.info("%s: replaying %d unfinished %s(s)", platform, len(records), noun)
-        return len(records)
+            _log.info("%s: replaying %d unfinished %s(s)", platform, replayed, noun)
+        return replayed
 
     async def redeliver(self, records: Sequence[InboundRecord]) -> int:
         """Deliver ``records`` (unfinished items, e.g. ones another process left) again,

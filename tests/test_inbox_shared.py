@@ -205,3 +205,22 @@ async def test_an_item_folded_into_another_items_handed_over_event_is_done_at_on
     await inbox.accept(Note("n2", "second part"), "notes:dm:c1")
     await inbox.drain()
     assert await state_of(store, "n2") == "done"
+
+
+async def test_replay_skips_an_item_another_process_finished_after_the_list_was_read(
+    store: SqliteStore,
+) -> None:
+    """Several processes on one store: the list is read, then another process marks an
+    item done; delivering it would make it processing (and run) again."""
+    note = json.dumps({"id": "n1", "text": "theirs"})
+    await store.enqueue_inbound(InboundRecord(PLATFORM, "n1", "notes:dm:c1", note, time.time()))
+    listed = await store.unfinished_inbound(PLATFORM)
+    await store.set_inbound_state(PLATFORM, "n1", "done")
+
+    async def as_read_before(platform: str) -> list[InboundRecord]:
+        return listed
+
+    store.unfinished_inbound = as_read_before  # type: ignore[method-assign]
+    platform = Platform()
+    assert await platform.inbox(store).replay() == 0
+    assert platform.handed == [] and await state_of(store, "n1") == "done"

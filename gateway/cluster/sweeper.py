@@ -25,14 +25,12 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Protocol
 
-from adapters.inbox import DurableInbox
+from adapters.inbox import UNFINISHED, DurableInbox
 from core.store.base import InboundRecord, Store
 from gateway.cluster.leases import Holder
 from gateway.cluster.sink import ItemKey, session_lease
 
 logger = logging.getLogger(__name__)
-
-UNFINISHED = frozenset({"pending", "processing"})
 
 
 class Holders(Protocol):
