@@ -59,7 +59,7 @@ from tests.platform_sim.telegram_sim import TelegramSim
 from tests.support.model_server import ScriptedModelServer
 from tests.support.postgres import PostgresServer, running_postgres
 
-ANSWER_TIMEOUT = 120.0
+ANSWER_TIMEOUT = 90.0
 PROCESS_COUNTS = (1, 2, 3)
 CHATS_PER_BOT = 30
 KILLS = 10
@@ -92,6 +92,8 @@ class Throughput:
     answers: int
     seconds: float
     cpu: float
+    stalled: str = ""
+    """What the database held when a chat waited in vain (empty: every answer came)."""
 
 
 # the bots -------------------------------------------------------------------------------------
@@ -168,10 +170,12 @@ async def _connected(discord: DiscordSim | None) -> None:
 
 
 # measuring ------------------------------------------------------------------------------------
-async def _converse(chat: Chat, texts: Sequence[str]) -> None:
+async def _converse(chat: Chat, texts: Sequence[str], answered: list[int] | None = None) -> None:
     for text in texts:
         await chat.say(text)
         await chat.answered(text)
+        if answered is not None:
+            answered[0] += 1
 
 
 async def _throughput(
@@ -194,14 +198,30 @@ async def _throughput(
                 await _converse(bots.chats[0], [f"plain-warmup-{run}"])
                 cpu_before = _cpu(cluster)
                 started = time.perf_counter()
-                await asyncio.gather(*(
-                    _converse(chat, [f"plain-{run}-{c}-{n}" for n in range(per_chat)])
+                answered, stalled = [0], ""
+                talks = [
+                    _converse(chat, [f"plain-{run}-{c}-{n}" for n in range(per_chat)], answered)
                     for c, chat in enumerate(bots.chats)
-                ))  # fmt: skip
+                ]
+                try:
+                    await _all(talks)
+                except TimeoutError:
+                    stalled = await cluster.summary()
                 seconds = time.perf_counter() - started
                 cpu = _cpu(cluster) - cpu_before
-    answers = per_chat * len(bots.chats)
-    return Throughput("+".join(platforms), processes, answers, seconds, cpu)
+    name = "+".join(platforms)
+    return Throughput(name, processes, answered[0], seconds, cpu, stalled)
+
+
+async def _all(work: Sequence[Awaitable[None]]) -> None:
+    """Await every one; the first failure cancels the rest and is raised."""
+    tasks = [asyncio.ensure_future(one) for one in work]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _cpu(cluster: Cluster) -> float:
@@ -246,8 +266,11 @@ def _print(rows: Sequence[Throughput]) -> None:
     print("\ncluster throughput (each chat waits for its answer; CPU = all gateway processes)")
     print(f"  {'bots':26} {'processes':>9} {'answers':>8} {'answers/s':>10} {'CPU/answer':>11}")
     for row in rows:
-        rate, cpu_ms = row.answers / row.seconds, row.cpu / row.answers * 1000
+        rate, cpu_ms = row.answers / row.seconds, row.cpu / max(1, row.answers) * 1000
         print(f"  {row.bots:26} {row.processes:9d} {row.answers:8d} {rate:10.1f} {cpu_ms:8.2f} ms")
+        if row.stalled:
+            print(f"    STALLED: a chat waited {ANSWER_TIMEOUT:g} s in vain; the database:")
+            print("    " + row.stalled.replace("\n", "\n    "))
 
 
 async def run(sizes: Sizes) -> None:
