@@ -15,16 +15,20 @@ The node
 * each tick (:meth:`tick`): beats, renews every lease it holds in one statement — a bot
   it lost is given up (its adapter stopped: another process polls it now), a session it
   lost has its local turn stopped without a notice —, tries to take every bot it does not
-  own (a free or expired lease: a takeover, logged), takes the mail NOTIFY may have missed,
+  own (a free or expired lease: a takeover, logged; the calls relayed to the old owner that
+  it took and never answered are made again here), takes the mail NOTIFY may have missed,
   redelivers what nobody runs (:mod:`gateway.cluster.sweeper`) and releases the sessions
-  that went idle;
+  that went idle. A tick that outlasts the leases' local validity (the database out of
+  reach) is cut off, and a bot not renewed in time stops receiving;
 * at :meth:`stop` (after the service stopped its turns and adapters): gives up its bots,
   closes the relay and the mailbox and leaves, which ends every lease it holds at once,
   so the others take over at their next tick rather than after the ttl.
 
 Log lines another process (or a test) can read: ``cluster: joined as <id>``,
 ``cluster: owns bot <lease> (epoch N)``, ``cluster: took over bot <lease> from <id>``,
-``cluster: lost bot <lease>``, ``cluster: left``.
+``cluster: lost bot <lease> (epoch N)`` (or ``(not renewed in time)``),
+``cluster: <lease>: N call(s) the old owner never answered made again``,
+``lost the lease of session <key>; another process runs it now``, ``cluster: left``.
 """
 
 from __future__ import annotations
