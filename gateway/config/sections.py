@@ -151,9 +151,9 @@ class ClusterSection(Section):
 
     name: Text | None = None
     """How ``commonos status`` names this process; unset: ``<hostname>:<pid>``."""
-    lease_seconds: PositiveNumber = 15.0
+    lease_seconds: PositiveNumber = 10.0
     """A bot or session lease not renewed for this long passes to another process
-    (renewed every third of it)."""
+    (renewed every third of it, so a takeover comes within 4/3 of it: 13.3 s by default)."""
 
 
 class TelemetrySection(Section):
