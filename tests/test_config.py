@@ -311,6 +311,27 @@ def test_rendered_config_masks_credential_headers(tmp_path: Path) -> None:
     assert 'headers = { Authorization = "Be…op", X-Title = "me" }' in rendered
 
 
+def test_rendered_config_shows_the_store_url_without_its_password(tmp_path: Path) -> None:
+    url = "postgresql://commonos:hunter2-not-shown@db.example:5432/commonos"
+    text = '[cluster]\nlease_seconds = 4\n[telemetry]\notlp_endpoint = "http://127.0.0.1:4318"\n'
+    rendered = render_config(load_config(write(tmp_path, text), env={"COMMONOS_STORE_URL": url}))
+    assert "hunter2-not-shown" not in rendered
+    assert 'url = "postgresql://commonos:***@db.example:5432/commonos"' in rendered
+    assert "# database: PostgreSQL postgresql://commonos:***@db.example:5432/commonos" in rendered
+    shown = tomllib.loads(rendered)
+    assert shown["cluster"]["lease_seconds"] == 4.0
+    assert shown["telemetry"]["otlp_endpoint"].startswith("http://127.0.0.1:4318")
+
+
+def test_a_store_url_that_is_not_postgresql_is_refused_without_its_password(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, '[store]\nurl = "mysql://root:topsecret@db/x"\n')
+    [error] = errors_of(path)
+    assert "topsecret" not in error
+    assert error.startswith(f"{path}: store.url: expected a postgresql://")
+
+
 def test_progress_becomes_the_reply_by_default_and_both_settings_are_read(tmp_path: Path) -> None:
     assert load_config(env={"COMMONOS_HOME": str(tmp_path)}).progress.becomes_reply is True
     text = "[progress]\nbecomes_reply = false\nnew_message_after = 30\n"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from adapters.config import NAME, Section
 from gateway.config.schema import Config
+from gateway.config.sections import mask_url
 
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|session", re.IGNORECASE)
 _MIN_REVEALING_LENGTH = 16
@@ -33,8 +34,14 @@ def render_config(config: Config) -> str:
     for name, section in _sections(config):
         lines += ["", f"[{name}]", *_entries(section)]
         if name == "gateway":
-            lines.append(f"# database: {config.gateway.db_path}")
+            lines.append(f"# database: {_database(config)}")
     return "\n".join(lines) + "\n"
+
+
+def _database(config: Config) -> str:
+    """The SQLite file, or the PostgreSQL URL with its password masked."""
+    url = config.store.url
+    return f"PostgreSQL {mask_url(url)!s}" if url else str(config.gateway.db_path)
 
 
 def warnings(config: Config) -> list[str]:
@@ -61,6 +68,9 @@ def _sections(config: Config) -> Iterator[tuple[str, object]]:
     yield "progress", config.progress
     yield "attachments", config.attachments
     yield "transcription", config.transcription
+    yield "store", config.store
+    yield "cluster", config.cluster
+    yield "telemetry", config.telemetry
     yield "approvals", config.approvals
     yield "access", config.access
     yield from config.sections.items()
@@ -82,7 +92,8 @@ def _entry(name: str, value: object, secret: bool) -> str:
     if value is None or (secret and value == ""):
         return f"# {name} is not set"
     if secret and isinstance(value, str):
-        return f"{name} = {_value(mask(value))}"
+        shown = str(mask_url(value)) if name == "url" else mask(value)
+        return f"{name} = {_value(shown)}"
     if name == "headers" and isinstance(value, Mapping):
         return f"{name} = {_value(_masked_headers(value))}"
     return f"{name} = {_value(value)}"
