@@ -37,6 +37,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -466,6 +467,35 @@ def _answer_keys(content: str | None, tool_calls: str | None) -> list[tuple[str,
         arguments = json.loads(call["function"]["arguments"] or "{}")
         keys.append((_tag_of(arguments), "first"))
     return keys
+
+
+async def turn_on_the_other_process(
+    cluster: Cluster,
+    sim: Any,
+    owner: Gateway,
+    answers: Answers,
+    chats: Sequence[int],
+    release: asyncio.Event,
+) -> tuple[int, TurnRow]:
+    """Held turns (``hold-<chat>``, answered once ``release`` is set) in the Telegram
+    ``chats``, one after the other, until one runs on a process that does not own the bot
+    (claim-or-forward gives a new session to the least busy process: the owner takes the
+    first, the other the next). Returns that chat and its running turn."""
+    for n, chat in enumerate(chats):
+        text = f"hold-{chat}"
+        answers.hold(text, release)
+        await sim.user_says(chat, text)
+        await answers.server.wait_for_requests(n + 1, TIMEOUT)
+        key = f"telegram:dm:{chat}"
+        turn = await eventually(partial(_running_turn, cluster, key), TIMEOUT, f"{key}'s turn")
+        if turn.process_id != owner.process_id:
+            return chat, turn
+    raise AssertionError(f"every turn ran on the bot's owner {owner.process_id}")
+
+
+async def _running_turn(cluster: Cluster, session_key: str) -> TurnRow | None:
+    turns = await cluster.turns()
+    return next((t for t in turns if t.session_key == session_key and t.status == "running"), None)
 
 
 @contextlib.asynccontextmanager

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tests.cluster.harness import (
     HELD_SUFFIX,
+    LEASE_SECONDS,
     TAKEOVER_BOUND,
     TIMEOUT,
     Answers,
@@ -38,6 +39,7 @@ from tests.cluster.harness import (
     is_tool_message,
     running_cluster,
     telegram_section,
+    turn_on_the_other_process,
 )
 from tests.platform_sim.telegram_sim import TelegramSim
 from tests.support.model_server import ScriptedModelServer
@@ -210,3 +212,48 @@ async def _mail_with(cluster: Cluster, needle: str) -> int:
         "SELECT count(*) FROM cluster_mail WHERE payload LIKE '%' || $1 || '%'", needle
     )
     return int(count)
+
+
+async def test_a_pause_of_the_owner_within_its_lease_loses_no_reply(
+    pg_url: str, telegram_sim: TelegramSim, model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """SIGSTOP of the bot's owner until its lease has almost run out (past the local
+    validity, lease_seconds minus 20 %, which stops its platform calls; not past the lease,
+    so no other process may take the bot yet), while its own turn and a turn on the other
+    process have their answers ready: both are shown once, whoever owns the bot after."""
+    chats = [FIRST_CHAT + n for n in range(3)]
+    answers = Answers(model_server)
+    answers.install(20)
+    release = asyncio.Event()
+    config = cluster_config(pg_url, model_server.url, telegram_section(telegram_sim, chats))
+    async with running_cluster(pg_url, tmp_path, config) as cluster:
+        await cluster.start("a")
+        owner = await cluster.owner_of("telegram")
+        await cluster.start("b")
+        other_chat, _ = await turn_on_the_other_process(
+            cluster, telegram_sim, owner, answers, chats, release
+        )
+        held = chats[: chats.index(other_chat) + 1]
+        owner.pause()
+        release.set()  # both answers come now: the relayed one waits for the paused owner
+        await eventually(lambda: _lease_nearly_over(cluster), TIMEOUT, "the lease nearly over")
+        owner.resume()
+        for chat in held:
+            shown = is_answer_to(f"hold-{chat}", held=True)
+            await cluster.expect(
+                telegram_sim.wait_for_bot_message(chat, shown, TIMEOUT), f"chat {chat} answered"
+            )
+        lease = await cluster.bot_lease("telegram")
+    print(f"\nowner paused to the end of its lease: the bot is then {lease}")
+    for chat in held:
+        counts = answer_counts(telegram_sim.messages(chat), [f"hold-{chat}"])
+        assert [m.text for m in telegram_sim.bot_messages(chat)] == [
+            answer_of(f"hold-{chat}") + HELD_SUFFIX
+        ], counts
+    assert telegram_sim.overlapping_polls() == []
+
+
+async def _lease_nearly_over(cluster: Cluster) -> bool:
+    """The bot lease has less than a tenth of its time left (its owner is paused)."""
+    lease = await cluster.bot_lease("telegram")
+    return lease is not None and 0 < lease.expires_at - time.time() < LEASE_SECONDS / 10

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from functools import partial
 from pathlib import Path
 
 from tests.cluster.harness import (
     TIMEOUT,
     Answers,
     Cluster,
-    Gateway,
     TurnRow,
     answer_counts,
     cluster_config,
@@ -35,6 +33,7 @@ from tests.cluster.harness import (
     is_answer_to,
     running_cluster,
     telegram_section,
+    turn_on_the_other_process,
 )
 from tests.platform_sim.telegram_sim import TelegramSim
 from tests.support.model_server import ScriptedModelServer
@@ -110,7 +109,7 @@ async def test_stop_sent_to_the_process_not_running_the_turn_ends_it_within_a_se
         await cluster.start("a")
         owner = await cluster.owner_of("telegram")
         await cluster.start("b")
-        chat, turn = await _a_turn_on_the_other_process(
+        chat, turn = await turn_on_the_other_process(
             cluster, telegram_sim, owner, answers, chats, release
         )
 
@@ -131,34 +130,6 @@ async def test_stop_sent_to_the_process_not_running_the_turn_ends_it_within_a_se
     assert seconds <= 1.0, cluster.logs()
     assert ended.status != "completed" and ended.process_id != owner.process_id
     assert not any(m.text.startswith("answer:") for m in telegram_sim.bot_messages(chat))
-
-
-async def _a_turn_on_the_other_process(
-    cluster: Cluster,
-    sim: TelegramSim,
-    owner: Gateway,
-    answers: Answers,
-    chats: list[int],
-    release: asyncio.Event,
-) -> tuple[int, TurnRow]:
-    """Held turns in ``chats``, one after the other, until one runs on the process that
-    does not own the bot (claim-or-forward gives a new session to the least busy process:
-    the owner takes the first, the other the next). Returns that chat and its turn."""
-    for n, chat in enumerate(chats):
-        text = f"hold-{chat}"
-        answers.hold(text, release)
-        await sim.user_says(chat, text)
-        await answers.server.wait_for_requests(n + 1, TIMEOUT)
-        turn = await eventually(partial(_running, cluster, chat), TIMEOUT, f"{chat}'s turn")
-        if turn.process_id != owner.process_id:
-            return chat, turn
-    raise AssertionError(f"every turn ran on the bot's owner {owner.process_id}")
-
-
-async def _running(cluster: Cluster, chat: int) -> TurnRow | None:
-    turns = await cluster.turns()
-    key = session_key(chat)
-    return next((t for t in turns if t.session_key == key and t.status == "running"), None)
 
 
 async def _finished(cluster: Cluster, turn_id: str) -> TurnRow | None:
