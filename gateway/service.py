@@ -39,19 +39,17 @@ it from the configuration. Composed by hand, the service first, then its adapter
 * ``hooks`` should already hold the built-in policies
   (``core.hooks.builtin.register_builtin_hooks``): they decide which calls ask first.
 
-Per turn: the typing indicator runs while the engine works, the step callback feeds one
-:class:`ProgressView`, the reply's text streams where the bot streams
-(:mod:`gateway.streaming`, docs/architecture.md §13), and when the Dispatcher reports the
-result the reply is rendered, chunked and sent exactly once (:mod:`gateway.replies`; none
-for an interrupted turn: ``/stop`` already answered), then the progress message is
-finalized or removed. The feature modules (links, pairing, reactions, session settings)
-reach the router through :mod:`gateway.chat_features`, which also says who approves where.
+Per turn (:mod:`gateway.chat_turns`, the Dispatcher's ports): typing, one progress view
+with its stop button, the streamed text, then the reply sent exactly once
+(:mod:`gateway.replies`, docs/architecture.md §13). The feature modules (links, pairing,
+reactions, session settings) reach the router through :mod:`gateway.chat_features`, which
+also says who approves where.
 
 With several processes on one PostgreSQL store (docs/cluster.md) ``service.cluster`` is
 this process's node (:class:`gateway.cluster.port.ClusterPart`): every adapter gets its
 claim-or-forward sink in front of the router, it starts once the adapters did and stops
-last; a turn whose session another process took over (a write refused as ``Fenced``, or
-the lease found gone when it ends) ends quietly and sends nothing. ``None`` with SQLite.
+last; a turn whose session another process took over ends quietly and sends nothing
+(:mod:`gateway.chat_turns`). ``None`` with SQLite.
 
 The service does not own ``store`` or ``model``: the caller closes them after ``stop``.
 """
@@ -63,47 +61,44 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 
 from adapters.base import Adapter, ChatRef, InboundEvent
 from adapters.session_keys import parse_session_key
 from core.agent.compaction import Compacted
 from core.agent.context import ContextUse
-from core.agent.control import TurnControl
 from core.agent.loop import CommonAgent
 from core.agent.profile import AgentProfile, BusyPolicy
-from core.agent.turn import TurnResult, UserMessage
 from core.approvals import Approvals
-from core.cancellation import Cancelled, drain_abandoned
+from core.cancellation import drain_abandoned
 from core.debounce import REAL_TIME, Pace
 from core.dispatcher import SHUTDOWN_GRACE_SECONDS, Dispatcher
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
 from core.store.base import ApprovalRecord, Store
-from core.store.fencing import Fenced
 from core.tools.base import ToolRegistry
 from gateway.access import AccessControl, AccessPolicy, user_of
 from gateway.approval_card import ChatApprover
 from gateway.chat_commands import StoppedTurns
 from gateway.chat_features import ApproverRule, install_features, with_approvers
-from gateway.chats import ChatDirectory, Place
+from gateway.chat_turns import ChatTurns, TurnPacing
+from gateway.chats import ChatDirectory
 from gateway.cluster.port import ClusterPart
-from gateway.delivery import TYPING_DELAY, TYPING_INTERVAL, Delivery, Typing
+from gateway.delivery import TYPING_INTERVAL, Delivery
 from gateway.file_delivery import FileDelivery, Spool
-from gateway.intake import DEFAULT_ATTACHMENTS, NOTHING_TO_RUN, Attachments, Intake
+from gateway.intake import DEFAULT_ATTACHMENTS, Attachments, Intake
 from gateway.links import Links
-from gateway.live_text import live_reply
 from gateway.model_presets import NO_PRESETS, ModelPresets
 from gateway.pairing import Pairing, PairingSettings
 from gateway.pipeline import Traffic
-from gateway.progress import ProgressConfig, ProgressView
+from gateway.progress import ProgressConfig
 from gateway.reactions import Reactions
 from gateway.replies import FAILED_REPLY as FAILED_REPLY
-from gateway.replies import Replies, reply_text
+from gateway.replies import Replies
+from gateway.replies import reply_text as reply_text
 from gateway.router import Router
 from gateway.session_settings import SessionSettingsBook, SettingsCommands
-from gateway.streaming import StreamedReply, Streams
+from gateway.streaming import Streams
 
 logger = logging.getLogger(__name__)
 
@@ -181,13 +176,9 @@ class GatewayService:
         self._approvers = dict(chat.approvers)
         """Bare user ids per platform, as configured (they may always talk to the bot)."""
         self.operators = chat.operators
-        self._progress, self._typing_interval = chat.progress, pacing.typing_interval
-        self._typing_sleep = pacing.typing_sleep
-        self._clock, self._sleep = pacing.clock, pacing.sleep
+        self._clock = pacing.clock
         sleep = pacing.sleep
-        self._views: dict[str, ProgressView] = {}
-        self._fenced: set[str] = set()
-        """Sessions whose turn ended on a refused write (another process runs them now)."""
+        self.turns = ChatTurns(self, _turn_pacing(chat, pacing))
         self.streams = Streams(clock=pacing.clock, sleep=pacing.sleep)
         self.stopped_turns = StoppedTurns()
         self.directory = ChatDirectory(list(adapters), traffic=traffic)
@@ -237,10 +228,10 @@ class GatewayService:
 
     def _dispatcher(self, debounce: Pace) -> Dispatcher:
         return Dispatcher(
-            self._run_turn,
+            self.turns.run_turn,
             policy_for=self._policy_for,
             queue_limit=self._queue_limit,
-            on_result=self._on_result,
+            on_result=self.turns.on_result,
             stop_clears_queue=self._stop_clears_queue,
             debounce=self._debounce,
             debounce_pace=debounce,
@@ -311,9 +302,7 @@ class GatewayService:
         await self.pairing.aclose()
         await self.dispatcher.aclose(grace)
         await self.approvals.aclose()
-        for view in list(self._views.values()):
-            await view.aclose()
-        self._views.clear()
+        await self.turns.aclose()
         await self.streams.aclose()
         for bot in self.directory.bots:
             try:
@@ -377,126 +366,11 @@ class GatewayService:
     def _approval_timeout(self, session_key: str) -> float:
         return self.profile_for(session_key).approval_timeout
 
-    # one turn -------------------------------------------------------------------------
-    async def _run_turn(
-        self, session_key: str, message: UserMessage, control: TurnControl
-    ) -> TurnResult:
-        """The dispatcher's port. A write refused because another process took the
-        session over (``Fenced``) ends the turn quietly: nothing more is sent from here."""
-        try:
-            return await self._turn(session_key, message, control)
-        except Fenced as exc:
-            self._fenced.add(session_key)
-            raise Cancelled("the session runs in another process now") from exc
 
-    async def _lost_session(self, session_key: str) -> bool:
-        """The turn that just ended ran for a session another process has taken over."""
-        fenced = session_key in self._fenced
-        self._fenced.discard(session_key)
-        cluster = self.cluster
-        return cluster is not None and (await cluster.fenced_out() or fenced)
-
-    async def _turn(
-        self, session_key: str, message: UserMessage, control: TurnControl
-    ) -> TurnResult:
-        agent = self.agent_for(session_key)
-        await self.settings.load(session_key)  # from now on its /busy is known (at once)
-        place = self.directory.turn_place(session_key, message.origin)
-        await self.reactions.started(message)
-        taken = await self._take_in(session_key, message, place, agent, control)
-        if taken is None:
-            return NOTHING_TO_RUN
-        message = taken
-        if place is None:
-            return await agent.run_turn(session_key, message, control)
-        stops = self.router.stop_buttons
-        stop_id = stops.register(session_key, control, message.sender_id)
-        stream = self.streams.open(session_key, place)
-        progress = await self.settings.progress(session_key, self._progress)
-        view = ProgressView(
-            place.outbound, place.chat, progress, clock=self._clock, sleep=self._sleep,
-            buttons=stops.buttons(stop_id, place.outbound.capabilities),
-            shown_by=stream.show_step if stream is not None and stream.shows_progress else None,
-        )  # fmt: skip
-        self._views[session_key] = view
-        quiet = partial(self._typing_paused, session_key, view)
-        typing = Typing(
-            place.outbound,
-            place.chat,
-            interval=self._typing_interval,
-            sleep=self._typing_sleep,
-            paused=quiet,
-            delay=TYPING_DELAY,
-        )
-        try:
-            async with typing, live_reply(place) as live:
-                return await agent.run_turn(
-                    session_key, message, control, step_callback=view.step, on_notice=view.notice,
-                    on_text=stream or live, on_file=self.files.queue_for(session_key, place),
-                )  # fmt: skip
-        except BaseException:
-            self._views.pop(session_key, None)
-            await view.aclose()
-            await self.streams.discard(session_key)
-            raise
-        finally:
-            stops.forget(stop_id)
-
-    async def _take_in(
-        self, key: str, message: UserMessage, place: Place | None, agent: CommonAgent,
-        control: TurnControl,
-    ) -> UserMessage | None:  # fmt: skip
-        """The message's files saved in the session's workspace (docs/attachments.md); None
-        when nothing is left to run. ``/stop`` ends a download too."""
-        if not message.attachments:
-            return message
-        workspaces = agent.profile.workspaces()
-        workspace = await asyncio.to_thread(workspaces.ensure, key)
-        return await control.token.guard(self.intake.take_in(key, message, place, workspace))
-
-    def _typing_paused(self, session_key: str, view: ProgressView) -> bool:
-        """No typing while a card waits for a person, nor in a shared chat once the
-        progress message shows the turn is alive (chat actions count as group messages)."""
-        if self.approvals.pending(session_key):
-            return True
-        shared = parse_session_key(session_key).chat_type != "dm"
-        return shared and view.message is not None
-
-    async def _on_result(self, session_key: str, message: UserMessage, result: TurnResult) -> None:
-        """Deliver the reply (none after an acknowledged ``/stop``), then close the view.
-
-        A delivery cut off (shutdown cancelled it mid rate-limit wait) or failed raises, so
-        the message's ``handled`` outcome is False and a durable inbox replays the update
-        rather than losing the reply (:mod:`core.dispatcher`, "Handled"). Nothing is sent
-        for a session another process took over (it answers)."""
-        view, stream = self._views.pop(session_key, None), self.streams.take(session_key)
-        if await self._lost_session(session_key):
-            await _quiet_end(view, stream)
-            self.directory.turn_ended(session_key)
-            return
-        stopped = self.stopped_turns.was_stopped(result.turn_id)
-        await self.reactions.ended(message, result)
-        try:
-            if stopped:
-                logger.info("turn %s: /stop was acknowledged; its reply suppressed", result.turn_id)
-            else:
-                await self.replies.deliver(session_key, result, view, stream)
-            await self.files.after_turn(session_key, result, stopped=stopped)
-        finally:
-            if stream is not None:  # stopped, or no reply: cleared (nothing once handed over)
-                await stream.clear()
-            if view is not None:
-                remove = self._progress.becomes_reply and reply_text(result) is not None
-                await view.finish("interrupted" if stopped else result.status, remove=remove)
-            self.directory.turn_ended(session_key)
-
-
-async def _quiet_end(view: ProgressView | None, stream: StreamedReply | None) -> None:
-    """A turn's view and stream closed without a call to the platform."""
-    if view is not None:
-        await view.aclose()
-    if stream is not None:
-        await stream.aclose()
+def _turn_pacing(chat: ChatPolicy, pacing: Pacing) -> TurnPacing:
+    return TurnPacing(
+        chat.progress, pacing.clock, pacing.sleep, pacing.typing_sleep, pacing.typing_interval
+    )
 
 
 def _tools_of(tools: ToolRegistry | Mapping[str, ToolRegistry], profile: str) -> ToolRegistry:

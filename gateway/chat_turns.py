@@ -1,0 +1,222 @@
+"""One turn in a chat: what the user sees while the engine works, and the reply at the end.
+
+:class:`ChatTurns` is the Dispatcher's pair of ports (``run_turn``, ``on_result``) that
+:class:`gateway.service.GatewayService` composes (docs/architecture.md §3, §11). Per turn:
+the message's files are taken in first (docs/attachments.md), the typing indicator runs
+while the engine works, the step callback feeds one :class:`ProgressView` with its stop
+button, the reply's text streams where the bot streams (:mod:`gateway.streaming`,
+docs/architecture.md §13), and when the Dispatcher reports the result the reply is
+rendered, chunked and sent exactly once (:mod:`gateway.replies`; none for an interrupted
+turn: ``/stop`` already answered), then the progress message is finalized or removed.
+
+With several processes on one store (docs/cluster.md, docs/architecture.md §16) a turn
+whose session another process took over — a write refused as ``Fenced``, or the lease
+found gone when it ends — ends quietly: its view and stream are closed without a call to
+the platform, and nothing is sent (the other process answers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
+
+from adapters.session_keys import parse_session_key
+from core.agent.control import TurnControl
+from core.agent.loop import CommonAgent
+from core.agent.turn import TurnResult, UserMessage
+from core.approvals import Approvals
+from core.cancellation import Cancelled
+from core.store.fencing import Fenced
+from gateway.chat_commands import StoppedTurns
+from gateway.chats import ChatDirectory, Place
+from gateway.delivery import TYPING_DELAY, Typing
+from gateway.file_delivery import FileDelivery
+from gateway.intake import NOTHING_TO_RUN, Intake
+from gateway.live_text import live_reply
+from gateway.progress import ProgressConfig, ProgressView
+from gateway.reactions import Reactions
+from gateway.replies import Replies, reply_text
+from gateway.session_settings import SessionSettingsBook
+from gateway.streaming import StreamedReply, Streams
+
+if TYPE_CHECKING:
+    from gateway.cluster.port import ClusterPart
+    from gateway.router import Router
+
+logger = logging.getLogger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class TurnHost(Protocol):
+    """The parts of the runtime a turn uses (the service; read when each turn runs, so
+    ones set after construction — the router, the cluster node, a test's ``streams`` —
+    are seen)."""
+
+    settings: SessionSettingsBook
+    directory: ChatDirectory
+    reactions: Reactions
+    router: Router
+    streams: Streams
+    files: FileDelivery
+    intake: Intake
+    approvals: Approvals
+    replies: Replies
+    stopped_turns: StoppedTurns
+    cluster: ClusterPart | None
+
+    def agent_for(self, session_key: str) -> CommonAgent: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPacing:
+    """How progress shows by default, and the clock and waits of views and typing."""
+
+    progress: ProgressConfig
+    clock: Callable[[], float]
+    sleep: Sleep
+    typing_sleep: Sleep
+    typing_interval: float
+
+
+class ChatTurns:
+    """The Dispatcher's ports: run one turn with its chat plumbing, deliver its result."""
+
+    def __init__(self, host: TurnHost, pacing: TurnPacing) -> None:
+        self._host, self._pacing = host, pacing
+        self._views: dict[str, ProgressView] = {}
+        self._fenced: set[str] = set()
+        """Sessions whose turn ended on a refused write (another process runs them now)."""
+
+    async def aclose(self) -> None:
+        """Close the progress views of turns still open (at shutdown)."""
+        for view in list(self._views.values()):
+            await view.aclose()
+        self._views.clear()
+
+    async def run_turn(
+        self, session_key: str, message: UserMessage, control: TurnControl
+    ) -> TurnResult:
+        """The dispatcher's port. A write refused because another process took the
+        session over (``Fenced``) ends the turn quietly: nothing more is sent from here."""
+        try:
+            return await self._turn(session_key, message, control)
+        except Fenced as exc:
+            self._fenced.add(session_key)
+            raise Cancelled("the session runs in another process now") from exc
+
+    async def _lost_session(self, session_key: str) -> bool:
+        """The turn that just ended ran for a session another process has taken over."""
+        fenced = session_key in self._fenced
+        self._fenced.discard(session_key)
+        cluster = self._host.cluster
+        return cluster is not None and (await cluster.fenced_out() or fenced)
+
+    async def _turn(
+        self, session_key: str, message: UserMessage, control: TurnControl
+    ) -> TurnResult:
+        host = self._host
+        agent = host.agent_for(session_key)
+        await host.settings.load(session_key)  # from now on its /busy is known (at once)
+        place = host.directory.turn_place(session_key, message.origin)
+        await host.reactions.started(message)
+        taken = await self._take_in(session_key, message, place, agent, control)
+        if taken is None:
+            return NOTHING_TO_RUN
+        message = taken
+        if place is None:
+            return await agent.run_turn(session_key, message, control)
+        stops = host.router.stop_buttons
+        stop_id = stops.register(session_key, control, message.sender_id)
+        stream = host.streams.open(session_key, place)
+        pacing = self._pacing
+        progress = await host.settings.progress(session_key, pacing.progress)
+        view = ProgressView(
+            place.outbound, place.chat, progress, clock=pacing.clock, sleep=pacing.sleep,
+            buttons=stops.buttons(stop_id, place.outbound.capabilities),
+            shown_by=stream.show_step if stream is not None and stream.shows_progress else None,
+        )  # fmt: skip
+        self._views[session_key] = view
+        quiet = partial(self._typing_paused, session_key, view)
+        typing = Typing(
+            place.outbound,
+            place.chat,
+            interval=pacing.typing_interval,
+            sleep=pacing.typing_sleep,
+            paused=quiet,
+            delay=TYPING_DELAY,
+        )
+        try:
+            async with typing, live_reply(place) as live:
+                return await agent.run_turn(
+                    session_key, message, control, step_callback=view.step, on_notice=view.notice,
+                    on_text=stream or live, on_file=host.files.queue_for(session_key, place),
+                )  # fmt: skip
+        except BaseException:
+            self._views.pop(session_key, None)
+            await view.aclose()
+            await host.streams.discard(session_key)
+            raise
+        finally:
+            stops.forget(stop_id)
+
+    async def _take_in(
+        self, key: str, message: UserMessage, place: Place | None, agent: CommonAgent,
+        control: TurnControl,
+    ) -> UserMessage | None:  # fmt: skip
+        """The message's files saved in the session's workspace (docs/attachments.md); None
+        when nothing is left to run. ``/stop`` ends a download too."""
+        if not message.attachments:
+            return message
+        workspaces = agent.profile.workspaces()
+        workspace = await asyncio.to_thread(workspaces.ensure, key)
+        return await control.token.guard(self._host.intake.take_in(key, message, place, workspace))
+
+    def _typing_paused(self, session_key: str, view: ProgressView) -> bool:
+        """No typing while a card waits for a person, nor in a shared chat once the
+        progress message shows the turn is alive (chat actions count as group messages)."""
+        if self._host.approvals.pending(session_key):
+            return True
+        shared = parse_session_key(session_key).chat_type != "dm"
+        return shared and view.message is not None
+
+    async def on_result(self, session_key: str, message: UserMessage, result: TurnResult) -> None:
+        """Deliver the reply (none after an acknowledged ``/stop``), then close the view.
+
+        A delivery cut off (shutdown cancelled it mid rate-limit wait) or failed raises, so
+        the message's ``handled`` outcome is False and a durable inbox replays the update
+        rather than losing the reply (:mod:`core.dispatcher`, "Handled"). Nothing is sent
+        for a session another process took over (it answers)."""
+        host = self._host
+        view, stream = self._views.pop(session_key, None), host.streams.take(session_key)
+        if await self._lost_session(session_key):
+            await _quiet_end(view, stream)
+            host.directory.turn_ended(session_key)
+            return
+        stopped = host.stopped_turns.was_stopped(result.turn_id)
+        await host.reactions.ended(message, result)
+        try:
+            if stopped:
+                logger.info("turn %s: /stop was acknowledged; its reply suppressed", result.turn_id)
+            else:
+                await host.replies.deliver(session_key, result, view, stream)
+            await host.files.after_turn(session_key, result, stopped=stopped)
+        finally:
+            if stream is not None:  # stopped, or no reply: cleared (nothing once handed over)
+                await stream.clear()
+            if view is not None:
+                remove = self._pacing.progress.becomes_reply and reply_text(result) is not None
+                await view.finish("interrupted" if stopped else result.status, remove=remove)
+            host.directory.turn_ended(session_key)
+
+
+async def _quiet_end(view: ProgressView | None, stream: StreamedReply | None) -> None:
+    """A turn's view and stream closed without a call to the platform."""
+    if view is not None:
+        await view.aclose()
+    if stream is not None:
+        await stream.aclose()
