@@ -25,7 +25,9 @@ The steps, as ``docs/turn-loop.md`` §2 describes them:
    a stop, to ``AFTER_STOP_SECONDS``): they never hold the session lock longer than that.
 
 ``run_turn`` never raises for a failed turn: a broken store, hook or bug ends the turn as
-``failed``/``crashed`` with a readable reply. Only ``asyncio.CancelledError`` (the task
+``failed``/``crashed`` with a readable reply; one whose session lease another process took
+over (a write refused as ``Fenced``, docs/cluster.md) ends so too, said once at WARNING
+without a traceback (:mod:`core.agent.lease_lost`). Only ``asyncio.CancelledError`` (the task
 itself cancelled) propagates, and only after a started turn was recorded as
 ``interrupted``/``cancelled`` (time-boxed by :data:`CLEANUP_SECONDS`), with its stop and
 session-end hooks; one cancelled while opening (its record being started, if it was
@@ -69,6 +71,7 @@ from core.agent.compaction import Compacted, Compactor, ContextLimits
 from core.agent.context import ContextUse, summary_first
 from core.agent.control import TurnControl
 from core.agent.external import ExternalRuntime
+from core.agent.lease_lost import is_lease_lost, lease_lost_end, log_lease_lost
 from core.agent.model_call import ModelCaller
 from core.agent.model_choice import ModelChoice, ModelChooser, SessionModel
 from core.agent.opening import Opening, OpenTurn, TurnOpener
@@ -89,6 +92,7 @@ from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
 from core.store.base import Store
+from core.store.fencing import Fenced
 from core.tools.base import QueueFile, RunChild, ToolRegistry
 
 logger = logging.getLogger(__name__)
@@ -181,8 +185,10 @@ class CommonAgent:
         self, key: str, opening: Opening, control: TurnControl, error: Exception
     ) -> TurnResult:
         """A turn that could not open: if its record was written, it ends ``failed``."""
-        logger.exception("turn of %s could not start", key)
-        end = TurnEnd("failed", "crashed", CRASH_REPLY, f"{type(error).__name__}: {error}")
+        end = lease_lost_end(f"turn of {key}", error, CRASH_REPLY)
+        if end is None:
+            logger.exception("turn of %s could not start", key)
+            end = TurnEnd("failed", "crashed", CRASH_REPLY, f"{type(error).__name__}: {error}")
         scope = opening.scope
         if scope is None or not await self._end_unopened(opening, control, end):
             return TurnResult(
@@ -206,6 +212,10 @@ class CommonAgent:
             await self.store.finish_turn(
                 scope.turn_id, status=end.status, exit_reason=end.exit_reason, iterations=0
             )
+        except Fenced as lost:  # the session is another process's now
+            if not is_lease_lost(end):  # else said once already, where it was lost
+                log_lease_lost(f"turn {scope.turn_id}", lost)
+            return False
         except Exception as problem:  # the start never reached the store: nothing to end
             logger.info("turn %s ended before it was stored: %s", scope.turn_id, problem)
             return False
@@ -256,9 +266,12 @@ class CommonAgent:
             raise
         except Cancelled as stopped:  # a hook aborted by /stop
             end = stop_end(stopped.reason)
-        except Exception as error:
-            logger.exception("turn %s crashed", turn.scope.turn_id)
-            end = TurnEnd("failed", "crashed", CRASH_REPLY, f"{type(error).__name__}: {error}")
+        except Exception as error:  # a lost session lease is expected in a cluster
+            lost = lease_lost_end(f"turn {turn.scope.turn_id}", error, CRASH_REPLY)
+            if lost is None:
+                logger.exception("turn %s crashed", turn.scope.turn_id)
+            crash = f"{type(error).__name__}: {error}"
+            end = lost or TurnEnd("failed", "crashed", CRASH_REPLY, crash)
         return await self._finish(turn, end)
 
     async def _watched_loop(
@@ -380,6 +393,9 @@ class CommonAgent:
                 error=end.error,
             )
             await self.store.touch_session(scope.session_id)
+        except Fenced as lost:
+            if not is_lease_lost(end):  # said once, where the turn lost its lease
+                log_lease_lost(f"turn {scope.turn_id}", lost)
         except Exception:
             logger.exception("turn %s: final status not stored", scope.turn_id)
         await session_end(self.hooks, scope, token, end)
