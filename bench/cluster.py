@@ -40,15 +40,19 @@ from typing import TypeVar
 from bench.figures import percentile
 from bench.sizes import Sizes
 from gateway.config.sections import ClusterSection
-from tests.cluster.harness import (
-    LEASE_SECONDS,
-    TAKEOVER_BOUND,
+from tests.cluster.answers import (
     Answers,
+    is_answer_to,
+)
+from tests.cluster.harness import (
+    TAKEOVER_BOUND,
     Cluster,
+    running_cluster,
+)
+from tests.cluster.processes import (
+    LEASE_SECONDS,
     cluster_config,
     discord_section,
-    is_answer_to,
-    running_cluster,
     slack_section,
     telegram_section,
 )

@@ -8,9 +8,10 @@ for all (as the operator would deploy it), and each process its own ``COMMONOS_H
 the database is the only thing they share. The config: the web chat off (no ports to
 share out), ``[store] url`` = the test's database, ``[cluster] lease_seconds = 2`` (renewed
 every 2/3 s) so failovers take seconds, ``[progress] mode = "off"``, the scripted model
-server (:class:`Answers` answers every request from what it carries), and the platform
-sections a test gives (:func:`telegram_section`, ...), streaming off, so an answer is one
-message and a chat's calls are few.
+server (tests/cluster/answers.py: ``Answers`` answers every request from what it
+carries), and the platform sections a test gives (tests/cluster/processes.py:
+``telegram_section``, ...; one process is a ``Gateway`` there), streaming off, so an
+answer is one message and a chat's calls are few.
 
 Waiting: on the simulators' and the model server's events where they exist; what only
 the database knows (who holds a lease, a turn row's end) is read by :func:`eventually`, a
@@ -19,8 +20,8 @@ bounded poll every 50 ms, never a fixed sleep.
 What the tests read back (:class:`Cluster`): the lease rows (``bot:<platform>:...``), the
 ``processes`` rows (each gateway's process id, by its pid), the stored turn rows with
 ``turns.process_id`` (:func:`concurrent_turns` finds two turns of one session at once),
-and the stored assistant messages (:func:`calls_after_stored`: a model request made after
-its answer was already stored).
+the stored assistant messages (``answers.calls_after_stored``: a model request made after
+its answer was already stored) and the tool calls started per message.
 """
 
 from __future__ import annotations
@@ -29,181 +30,29 @@ import asyncio
 import contextlib
 import itertools
 import json
-import os
 import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 
-from tests.platform_sim.base import SimMessage, SimServer
-from tests.support.model_server import (
-    ReceivedRequest,
-    Reply,
-    ScriptedModelServer,
-    reply_hang,
-    reply_text,
-    reply_tool_call,
-)
+from tests.cluster.answers import Answers, Stage, answer_keys, tag_of
+from tests.cluster.processes import LEASE_SECONDS, READY, TIMEOUT, Gateway, environment
+from tests.platform_sim.base import SimServer
 
 T = TypeVar("T")
-LEASE_SECONDS = 2.0
 RENEWAL_SECONDS = LEASE_SECONDS / 3
 """How often a process renews its leases (a third of ``lease_seconds``)."""
 TAKEOVER_BOUND = LEASE_SECONDS + RENEWAL_SECONDS
 """A dead owner's last renewal + the lease + the taker's next try: the longest takeover."""
-TIMEOUT = 30.0
-READY = "ready: the gateway is running"
 POLL_SECONDS = 0.05
-Stage = Literal["first", "after_tool"]
-"""A message's model calls: the first; and, in a tool turn, the one after the tool result."""
-
-
-# the configuration ----------------------------------------------------------------------------
-def cluster_config(
-    url: str, model_url: str, sections: str, *, lease_seconds: float = LEASE_SECONDS
-) -> str:
-    """The one config file every process of a test reads (TOML text)."""
-    return f"""
-[gateway]
-log_level = "INFO"
-
-[web]
-enabled = false
-
-[store]
-url = "{url}"
-
-[cluster]
-lease_seconds = {lease_seconds}
-
-[model]
-provider = "openai"
-base_url = "{model_url}"
-api_key = "test"
-model = "scripted"
-
-[progress]
-mode = "off"
-{sections}
-"""
-
-
-def telegram_section(sim: Any, users: Iterable[int]) -> str:
-    """``[telegram]`` for the Telegram simulator ``sim``, ``users`` allowed."""
-    allowed = ", ".join(str(user) for user in users)
-    return f"""
-[telegram]
-token = "{sim.token}"
-base_url = "{sim.url}/bot"
-base_file_url = "{sim.url}/file/bot"
-allowed_users = [{allowed}]
-streaming = "off"
-"""
-
-
-def discord_section(sim: Any, users: Iterable[str]) -> str:
-    allowed = ", ".join(f'"{user}"' for user in users)
-    return f"""
-[discord]
-token = "{sim.token}"
-api_base = "{sim.api_base}"
-gateway_url = "{sim.gateway_url}"
-allowed_users = [{allowed}]
-streaming = "off"
-"""
-
-
-def slack_section(sim: Any, users: Iterable[str]) -> str:
-    allowed = ", ".join(f'"{user}"' for user in users)
-    return f"""
-[slack]
-bot_token = "{sim.bot_token}"
-app_token = "{sim.app_token}"
-api_base_url = "{sim.api_url}"
-allowed_users = [{allowed}]
-streaming = "off"
-"""
-
-
-def environment(home: Path) -> dict[str, str]:
-    """This process's environment without proxies and COMMONOS_/OPENAI_ settings."""
-    keep = {k: v for k, v in os.environ.items() if "PROXY" not in k.upper()}
-    keep = {k: v for k, v in keep.items() if not k.startswith(("COMMONOS_", "OPENAI_"))}
-    return {**keep, "COMMONOS_HOME": str(home)}
-
-
-# one process ----------------------------------------------------------------------------------
-@dataclass
-class Gateway:
-    """One ``commonos run`` process: its log (stderr, read to the end), signals, CPU."""
-
-    name: str
-    home: Path
-    process: asyncio.subprocess.Process
-    lines: list[str] = field(default_factory=list)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-    process_id: str = ""
-    """Its cluster process id (``processes.id``), known once it joined."""
-    paused: bool = False
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def alive(self) -> bool:
-        return self.process.returncode is None
-
-    @property
-    def log(self) -> str:
-        return "".join(self.lines)
-
-    async def drain(self) -> None:
-        """Read stderr to the end, so a chatty log never blocks the process."""
-        assert self.process.stderr is not None
-        while raw := await self.process.stderr.readline():
-            self.lines.append(raw.decode(errors="replace"))
-            self.changed.set()
-        self.changed.set()
-
-    async def wait_for_line(self, needle: str, timeout: float = TIMEOUT) -> None:
-        async with asyncio.timeout(timeout):
-            while not any(needle in line for line in self.lines):
-                if self.process.returncode is not None:
-                    raise AssertionError(f"gateway {self.name} exited:\n{self.log}")
-                self.changed.clear()
-                await self.changed.wait()
-
-    def kill(self) -> float:
-        """SIGKILL; returns the wall-clock moment (comparable with the server's times)."""
-        at = time.time()
-        self.process.kill()
-        return at
-
-    def pause(self) -> float:
-        at = time.time()
-        self.process.send_signal(signal.SIGSTOP)
-        self.paused = True
-        return at
-
-    def resume(self) -> float:
-        self.process.send_signal(signal.SIGCONT)
-        self.paused = False
-        return time.time()
-
-    def cpu_seconds(self) -> float:
-        """utime + stime of the process so far (``/proc/<pid>/stat``)."""
-        stat = Path(f"/proc/{self.pid}/stat").read_text()
-        fields = stat.rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # what the database says -----------------------------------------------------------------------
@@ -440,13 +289,13 @@ class Cluster:
         """How many times a tool was started (a ``tool_calls`` row, whatever its status) for
         each tool message (:class:`Answers`): more than once would be a blind re-run."""
         rows = await (await self.db()).fetch("SELECT arguments FROM tool_calls")
-        return Counter(_tag_of(json.loads(row["arguments"] or "{}")) for row in rows)
+        return Counter(tag_of(json.loads(row["arguments"] or "{}")) for row in rows)
 
     async def stored_answers(self) -> dict[tuple[str, Stage], float]:
         """(message, stage) → when its model answer was first stored (see :class:`Answers`)."""
         stored: dict[tuple[str, Stage], float] = {}
         for content, tool_calls, created in await self.assistant_rows():
-            for key in _answer_keys(content, tool_calls):
+            for key in answer_keys(content, tool_calls):
                 stored[key] = min(created, stored.get(key, created))
         return stored
 
@@ -456,17 +305,6 @@ def _turn_row(row: asyncpg.Record) -> TurnRow:
         str(row["key"]), str(row["id"]), float(row["started_at"]), _seconds(row["finished_at"]),
         str(row["status"]), row["exit_reason"], row["process_id"],
     )  # fmt: skip
-
-
-def _answer_keys(content: str | None, tool_calls: str | None) -> list[tuple[str, Stage]]:
-    keys: list[tuple[str, Stage]] = []
-    if content and content.startswith(ANSWER_PREFIX):
-        text = content.removeprefix(ANSWER_PREFIX).removesuffix(HELD_SUFFIX)
-        keys.append((text, "after_tool" if is_tool_message(text) else "first"))
-    for call in json.loads(tool_calls) if tool_calls else []:
-        arguments = json.loads(call["function"]["arguments"] or "{}")
-        keys.append((_tag_of(arguments), "first"))
-    return keys
 
 
 async def turn_on_the_other_process(
@@ -539,98 +377,3 @@ class Peak:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
-
-
-# the scripted model ---------------------------------------------------------------------------
-ANSWER_PREFIX = "answer: "
-HELD_SUFFIX = " (held)"
-
-
-def answer_of(text: str) -> str:
-    """What the model answers to the message ``text`` (the whole bot message)."""
-    return f"{ANSWER_PREFIX}{text}"
-
-
-def is_tool_message(text: str) -> bool:
-    """A message starting with "tool" makes a tool turn (read_file or terminal, then text)."""
-    return text.startswith("tool")
-
-
-def _tag_of(arguments: dict[str, Any]) -> str:
-    if "path" in arguments:
-        return str(arguments["path"]).removeprefix("tag-").removesuffix(".txt")
-    return str(arguments.get("command", "")).removeprefix("echo tag-")
-
-
-@dataclass(frozen=True, slots=True)
-class Asked:
-    """One model request: for which message, at which stage, when (wall clock)."""
-
-    text: str
-    stage: Stage
-    at: float
-
-
-class Answers:
-    """The scripted model of the cluster tests: each request is answered from what it
-    carries, whichever process asks and in whatever order.
-
-    A plain message ``text`` is answered ``answer: <text>``. A tool message (``tool ...``)
-    first gets a tool call — ``read_file`` of ``tag-<text>.txt``, or for every other one
-    ``terminal`` running ``echo tag-<text>`` — and after the tool result its answer. A held
-    message (:meth:`hold`) waits on an event before its first answer, which then reads
-    ``answer: <text> (held)``. Every request is kept in ``asked``.
-    """
-
-    def __init__(self, server: ScriptedModelServer) -> None:
-        self.server = server
-        self.asked: list[Asked] = []
-        self._holds: dict[str, asyncio.Event] = {}
-        self._tool_turns = 0
-
-    def install(self, requests: int) -> None:
-        """Script ``requests`` answers (the server takes one per request)."""
-        self.server.script(*[self.reply] * requests)
-
-    def hold(self, text: str, until: asyncio.Event) -> None:
-        """The next first request for ``text`` waits until ``until`` is set."""
-        self._holds[text] = until
-
-    def reply(self, request: ReceivedRequest) -> Reply:
-        text = request.last_user_text
-        after_tool = request.messages[-1].get("role") == "tool"
-        stage: Stage = "after_tool" if after_tool else "first"
-        self.asked.append(Asked(text, stage, time.time()))
-        if (held := self._holds.pop(text, None)) is not None and not after_tool:
-            return reply_hang(then=reply_text(answer_of(text) + HELD_SUFFIX), until=held)
-        if is_tool_message(text) and not after_tool:
-            return self._tool_call(text)
-        return reply_text(answer_of(text))
-
-    def _tool_call(self, text: str) -> Reply:
-        self._tool_turns += 1
-        if self._tool_turns % 2:
-            return reply_tool_call("read_file", {"path": f"tag-{text}.txt"})
-        return reply_tool_call("terminal", {"command": f"echo tag-{text}"})
-
-    def counts(self) -> Counter[tuple[str, Stage]]:
-        return Counter((asked.text, asked.stage) for asked in self.asked)
-
-
-def calls_after_stored(answers: Answers, stored: dict[tuple[str, Stage], float]) -> list[Asked]:
-    """Model requests made after the answer they ask for was already stored: the second
-    model call for a stored answer that replay must never make."""
-    late = (a for a in answers.asked if (a.text, a.stage) in stored)
-    return [a for a in late if a.at > stored[a.text, a.stage]]
-
-
-def is_answer_to(text: str, *, held: bool = False) -> Callable[[SimMessage], bool]:
-    """Whether a message is the answer to ``text`` (``held``: its held first answer)."""
-    expected = answer_of(text) + (HELD_SUFFIX if held else "")
-    return lambda message: message.text == expected
-
-
-def answer_counts(messages: Iterable[SimMessage], texts: Iterable[str]) -> dict[str, int]:
-    """How many live bot messages carry the answer to each of ``texts``."""
-    shown = Counter(m.text for m in messages if m.from_bot and not m.deleted)
-    return {text: shown[answer_of(text)] for text in texts}

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cluster.harness import (
-    TIMEOUT,
+from tests.cluster.answers import (
     Answers,
+    answer_counts,
+    is_answer_to,
+)
+from tests.cluster.harness import (
     Cluster,
     Peak,
-    answer_counts,
+    running_cluster,
+)
+from tests.cluster.processes import (
+    TIMEOUT,
     cluster_config,
     discord_section,
-    is_answer_to,
-    running_cluster,
     slack_section,
 )
 from tests.platform_sim.discord_sim import ALICE as DISCORD_ALICE

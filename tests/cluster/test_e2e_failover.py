@@ -21,25 +21,29 @@ import asyncio
 import time
 from pathlib import Path
 
-from tests.cluster.harness import (
+from tests.cluster.answers import (
     HELD_SUFFIX,
-    LEASE_SECONDS,
-    TAKEOVER_BOUND,
-    TIMEOUT,
     Answers,
-    Cluster,
-    TurnRow,
     answer_counts,
     answer_of,
     calls_after_stored,
-    cluster_config,
-    concurrent_turns,
-    eventually,
     is_answer_to,
     is_tool_message,
+)
+from tests.cluster.harness import (
+    TAKEOVER_BOUND,
+    Cluster,
+    TurnRow,
+    concurrent_turns,
+    eventually,
     running_cluster,
-    telegram_section,
     turn_on_the_other_process,
+)
+from tests.cluster.processes import (
+    LEASE_SECONDS,
+    TIMEOUT,
+    cluster_config,
+    telegram_section,
 )
 from tests.platform_sim.telegram_sim import TelegramSim
 from tests.support.model_server import ScriptedModelServer

@@ -21,19 +21,23 @@ import asyncio
 import time
 from pathlib import Path
 
-from tests.cluster.harness import (
-    TIMEOUT,
+from tests.cluster.answers import (
     Answers,
+    answer_counts,
+    is_answer_to,
+)
+from tests.cluster.harness import (
     Cluster,
     TurnRow,
-    answer_counts,
-    cluster_config,
     concurrent_turns,
     eventually,
-    is_answer_to,
     running_cluster,
-    telegram_section,
     turn_on_the_other_process,
+)
+from tests.cluster.processes import (
+    TIMEOUT,
+    cluster_config,
+    telegram_section,
 )
 from tests.platform_sim.telegram_sim import TelegramSim
 from tests.support.model_server import ScriptedModelServer
