@@ -10,7 +10,8 @@ The node
 * gives every adapter the :class:`~gateway.cluster.sink.ClusterSink` (claim-or-forward)
   in front of the router (:meth:`ClusterNode.sink`);
 * at :meth:`start`: joins (``processes``), serves its mail (its process id: ``event`` →
-  the sink, ``result`` → the relay), tries to take every bot at once, then beats every
+  the sink, ``result`` → the relay, ``control`` → the dashboard's actions:
+  :mod:`gateway.cluster.control`), tries to take every bot at once, then beats every
   ``lease_seconds / 3``;
 * each tick (:meth:`tick`): beats, renews every lease it holds in one statement — a bot
   it lost is given up (its adapter stopped: another process polls it now), a session it
@@ -44,6 +45,7 @@ from adapters.base import Adapter, EventSink
 from adapters.inbox import DurableInbox
 from core.store.fencing import Fence, fenced
 from core.tasks import TaskSet
+from gateway.cluster.control import CONTROL, ClusterControl
 from gateway.cluster.leased import LeasedAdapter, bot_lease_name
 from gateway.cluster.leases import SESSION_PREFIX, Leases
 from gateway.cluster.mailbox import Mail, Mailbox
@@ -120,6 +122,8 @@ class ClusterNode:
         self.members = Members(store.pool, process_id, name, self.ttl)
         self.mailbox = Mailbox(store.pool, store.dsn, process_id)
         self.relay = Relay(self.mailbox, process_id)
+        self.control = ClusterControl(store, self.leases, self.mailbox, process_id)
+        """The dashboard's actions across processes (mail kind ``control``)."""
         self.web_url = web_url
         self.bots: dict[str, LeasedAdapter] = {}
         """Leased bots by lease name."""
@@ -172,6 +176,7 @@ class ClusterNode:
     async def start(self, service: GatewayService) -> None:
         """Join, serve this process's mail, take every free bot, start the heartbeat."""
         self._service = service
+        self.control.attach(service)
         self.web_url = self.web_url or _web_url(service)
         with fenced(None):
             await self.members.join(self.web_url)
@@ -313,6 +318,8 @@ class ClusterNode:
             await self._sink.on_mail(mail)
         elif mail.kind == RESULT:
             await self.relay.on_result(mail)
+        elif mail.kind == CONTROL:
+            await self.control.on_mail(mail)
         else:
             logger.warning(
                 "cluster: mail %d of kind %r from %s ignored", mail.id, mail.kind, mail.sender

@@ -11,6 +11,14 @@ web user (``web:<name>``), so only ``[approvals] web`` approvers may decide, and
 the request's own platform is edited to the outcome exactly as if pressed there. Pairing:
 the strangers waiting (never their codes) and an Approve form that is ``/pair approve``
 as the web user (docs/pairing.md).
+
+With a PostgreSQL store (several processes, docs/cluster.md) the state also lists every
+other process's running turns and pending approvals, read from the store, each with the
+``process`` that runs it, and the actions work on them: Stop and steer are mailed to the
+process holding the session (answer ``{"ok": true, "remote": <process id>}``), an
+approval is decided in the store under the same approver rule and its process woken
+(:mod:`gateway.cluster.control`). A session this process holds is acted on here, as with
+SQLite.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from adapters.platforms import RouteHost
 from adapters.session_keys import parse_session_key
 from adapters.web.sse import HEARTBEAT, HEARTBEAT_FRAME, frame, open_stream
 from gateway.access import qualified
+from gateway.cluster.control import ClusterControl
 from gateway.pairing import NOT_OWNER
 from gateway.previews import preview, redact, shorten
 from gateway.service import GatewayService
@@ -87,6 +96,49 @@ def dashboard_state(service: GatewayService, metrics: GatewayMetrics) -> dict[st
     }  # fmt: skip
 
 
+async def cluster_state(state: dict[str, Any], control: ClusterControl) -> dict[str, Any]:
+    """``state`` (this process's) with every other process's running turns and pending
+    approvals from the store; each entry says its ``process``."""
+    own, now = control.process_id, time.time()
+    for entry in state["running"]:
+        entry["process"] = own
+    local_keys = {entry["session_key"] for entry in state["running"]}
+    for turn in await control.running_turns():
+        if turn.session_key in local_keys or turn.process_id == own:
+            continue
+        state["running"].append(
+            {
+                "session_key": turn.session_key, "platform": platform_of(turn.session_key),
+                "who": None, "running": True, "queued": 0,
+                "elapsed": round(now - turn.started_at, 1), "iterations": turn.iterations,
+                "tool": None, "process": turn.process_id,
+            }
+        )  # fmt: skip
+    for entry in state["approvals"]:
+        entry["process"] = own
+    local_ids = {entry["id"] for entry in state["approvals"]}
+    for record, holder in await control.pending():
+        if record.id in local_ids:
+            continue
+        state["approvals"].append(
+            {
+                "id": record.id, "session_key": record.session_key,
+                "platform": platform_of(record.session_key), "tool": record.tool,
+                "kind": "approval", "details": preview(record.arguments, 300),
+                "prompt": shorten(redact(record.prompt), 300),
+                "requested_by": record.requested_by,
+                "age": round(now - record.requested_at), "process": holder,
+            }
+        )  # fmt: skip
+    return state
+
+
+def control_of(service: GatewayService) -> ClusterControl | None:
+    """The cluster's control of this process (None with SQLite: one process)."""
+    control = getattr(service.cluster, "control", None)
+    return control if isinstance(control, ClusterControl) else None
+
+
 def pairing_requests(service: GatewayService, now: float) -> list[dict[str, Any]]:
     """Who waits for a pairing approval (never their code: only they have it)."""
     return [
@@ -120,6 +172,17 @@ class Dashboard:
         self.service, self.metrics, self.host = service, metrics, host
         self.user = qualified("web", host.operator)
 
+    @property
+    def control(self) -> ClusterControl | None:
+        """Read at each use: the cluster node is attached after the routes are."""
+        return control_of(self.service)
+
+    async def state(self) -> dict[str, Any]:
+        """This process's state, and with a cluster every process's (module docstring)."""
+        state = dashboard_state(self.service, self.metrics)
+        control = self.control
+        return state if control is None else await cluster_state(state, control)
+
     def install(self, app: web.Application) -> None:
         app.router.add_get("/dashboard", self.page)
         app.router.add_static("/dashboard-static", STATIC_DIR, append_version=False)
@@ -140,7 +203,7 @@ class Dashboard:
         quiet = 0.0
         try:
             while not self.host.closing.is_set():
-                state = json.dumps(dashboard_state(self.service, self.metrics), sort_keys=True)
+                state = json.dumps(await self.state(), sort_keys=True)
                 if state != sent:
                     await response.write(frame("state", json.loads(state)))
                     sent, quiet = state, 0.0
@@ -165,6 +228,10 @@ class Dashboard:
     async def stop(self, request: web.Request) -> web.Response:
         body = await self._body(request)
         key = str(body.get("session_key", ""))
+        control = self._elsewhere(key)
+        remote = await control.stop(key) if control is not None else None
+        if remote is not None:
+            return web.json_response({"ok": True, "remote": remote})
         stopped = await self.service.router.stop(key)
         return web.json_response({"stopped": stopped})
 
@@ -173,6 +240,10 @@ class Dashboard:
         key, text = str(body.get("session_key", "")), str(body.get("text", "")).strip()
         if not text or len(text) > MAX_STEER:
             return web.json_response({"error": "text: expected 1-4000 characters"}, status=400)
+        control = self._elsewhere(key)
+        remote = await control.steer(key, text) if control is not None else None
+        if remote is not None:
+            return web.json_response({"ok": True, "remote": remote})
         return web.json_response({"steered": self.service.dispatcher.steer(key, text)})
 
     async def decide(self, request: web.Request) -> web.Response:
@@ -180,11 +251,18 @@ class Dashboard:
         outcome = body.get("outcome")
         if outcome not in ("approved", "denied"):
             return web.json_response({"error": "outcome: approved or denied"}, status=400)
-        result = await self.service.approvals.resolve(
-            str(body.get("approval_id", "")), outcome, self.user
-        )
+        approval_id = str(body.get("approval_id", ""))
+        approvals, control = self.service.approvals, self.control
+        if control is not None and approvals.get(approval_id) is None:
+            result = await control.decide(approval_id, outcome, self.user, approvals.approvers_of)
+        else:
+            result = await approvals.resolve(approval_id, outcome, self.user)
         status = 403 if result == "forbidden" else 200
         return web.json_response({"result": result}, status=status)
+
+    def _elsewhere(self, key: str) -> ClusterControl | None:
+        """The cluster's control when ``key`` may run on another process (not busy here)."""
+        return None if key in self.service.dispatcher.busy_keys else self.control
 
     async def pair(self, request: web.Request) -> web.Response:
         """Approve a pairing code as the web user (docs/pairing.md): only an operator
