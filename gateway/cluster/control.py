@@ -85,6 +85,7 @@ class ClusterControl:
         self.service: GatewayService | None = None
         """This process's service, once the node started (the holder side needs it)."""
         self.received = 0
+        """Control mails taken (counted as each is taken, before it is applied)."""
 
     def attach(self, service: GatewayService) -> None:
         self.service = service

@@ -6,6 +6,7 @@ session; A's dashboard is served on a real socket and used over HTTP."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -292,3 +293,18 @@ async def test_a_resolver_who_may_not_approve_is_refused_on_a_and_nothing_is_mai
     assert record is not None and record.state == "pending"
     assert b.service.approvals.pending() == [pending]
     assert (cluster.root / "b" / "scratch").exists()
+
+
+async def test_a_control_mail_that_does_not_parse_is_logged_once_and_dropped(
+    cluster: Cluster, telegram_sim: TelegramSim, caplog: pytest.LogCaptureFixture
+) -> None:
+    a, b = await a_and_b_running_alice(cluster)
+    with caplog.at_level(logging.WARNING, logger="gateway.cluster.control"):
+        await a.node.mailbox.send(b.process_id, CONTROL, '{"action": "reboot"}')
+        await a.node.mailbox.send(b.process_id, CONTROL, '{"action": "stop"}')
+        await until(lambda: b.node.control.received == 2)
+    dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert len(dropped) == 2
+    assert "expected an object with an action" in dropped[0]
+    assert "stop: expected session_key" in dropped[1]
+    assert not b.service.dispatcher.busy_keys
