@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -42,9 +44,14 @@ from gateway.service import GatewayService
 from gateway.web.health import health_json
 from gateway.web.metrics import GatewayMetrics
 
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
 STATIC_DIR = Path(__file__).parent / "static"
 TICK = 0.25
 MAX_STEER = 4000
+STORE_DOWN = "the store could not be read: other processes' turns are not shown"
+"""With a cluster, the state's ``cluster_error`` while the store is out of reach."""
 
 
 def dashboard_state(service: GatewayService, metrics: GatewayMetrics) -> dict[str, Any]:
@@ -171,6 +178,7 @@ class Dashboard:
     def __init__(self, service: GatewayService, metrics: GatewayMetrics, host: RouteHost) -> None:
         self.service, self.metrics, self.host = service, metrics, host
         self.user = qualified("web", host.operator)
+        self._store_down = False
 
     @property
     def control(self) -> ClusterControl | None:
@@ -181,7 +189,29 @@ class Dashboard:
         """This process's state, and with a cluster every process's (module docstring)."""
         state = dashboard_state(self.service, self.metrics)
         control = self.control
-        return state if control is None else await cluster_state(state, control)
+        if control is None:
+            return state
+        try:
+            state = await cluster_state(state, control)
+        except Exception as exc:
+            if not self._store_down:
+                logger.warning("dashboard: %s (%s)", STORE_DOWN, type(exc).__name__)
+            self._store_down = True
+            return {**state, "cluster_error": STORE_DOWN}
+        self._store_down = False
+        return state
+
+    async def _across(self, work: Awaitable[T]) -> T:
+        """A cluster action's store and mail work; the store out of reach is a 503 with
+        one readable error (never the store's URL)."""
+        try:
+            return await work
+        except Exception as exc:
+            logger.warning("dashboard: an action across processes failed (%s)", type(exc).__name__)
+            raise web.HTTPServiceUnavailable(
+                text='{"error": "the store could not be reached; try again"}',
+                content_type="application/json",
+            ) from None
 
     def install(self, app: web.Application) -> None:
         app.router.add_get("/dashboard", self.page)
@@ -229,7 +259,7 @@ class Dashboard:
         body = await self._body(request)
         key = str(body.get("session_key", ""))
         control = self._elsewhere(key)
-        remote = await control.stop(key) if control is not None else None
+        remote = await self._across(control.stop(key)) if control is not None else None
         if remote is not None:
             return web.json_response({"ok": True, "remote": remote})
         stopped = await self.service.router.stop(key)
@@ -241,7 +271,7 @@ class Dashboard:
         if not text or len(text) > MAX_STEER:
             return web.json_response({"error": "text: expected 1-4000 characters"}, status=400)
         control = self._elsewhere(key)
-        remote = await control.steer(key, text) if control is not None else None
+        remote = await self._across(control.steer(key, text)) if control is not None else None
         if remote is not None:
             return web.json_response({"ok": True, "remote": remote})
         return web.json_response({"steered": self.service.dispatcher.steer(key, text)})

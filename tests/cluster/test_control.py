@@ -37,7 +37,7 @@ from gateway.cluster.sink import session_lease
 from gateway.config.sections import ClusterSection
 from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
-from gateway.web.dashboard import Dashboard
+from gateway.web.dashboard import STORE_DOWN, Dashboard
 from gateway.web.metrics import GatewayMetrics
 from tests.cluster.node_harness import (
     ALICE_KEY,
@@ -308,3 +308,30 @@ async def test_a_control_mail_that_does_not_parse_is_logged_once_and_dropped(
     assert "expected an object with an action" in dropped[0]
     assert "stop: expected session_key" in dropped[1]
     assert not b.service.dispatcher.busy_keys
+
+
+async def test_a_store_that_cannot_be_read_shows_this_process_only_and_an_action_is_a_503(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    a, _ = await a_and_b_running_alice(cluster)
+    conn = await cluster.connect()
+    await conn.execute("ALTER TABLE turns RENAME TO turns_away")
+    await conn.execute("ALTER TABLE leases RENAME TO leases_away")
+    try:
+        async with Web(a) as dashboard:
+            with caplog.at_level(logging.WARNING, logger="gateway.web.dashboard"):
+                first = await dashboard.dashboard.state()
+                second = await dashboard.dashboard.state()
+                status, answer = await dashboard.post("stop", {"session_key": ALICE_KEY})
+    finally:
+        await conn.execute("ALTER TABLE turns_away RENAME TO turns")
+        await conn.execute("ALTER TABLE leases_away RENAME TO leases")
+        await conn.close()
+    assert first["cluster_error"] == second["cluster_error"] == STORE_DOWN
+    assert first["running"] == [] and first["approvals"] == []
+    shown = [r.getMessage() for r in caplog.records if STORE_DOWN in r.getMessage()]
+    assert len(shown) == 1  # once per outage, not at every tick
+    assert (status, answer) == (503, {"error": "the store could not be reached; try again"})
+    assert cluster.url.split("@")[0] not in caplog.text  # never the store's credentials
+    async with Web(a) as dashboard:
+        assert "cluster_error" not in await dashboard.dashboard.state()
