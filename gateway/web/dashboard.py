@@ -18,7 +18,8 @@ other process's running turns and pending approvals, read from the store, each w
 process holding the session (answer ``{"ok": true, "remote": <process id>}``), an
 approval is decided in the store under the same approver rule and its process woken
 (:mod:`gateway.cluster.control`). A session this process holds is acted on here, as with
-SQLite.
+SQLite. While the store cannot be read the state is this process's own with
+``cluster_error`` (:data:`STORE_DOWN`), and an action across processes is a 503.
 """
 
 from __future__ import annotations
