@@ -12,9 +12,12 @@ bot like any other (its chats, its pipeline, its capabilities) through a
     take(fence)     lease won: the real adapter starts, under fenced(fence), with the sink
     give_up()       lease lost: the real adapter stops; a fresh one is built for the next
                     take (an adapter does not start again after stop)
-    perform(call)   owned: the real adapter (refused once the lease is no longer locally
-                    valid: a paused owner must not reach the platform); not owned: the
-                    call goes by mail to the owner (gateway.cluster.relay)
+    renewed()       the node renewed the lease: calls held back by a stale local view go
+    perform(call)   owned: the real adapter — but while the lease is no longer locally
+                    valid (a paused owner must not reach the platform) the call waits for
+                    the node's next renewal (made then) or loss (relayed to the new
+                    owner), at most ``renewal_wait`` seconds, then is refused; not owned:
+                    the call goes by mail to the owner (gateway.cluster.relay)
 
 Health while another process owns the bot is ``up``, reason ``relayed to the bot's owner``:
 the bot reaches the agent through that process, so this one is not down (the gateway
@@ -42,6 +45,8 @@ from gateway.cluster.relay import Relay
 
 logger = logging.getLogger(__name__)
 
+RENEWAL_WAIT = 10.0
+"""Default seconds a call waits for a stale lease to be renewed or lost."""
 RELAYED = "relayed to the bot's owner"
 """The health reason of a bot another process owns."""
 
@@ -59,10 +64,20 @@ def _always() -> bool:
 class LeasedAdapter:
     """An :class:`adapters.base.Adapter` standing for one leased bot (module docstring)."""
 
-    def __init__(self, build: Callable[[], Adapter], bot: str, relay: Relay) -> None:
+    def __init__(
+        self,
+        build: Callable[[], Adapter],
+        bot: str,
+        relay: Relay,
+        *,
+        renewal_wait: float = RENEWAL_WAIT,
+    ) -> None:
         """``build`` makes a new real adapter (at once, for the capabilities, and after
-        each :meth:`give_up`); ``bot`` is the bot's lease name."""
+        each :meth:`give_up`); ``bot`` is the bot's lease name; ``renewal_wait`` bounds how
+        long a call waits for a stale lease to be renewed or lost (the lease's length)."""
         self.bot = bot
+        self._renewal_wait = renewal_wait
+        self._lease_news = asyncio.Condition()
         self._build = build
         self._relay = relay
         self.real: Adapter = build()
@@ -137,6 +152,7 @@ class LeasedAdapter:
             if self._fence is None:
                 return
             self._fence, self._valid = None, _always
+            await self._tell_waiters()
             await self._replace()
             self._since = time.time()
             logger.info("%s: gave up %s; its calls go to its owner", self.platform, self.bot)
@@ -166,11 +182,31 @@ class LeasedAdapter:
         call: events reach the sink from the adapter's own tasks)."""
         if self._fence is not None and not self._running.is_set():
             await self._running.wait()
+        if self._fence is not None and not self._valid():
+            await self._await_lease_news()
         if self._fence is not None:
-            if not self._valid():
-                raise AdapterError(f"lost the lease of {self.bot}")
             return await self.real.perform(call)
         return await self._relay.perform(self.bot, call)
+
+    async def renewed(self) -> None:
+        """The node renewed this bot's lease: calls waiting on a stale view go on."""
+        await self._tell_waiters()
+
+    async def _await_lease_news(self) -> None:
+        """Until the lease is locally valid again or lost; AdapterError after
+        ``renewal_wait`` seconds of neither (the database out of reach)."""
+        async with self._lease_news:
+            try:
+                await asyncio.wait_for(
+                    self._lease_news.wait_for(lambda: self._fence is None or self._valid()),
+                    self._renewal_wait,
+                )
+            except TimeoutError:
+                raise AdapterError(f"lost the lease of {self.bot}") from None
+
+    async def _tell_waiters(self) -> None:
+        async with self._lease_news:
+            self._lease_news.notify_all()
 
     def download(self, attachment: Attachment) -> AsyncIterator[bytes]:
         """The real adapter's download, running or not (module docstring)."""

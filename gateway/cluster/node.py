@@ -152,7 +152,7 @@ class ClusterNode:
                 continue
             name = bot_lease_name(adapter.platform, credential)
             build = _first_then(adapter, (builders or {}).get(adapter.platform))
-            leased = LeasedAdapter(build, name, self.relay)
+            leased = LeasedAdapter(build, name, self.relay, renewal_wait=self.ttl)
             self.bots[name] = leased
             wrapped.append(leased)
         return wrapped
@@ -260,6 +260,8 @@ class ClusterNode:
             if fence.lease not in kept and fence not in released:
                 self._lost += 1
                 await self._lost_lease(fence)
+            elif (bot := self.bots.get(fence.lease)) is not None:
+                await bot.renewed()
 
     async def _lost_lease(self, fence: Fence) -> None:
         bot = self.bots.get(fence.lease)

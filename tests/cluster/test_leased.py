@@ -55,6 +55,11 @@ class Process:
     built: list[TelegramAdapter]
 
 
+RENEWAL_WAIT = 0.2
+"""How long a call waits here for a stale lease's renewal or loss (the lease's length in
+a cluster); only the test that expects the refusal waits it out."""
+
+
 class Cluster:
     def __init__(self, pool: asyncpg.Pool, dsn: str, sim: TelegramSim, store: SqliteStore) -> None:
         self.pool, self.dsn, self.sim, self.store = pool, dsn, sim, store
@@ -71,7 +76,7 @@ class Cluster:
 
         mailbox = Mailbox(self.pool, self.dsn, process_id)
         relay = Relay(mailbox, process_id, timeout=10.0)
-        leased = LeasedAdapter(build, self.bot, relay)
+        leased = LeasedAdapter(build, self.bot, relay, renewal_wait=RENEWAL_WAIT)
         outbound = Outbound.paced(leased)
         mailbox.serve(process_id, relay.on_result)
         await mailbox.start()
@@ -214,6 +219,7 @@ async def test_a_429_is_waited_out_by_the_owners_scheduler(
 async def test_an_owner_whose_lease_is_no_longer_valid_does_not_call_the_platform(
     cluster: Cluster, telegram_sim: TelegramSim
 ) -> None:
+    """Neither renewed nor lost within the wait (the database out of reach): refused."""
     a = await cluster.process(A, EventLog())
     valid = [True]
     await a.leased.take(Fence(cluster.bot, A, 1), lambda: valid[0])
@@ -222,6 +228,41 @@ async def test_an_owner_whose_lease_is_no_longer_valid_does_not_call_the_platfor
     with pytest.raises(AdapterError, match=f"^lost the lease of {cluster.bot}$"):
         await a.leased.perform(Send(DM, "paused too long"))
     assert [c.params["text"] for c in telegram_sim.calls_to("sendMessage")] == ["while valid"]
+
+
+async def test_a_call_on_a_stale_lease_is_made_once_the_node_renews_it(
+    cluster: Cluster, telegram_sim: TelegramSim
+) -> None:
+    """A paused owner wakes up inside its lease: its call waits for the renewal, then goes
+    to the platform (not refused, not lost)."""
+    a = await cluster.process(A, EventLog())
+    valid = [False]
+    await a.leased.take(Fence(cluster.bot, A, 1), lambda: valid[0])
+    call = asyncio.create_task(a.leased.perform(Send(DM, "after the pause")))
+    await asyncio.sleep(0)  # the call is now waiting on the lease
+    assert not call.done() and telegram_sim.calls_to("sendMessage") == []
+    valid[0] = True
+    await a.leased.renewed()
+    assert (await call) is not None
+    assert [c.params["text"] for c in telegram_sim.calls_to("sendMessage")] == ["after the pause"]
+
+
+async def test_a_call_on_a_stale_lease_that_is_then_lost_goes_to_the_new_owner(
+    cluster: Cluster, telegram_sim: TelegramSim
+) -> None:
+    a = await cluster.process(A, EventLog())
+    b = await cluster.process(B, EventLog())
+    valid = [False]
+    await a.leased.take(Fence(cluster.bot, A, 1), lambda: valid[0])
+    call = asyncio.create_task(a.leased.perform(Send(DM, "made by the new owner")))
+    await asyncio.sleep(0)
+    await a.leased.give_up()
+    await cluster.own(b, epoch=2)
+    sent = await call
+    assert sent is not None and not a.leased.owned
+    assert [c.params["text"] for c in telegram_sim.calls_to("sendMessage")] == [
+        "made by the new owner"
+    ]
 
 
 async def test_the_non_owner_downloads_a_file_the_owner_received(
