@@ -194,8 +194,20 @@ class Approvals:
         except Exception:
             logger.exception("approval %s: outcome %s not stored", request.id, decision.outcome)
             return
-        if not won:
+        if not won and not await self._stored_as(request.id, decision):
             logger.warning("approval %s was already resolved in the store", request.id)
+
+    async def _stored_as(self, approval_id: str, decision: Decision) -> bool:
+        """Whether the store already holds exactly ``decision`` (another process decided it
+        and woke this one: docs/cluster.md), which is no conflict."""
+        try:
+            stored = await self._store.get_approval(approval_id)
+        except Exception:
+            return False
+        return stored is not None and (stored.state, stored.resolved_by) == (
+            decision.outcome,
+            decision.by,
+        )
 
     def _settle(self, request: ApprovalRequest, decision: Decision) -> None:
         """Let the presenter update its card in a tracked task: the turn does not wait."""

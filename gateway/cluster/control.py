@@ -25,8 +25,8 @@ dashboard's Stop, steer and Approve / Deny reach it through :class:`ClusterContr
 The store's answer wins over the holder's: an approval that timed out on the holder in the
 instant between the store's decision and the wake keeps its stored outcome while its turn
 went on as timed out (a window as wide as one mail's delivery, against a timeout of
-minutes). The holder logs "already resolved in the store" for each remote decision: its
-own compare-and-set finds the row decided, as it should.
+minutes). The holder's own compare-and-set then finds the row decided with this very
+outcome and resolver, which is no conflict and is not logged.
 
 The dashboard's state reads the store too (:meth:`running_turns`, :meth:`pending`):
 every process's running turns with their ``process_id`` and the pending approvals with the

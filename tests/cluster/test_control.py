@@ -236,7 +236,10 @@ async def decide_on_a(
 
 
 async def test_approve_on_a_resumes_the_turn_on_b_and_the_store_records_a_s_resolver(
-    cluster: Cluster, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+    cluster: Cluster,
+    telegram_sim: TelegramSim,
+    model_server: ScriptedModelServer,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     model_server.script(
         reply_tool_call("terminal", {"command": "rm -rf ./scratch"}), reply_text("Cleaned up.")
@@ -252,6 +255,7 @@ async def test_approve_on_a_resumes_the_turn_on_b_and_the_store_records_a_s_reso
     [turn] = await cluster.turns()
     assert (turn["status"], turn["process_id"]) == ("completed", b.process_id)
     assert b.node.control.received == 1
+    assert "already resolved" not in caplog.text  # the holder's CAS found its own outcome
 
 
 async def test_deny_on_a_resumes_the_turn_on_b_without_running_the_tool(
