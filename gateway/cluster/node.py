@@ -18,8 +18,10 @@ The node
   lost has its local turn stopped without a notice —, tries to take every bot it does not
   own (a free or expired lease: a takeover, logged; the calls relayed to the old owner that
   it took and never answered are made again here), takes the mail NOTIFY may have missed,
-  redelivers what nobody runs (:mod:`gateway.cluster.sweeper`) and releases the sessions
-  that went idle. A tick that outlasts the leases' local validity (the database out of
+  reads the identity links again (one made on another process keys a linked person's
+  messages here too: a linked session is leased under its ``link:dm:`` key), redelivers
+  what nobody runs (:mod:`gateway.cluster.sweeper`) and releases the sessions that went
+  idle. A tick that outlasts the leases' local validity (the database out of
   reach) is cut off, and a bot not renewed in time stops receiving;
 * at :meth:`stop` (after the service stopped its turns and adapters): gives up its bots,
   closes the relay and the mailbox and leaves, which ends every lease it holds at once,
@@ -41,7 +43,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from adapters.base import Adapter, EventSink
+from adapters.base import Adapter, EventSink, InboundEvent
 from adapters.inbox import DurableInbox
 from core.store.fencing import Fence, fenced
 from core.tasks import TaskSet
@@ -164,7 +166,7 @@ class ClusterNode:
                 router, store=self.store, leases=self.leases, members=self.members,
                 mailbox=self.mailbox, process_id=self.process_id,
                 leased_platforms=self._leased_platforms, busy=self._busy,
-                delivered=self._delivered,
+                delivered=self._delivered, key_of=self._key_of,
             )  # fmt: skip
         return self._sink
 
@@ -239,6 +241,8 @@ class ClusterNode:
         await self._renew()
         await self._take_bots()
         await self.mailbox.take()
+        if self._service is not None:  # links made on other processes (gateway/links.py)
+            await self._service.links.load()
         await self.sweeper.sweep(self._owned_inboxes())
         if self._sink is not None:
             await self._sink.release_idle()
@@ -330,6 +334,13 @@ class ClusterNode:
     # views ----------------------------------------------------------------------------------
     def _leased_platforms(self) -> frozenset[str]:
         return frozenset(bot.platform for bot in self.bots.values())
+
+    def _key_of(self, event: InboundEvent) -> str:
+        """The session key the event's turn runs under: a linked identity's direct message
+        runs in its person's session (gateway/links.py), leased as one."""
+        if self._service is None:
+            return str(event.session_key)
+        return str(self._service.links.rekey(event).session_key)
 
     def _busy(self, session_key: str) -> bool:
         service = self._service

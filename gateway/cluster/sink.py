@@ -129,12 +129,15 @@ class ClusterSink:
         leased_platforms: Callable[[], frozenset[str]],
         busy: Callable[[str], bool],
         delivered: Callable[[str], Awaitable[None]] | None = None,
+        key_of: Callable[[InboundEvent], str] | None = None,
     ) -> None:
         """``leased_platforms``: the platforms whose bots are leased (the rest are per
         process: straight to the router); ``busy(session_key)``: a turn of it runs or
         waits here (the dispatcher's lanes); ``delivered(session_key)``: returns once the
         session's last reply, if it is still being delivered here, is out (a text message
-        waits for it rather than queue behind a turn that has ended)."""
+        waits for it rather than queue behind a turn that has ended); ``key_of(event)``:
+        the session key its turn runs under (a linked identity's direct message runs in its
+        person's ``link:dm:`` session, gateway/links.py), default the event's own."""
         self.router = router
         self.stats = SinkStats()
         self.process_id = process_id
@@ -143,6 +146,7 @@ class ClusterSink:
         self._leased = leased_platforms
         self._busy = busy
         self._delivered = delivered
+        self._key_of = key_of or _own_key
         self._sessions: dict[str, _Session] = {}
         self._in_flight: set[ItemKey] = set()
         self._warned: set[Fence] = set()
@@ -171,7 +175,7 @@ class ClusterSink:
             )
             return
         self.stats.received += 1
-        name = session_lease(str(event.session_key))
+        name = session_lease(self._key_of(event))
         placing = self._place_after(self._mailed.get(name), event)
         task = self._settling.spawn(placing, name=f"cluster-mail-{mail.id}")
         self._mailed[name] = task
@@ -260,7 +264,7 @@ class ClusterSink:
 
     # placing one event --------------------------------------------------------------------
     async def _place(self, event: InboundEvent) -> None:
-        name = session_lease(str(event.session_key))
+        name = session_lease(self._key_of(event))
         slot = self._enter(name)
         try:
             async with slot.lock:
@@ -337,7 +341,7 @@ class ClusterSink:
         self._settling.spawn(self._settle(event, outcome, copy, fence, name), name=label)
         try:
             if event.kind == "text" and self._delivered is not None:
-                await self._delivered(str(event.session_key))
+                await self._delivered(self._key_of(event))
             with fenced(fence):
                 await self.router(copy)  # never raises
         except BaseException:
@@ -422,3 +426,7 @@ class ClusterSink:
             await self._leases.release(fence)
         except Exception as exc:  # it expires by itself within the ttl
             logger.warning("cluster: lease %s not released (%s)", fence.lease, exc)
+
+
+def _own_key(event: InboundEvent) -> str:
+    return str(event.session_key)

@@ -17,6 +17,7 @@ from adapters.calls import Send
 from gateway.cluster.leased import RELAYED
 from gateway.cluster.mailbox import Mail
 from gateway.cluster.sink import session_lease
+from gateway.links import linked_key
 from tests.cluster.node_harness import ALICE_KEY, Cluster, echo
 from tests.platform_sim.telegram_files import Media, png
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
@@ -86,6 +87,31 @@ async def test_a_message_of_a_session_the_other_holds_is_forwarded_and_answered_
     holder = await a.node.leases.holder(session_lease(ALICE_KEY))
     assert holder is not None and not holder.live  # released once idle
     assert b_stats.sessions_held == 0
+
+
+async def test_a_linked_identitys_message_is_leased_under_its_persons_session(
+    cluster: Cluster, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    """Alice's DMs run in ``link:dm:alice`` (gateway/links.py): the lease of that key, not
+    of her Telegram DM's, says which process runs them, so two platforms' messages of one
+    linked person can never run in two processes at once."""
+    model_server.script(echo)
+    a = await cluster.start("a")
+    await a.store.link_identity("telegram", str(ALICE.id), "alice")
+    b = await cluster.start("b")  # reads the links at its start; a reads them at its tick
+    await a.node.tick()
+    person = str(linked_key("alice"))
+    assert await b.node.leases.acquire(session_lease(person)) is not None
+
+    await telegram_sim.user_says(ALICE.id, "as a person")
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "echo: as a person" in m.text)
+    await b.service.dispatcher.wait_idle(person)
+    await b.node.sink(b.service.router).drain()
+
+    [turn] = await cluster.turns(person)
+    assert turn["process_id"] == b.process_id
+    assert await cluster.turns(ALICE_KEY) == []
+    assert a.node.stats().events_forwarded == 1
 
 
 async def test_stop_received_by_the_bot_owner_stops_the_turn_running_on_the_other(
