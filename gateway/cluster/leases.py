@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from core.approvals import RESTART_BY
 from core.store.fencing import Fence
 
 SESSION_PREFIX = "session:"
@@ -41,9 +42,16 @@ _HAND_OVER = """UPDATE leases SET owner = $2, epoch = epoch + 1,
     WHERE name = $1 RETURNING epoch"""
 _EXTEND = """UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => $3)
     WHERE name = $1 AND owner = $2 RETURNING epoch"""
-_FAIL_TURNS = """UPDATE turns SET status = 'failed', exit_reason = 'crashed', error = $2,
-        finished_at = extract(epoch FROM clock_timestamp())
-    WHERE status = 'running' AND session_id IN (SELECT id FROM sessions WHERE key = $1)"""
+_FAIL_TURNS = """WITH failed AS (
+        UPDATE turns SET status = 'failed', exit_reason = 'crashed', error = $2,
+            finished_at = extract(epoch FROM clock_timestamp())
+        WHERE status = 'running' AND session_id IN (SELECT id FROM sessions WHERE key = $1)
+        RETURNING id)
+    UPDATE approvals SET state = 'cancelled', resolved_by = $3,
+        resolved_at = extract(epoch FROM clock_timestamp())
+    WHERE state = 'pending' AND turn_id IN (SELECT id FROM failed)"""
+"""The session's turns left running by the lease's old owner fail, and the approvals they
+waited on are cancelled as at a restart (a press on such a card is told so: RESTART_BY)."""
 _HOLDER = """SELECT owner, epoch, expires_at > clock_timestamp() AS live
     FROM leases WHERE name = $1"""
 _RENEW = """UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => $4)
@@ -179,7 +187,7 @@ class Leases:
             epoch = await conn.fetchval(_HAND_OVER, name, owner, self.ttl)
             if name.startswith(SESSION_PREFIX):
                 key = name.removeprefix(SESSION_PREFIX)
-                await conn.execute(_FAIL_TURNS, key, stopped_renewing(row["owner"]))
+                await conn.execute(_FAIL_TURNS, key, stopped_renewing(row["owner"]), RESTART_BY)
             return Holder(name, owner, epoch, True)
 
     def _keep(self, holder: Holder, asked: float) -> Fence:

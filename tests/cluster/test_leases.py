@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from core.approvals import RESTART_BY
 from core.store.fencing import Fence
 from gateway.cluster.leases import Holder, Leases, stopped_renewing
 from tests.cluster.pg_pool import add_running_turn, cluster_pool, expire
@@ -110,6 +111,24 @@ async def test_session_takeover_fails_the_old_owners_running_turns(pool: asyncpg
     assert row["error"] == stopped_renewing(B) == f"process {B} stopped renewing its lease"
     assert row["finished_at"] is not None and row["finished_at"] > 0
     assert await pool.fetchval("SELECT status FROM turns WHERE id = 'other'") == "running"
+
+
+async def test_session_takeover_cancels_the_approvals_its_dead_turns_waited_on(
+    pool: asyncpg.Pool,
+) -> None:
+    await add_running_turn(pool, "web:1", "t1")
+    await add_running_turn(pool, "web:2", "other")
+    for approval, turn, key in (("ap1", "t1", "web:1"), ("ap2", "other", "web:2")):
+        await pool.execute(
+            "INSERT INTO approvals (id, session_id, session_key, turn_id, tool, arguments,"
+            " prompt, requested_at) VALUES ($1, $2, $3, $4, 'terminal', '{}', 'run?', 0)",
+            approval, f"s-{key}", key, turn,
+        )  # fmt: skip
+    await Leases(pool, B, TTL).acquire("session:web:1")
+    await expire(pool, "session:web:1")
+    await Leases(pool, A, TTL).claim("session:web:1", A)
+    rows = await pool.fetch("SELECT id, state, resolved_by FROM approvals ORDER BY id")
+    assert [tuple(r) for r in rows] == [("ap1", "cancelled", RESTART_BY), ("ap2", "pending", None)]
 
 
 async def test_renew_returns_only_names_still_ours(pool: asyncpg.Pool) -> None:
