@@ -3,8 +3,9 @@
 ``[attachments]`` (files taken in, docs/attachments.md), ``[transcription]`` (voice notes
 and audio files to text) and ``[progress]`` (the progress message and reactions,
 :class:`gateway.progress.ProgressConfig`); and where state lives and how processes share it:
-``[store]``, ``[cluster]`` (docs/cluster.md) and ``[telemetry]`` (traces). Frozen models like every section
-(:class:`adapters.config.Section`); :class:`gateway.config.schema.Config` holds one of each.
+``[store]``, ``[cluster]`` (docs/cluster.md) and ``[telemetry]`` (traces). Frozen models
+like every section (:class:`adapters.config.Section`); :class:`gateway.config.schema.Config`
+holds one of each.
 """
 
 from __future__ import annotations
