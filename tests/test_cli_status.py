@@ -17,7 +17,8 @@ from core.store.sqlite import open_store
 from gateway.cli import main
 from gateway.cluster.leases import Leases
 from gateway.cluster.members import Members
-from tests.cluster.harness import cluster_config, running_cluster, telegram_section
+from tests.cluster.harness import running_cluster
+from tests.cluster.processes import cluster_config, telegram_section
 from tests.platform_sim.telegram_sim import TelegramSim
 from tests.support.model_server import ScriptedModelServer
 from tests.support.postgres import PostgresServer

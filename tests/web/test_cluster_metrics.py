@@ -12,7 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.cluster.stats import ClusterStats
 from gateway.web.metrics import CLUSTER_COUNTERS, GatewayMetrics
-from tests.cluster.harness import cluster_config, eventually, running_cluster, telegram_section
+from tests.cluster.harness import eventually, running_cluster
+from tests.cluster.processes import cluster_config, telegram_section
 from tests.platform_sim.telegram_sim import TelegramSim
 from tests.support.model_server import ScriptedModelServer
 from tests.support.postgres import free_port
