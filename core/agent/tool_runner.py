@@ -58,7 +58,7 @@ from typing import Any, TypeVar
 
 from core import tracing
 from core.agent.scope import TurnScope
-from core.approver import ApprovalGate, Decision
+from core.approver import ApprovalGate, Decision, RequestKind
 from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry, InvalidDecision, Verdict
 from core.hooks.results import AskUser, Block, Modify
@@ -278,23 +278,29 @@ class ToolRunner:
         return attempt
 
     async def _ask(self, call: ToolCall, arguments: dict[str, Any], prompt: str) -> Decision:
-        scope = self._env.scope
         await self._advance(call, "awaiting_approval")
-        return await _waited(
-            "approval",
-            self._env.approvals.ask(
-                kind="approval",
-                session_key=scope.session_key,
-                session_id=scope.session_id,
-                turn_id=scope.turn_id,
-                call_id=call.id,
-                tool=call.name,
-                arguments=arguments,
-                prompt=prompt,
-                requested_by=scope.requested_by,
-                token=self._env.token,
-            ),
-        )
+        return await self._question("approval", call, arguments, prompt)
+
+    async def _question(
+        self,
+        kind: RequestKind,
+        call: ToolCall,
+        arguments: dict[str, Any],
+        prompt: str,
+        choices: tuple[str, ...] = (),
+    ) -> Decision:
+        """Ask a person about ``call`` (an approval, or a choice among ``choices``) and
+        wait, as an ``approval.wait`` span: its kind, then its outcome."""
+        scope = self._env.scope
+        with tracing.span("approval.wait", **{"approval.kind": kind}) as span:
+            decision = await self._env.approvals.ask(
+                kind=kind, session_key=scope.session_key, session_id=scope.session_id,
+                turn_id=scope.turn_id, call_id=call.id, tool=call.name, arguments=arguments,
+                prompt=prompt, requested_by=scope.requested_by, token=self._env.token,
+                choices=choices,
+            )  # fmt: skip
+            span.set("approval.outcome", decision.outcome)
+            return decision
 
     async def _invoke(self, tool: Tool, call: ToolCall, arguments: dict[str, Any]) -> _Attempt:
         context = self._context(call, arguments)
@@ -325,22 +331,8 @@ class ToolRunner:
 
     def _choice_asker(self, call: ToolCall, arguments: dict[str, Any]) -> AskChoice:
         async def ask_choice(choice: Choice) -> str | None:
-            scope = self._env.scope
-            decision = await _waited(
-                "choice",
-                self._env.approvals.ask(
-                    kind="choice",
-                    session_key=scope.session_key,
-                    session_id=scope.session_id,
-                    turn_id=scope.turn_id,
-                    call_id=call.id,
-                    tool=call.name,
-                    arguments=arguments,
-                    prompt=choice.question,
-                    requested_by=scope.requested_by,
-                    token=self._env.token,
-                    choices=choice.choices,
-                ),
+            decision = await self._question(
+                "choice", call, arguments, choice.question, choice.choices
             )
             if decision.outcome == "approved":
                 return decision.choice
@@ -397,14 +389,6 @@ class ToolRunner:
             approval_outcome=attempt.approval if attempt is not None else None,
             status=end_status(attempt) if attempt is not None else "requested",
         )
-
-
-async def _waited(kind: str, asking: Awaitable[Decision]) -> Decision:
-    """A person's answer, as an ``approval.wait`` span: its kind, then its outcome."""
-    with tracing.span("approval.wait", **{"approval.kind": kind}) as span:
-        decision = await asking
-        span.set("approval.outcome", decision.outcome)
-        return decision
 
 
 def end_status(attempt: _Attempt) -> ToolCallStatus:
