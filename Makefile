@@ -55,7 +55,7 @@ browser:
 postgres:
 	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 		echo "PostgreSQL (initdb) is missing: installing postgresql with apt-get"; \
-		apt-get update && apt-get install -y postgresql; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql; \
 	} || { echo "install PostgreSQL (Debian/Ubuntu: apt-get install postgresql)"; exit 1; }
 
 test: sandbox browser postgres lint typecheck unit
