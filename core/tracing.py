@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 from typing import Protocol
 
@@ -54,6 +54,15 @@ class Tracer(Protocol):
 
     def current_trace_id(self) -> str | None:
         """The 32 hex digits of the current span's trace, None outside any span."""
+        ...
+
+    def carrier(self) -> dict[str, str]:
+        """The current span as W3C trace-context fields (``traceparent``), to cross a
+        process; empty outside any span."""
+        ...
+
+    def joined(self, carrier: dict[str, str]) -> AbstractContextManager[None]:
+        """Spans started inside are children of the span ``carrier`` came from."""
         ...
 
 
@@ -156,6 +165,29 @@ def trace(name: str, **attributes: AttributeValue | None) -> SpanScope:
 def current_trace_id() -> str | None:
     """The current trace's id (32 hex digits); None outside a span or with no tracer."""
     return None if _tracer is None else _tracer.current_trace_id()
+
+
+def carrier() -> dict[str, str]:
+    """The current span, to be sent along with work another process does for it (a relayed
+    platform call, gateway/cluster/relay.py); empty with no tracer or outside a span."""
+    return {} if _tracer is None else _tracer.carrier()
+
+
+def joined(carrier: object) -> AbstractContextManager[None]:
+    """Continue the trace ``carrier`` (from :func:`carrier`, maybe another process's) for
+    the spans started inside; anything else (missing, malformed) continues nothing."""
+    if _tracer is None or not _is_carrier(carrier):
+        return nullcontext()
+    assert isinstance(carrier, dict)
+    return _tracer.joined(carrier)
+
+
+def _is_carrier(value: object) -> bool:
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    )
 
 
 def _present(attributes: dict[str, AttributeValue | None]) -> dict[str, AttributeValue]:

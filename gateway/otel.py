@@ -28,6 +28,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Status, StatusCode, format_trace_id
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from core.tracing import AttributeValue, Span
 
@@ -89,3 +90,20 @@ class OtelTracer:
     def current_trace_id(self) -> str | None:
         found = otel_trace.get_current_span().get_span_context()
         return format_trace_id(found.trace_id) if found.is_valid else None
+
+    def carrier(self) -> dict[str, str]:
+        fields: dict[str, str] = {}
+        _PROPAGATOR.inject(fields)
+        return fields
+
+    @contextmanager
+    def joined(self, carrier: dict[str, str]) -> Iterator[None]:
+        token = otel_context.attach(_PROPAGATOR.extract(carrier))
+        try:
+            yield
+        finally:
+            otel_context.detach(token)
+
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+"""W3C trace context (``traceparent``): the only fields a carrier holds."""

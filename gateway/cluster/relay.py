@@ -7,7 +7,7 @@ does not own the bot::
 
     requester                                   owner (serves target "bot:<platform>:<id>")
     Relay.perform(bot, call)
-      mail "call" {"id", "call"} ──────────────► executor: decode, perform through the
+      mail "call" {"id", "call", "trace"} ─────► executor: decode, perform through the
                                                  owner's Outbound (scheduler, windows,
       on_result ◄──── mail "result" {"id",       429 holds), answer the outcome
                        "outcome"} to the sender  (the message, None, or the error)
@@ -22,7 +22,9 @@ that raised something outside the adapter error tree), so a requester only ever 
 when the owner is gone. Its answer is unfenced: the call was made, whatever became of the
 lease since. Each call is performed in its own task: the owner's scheduler sees relayed
 calls side by side (its priorities and coalescing apply across them), while the mailbox
-keeps handing the next mail.
+keeps handing the next mail. ``trace`` carries the asker's span (W3C trace context,
+:func:`core.tracing.carrier`; empty with telemetry off), so the owner's ``platform.call``
+span is part of the asking turn's trace.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import asyncpg
 
 from adapters.base import AdapterError, SentMessage
 from adapters.calls import Call, SendFile
+from core import tracing
 from core.store.fencing import fenced
 from core.tasks import TaskSet
 from gateway.cluster.codec import decode_call, decode_outcome, encode_call, encode_outcome
@@ -104,7 +107,8 @@ class Relay:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._waiting[call_id] = future
         try:
-            await self._send(bot, call, json.dumps({"id": call_id, "call": encoded}))
+            mail = {"id": call_id, "call": encoded, "trace": tracing.carrier()}
+            await self._send(bot, call, json.dumps(mail))
             try:
                 outcome = await asyncio.wait_for(future, self.timeout)
             except TimeoutError:
@@ -185,7 +189,8 @@ class Relay:
             logger.warning("relay: call mail %d from %s unreadable: %s", mail.id, mail.sender, exc)
             return AdapterError(f"the owner could not read the relayed call: {exc}")
         try:
-            return await perform(call)
+            with tracing.joined(json.loads(mail.payload).get("trace")):  # the asker's trace
+                return await perform(call)
         except AdapterError as exc:
             return exc
         except Exception as exc:

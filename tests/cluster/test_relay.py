@@ -12,13 +12,19 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from adapters.base import AdapterError, ChatRef, Forbidden, RateLimited, SentMessage
 from adapters.calls import Call, Send, SendFile, Typing
+from core import tracing
 from core.attachments import OutgoingFile
 from core.store.fencing import Fence, Fenced, fenced
+from gateway.cluster.codec import encode_call
 from gateway.cluster.mailbox import Mail, Mailbox
 from gateway.cluster.relay import Relay
+from gateway.otel import OtelTracer
 from tests.cluster.pg_pool import cluster_pool
 from tests.support.polling import until
 
@@ -222,4 +228,46 @@ async def test_a_store_that_cannot_take_the_call_is_an_adapter_error(pg_url: str
 async def test_odd_text_crosses_the_store_exactly(pair: Pair) -> None:
     call = Send(CHAT, "nul \x00, lone \ud800 and \udfff, emoji 👀, " + "ü" * 5000)
     await pair.b.perform(BOT, call)
+    assert pair.owner.calls == [call]
+
+
+async def test_the_owners_span_of_a_relayed_call_is_in_the_askers_trace(pair: Pair) -> None:
+    """A turn on B whose reply the bot's owner A makes: A's platform.call span is a child of
+    B's span (the trace context crosses in the mail), so one turn stays one trace."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    made = pair.owner.perform
+
+    async def traced(call: Call) -> SentMessage | None:
+        async with tracing.span("platform.call", **{"call.kind": "send"}):
+            return await made(call)
+
+    pair.owner.perform = traced  # type: ignore[method-assign]
+    pair.a_mail.serve(BOT, pair.a.executor(pair.owner.perform))
+    tracing.install(OtelTracer(provider))
+    try:
+        async with tracing.trace("turn"):
+            await pair.b.perform(BOT, Send(CHAT, "traced"))
+        await pair.b.perform(BOT, Send(CHAT, "outside any turn"))
+    finally:
+        tracing.install(None)
+        provider.shutdown()
+    finished = exporter.get_finished_spans()
+    [turn] = [span for span in finished if span.name == "turn"]
+    joined, alone = [span for span in finished if span.name == "platform.call"]
+    assert joined.context.trace_id == turn.context.trace_id
+    assert joined.parent is not None and joined.parent.span_id == turn.context.span_id
+    assert alone.context.trace_id != turn.context.trace_id and alone.parent is None
+
+
+async def test_a_call_mail_with_a_malformed_trace_is_still_made(pair: Pair) -> None:
+    tracing.install(OtelTracer(TracerProvider()))
+    try:
+        call = Send(CHAT, "made anyway")
+        payload = {"id": "b-odd", "call": encode_call(call), "trace": ["not", "a", "carrier"]}
+        await pair.b_mail.send(BOT, "call", json.dumps(payload))
+        await until(lambda: pair.a.stats.served == 1)
+    finally:
+        tracing.install(None)
     assert pair.owner.calls == [call]
