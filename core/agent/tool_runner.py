@@ -40,10 +40,9 @@ A call stopped by cancellation yields ``cancelled=True`` with :data:`CANCELLED_R
 text, so the stored history stays valid (every tool call has a result) and the loop ends
 the turn.
 
-Each call is a ``tool.call`` span (:mod:`core.tracing`): the tool's name (``unknown`` for a
-name no tool has), then how it ended (its record's status), whether it was an error and
-whether a person was asked; each question to a person (an approval, a choice) is an
-``approval.wait`` span inside it with the outcome. Never the arguments or the result.
+Each call is a ``tool.call`` span (:mod:`core.tracing`: tool name, ``unknown`` for one no
+tool has; status, error, whether a person was asked), each question to a person an
+``approval.wait`` span inside it (its outcome); never the arguments or the result.
 """
 
 from __future__ import annotations

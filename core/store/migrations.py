@@ -397,11 +397,15 @@ async def read_version(conn: aiosqlite.Connection, path: Path) -> int:
     return 0
 
 
-def refuse_newer(path: Path, version: int) -> None:
-    if version > LATEST_VERSION:
+def refuse_newer(
+    where: object, version: int, latest: int = LATEST_VERSION, other: str = "another data dir"
+) -> None:
+    """``StoreError`` when ``where`` (a file, a masked database URL) holds a schema newer
+    than ``latest``, the newest this code knows."""
+    if version > latest:
         raise StoreError(
-            f"{path} has schema version {version}, newer than this code knows "
-            f"({LATEST_VERSION}); upgrade CommonOS or point it at another data dir"
+            f"{where} has schema version {version}, newer than this code knows "
+            f"({latest}); upgrade CommonOS or point it at {other}"
         )
 
 

@@ -15,9 +15,16 @@ Part of the PostgreSQL store's migrations (:mod:`core.store.pg_migrations`); use
   running a session, outbound calls relayed to a bot's owner and their results, dashboard
   controls. A ``NOTIFY commonos_mail, '<target>'`` wakes the receiver; it re-reads what is
   untaken on every heartbeat and after reconnecting, since NOTIFY is not replayed.
+
+:func:`guard` is the fence check every fenced write runs first in its transaction
+(:mod:`core.store.fencing`): the PostgreSQL store's writes and the mailbox's sends.
 """
 
 from __future__ import annotations
+
+import asyncpg
+
+from core.store.fencing import Fence, Fenced
 
 MAIL_CHANNEL = "commonos_mail"
 """The LISTEN/NOTIFY channel; a notification's payload is the mail's ``target``."""
@@ -60,3 +67,13 @@ FENCE_CHECK = """SELECT 1 FROM leases
     FOR SHARE"""
 """Run first in the transaction of a fenced write (parameters: the fence's lease, owner,
 epoch): no row means the write must be refused (:class:`core.store.fencing.Fenced`)."""
+
+
+async def guard(conn: asyncpg.Connection, fence: Fence | None) -> None:
+    """Inside an open transaction: raise ``Fenced(fence)`` unless the lease is still
+    ``fence``'s (same owner and epoch, not expired); the row stays share-locked until
+    the transaction ends. ``None``: nothing to check."""
+    if fence is None:
+        return
+    if await conn.fetchval(FENCE_CHECK, fence.lease, fence.owner, fence.epoch) is None:
+        raise Fenced(fence)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import asyncpg
 
 from core.store.base import StoreError
-from core.store.migrations import Migration
+from core.store.migrations import Migration, refuse_newer
 from core.store.pg_cluster_tables import CLUSTER_TABLES
 
 log = logging.getLogger(__name__)
@@ -278,14 +278,6 @@ async def read_version(conn: asyncpg.Connection, display: str) -> int:
     return 0
 
 
-def refuse_newer(display: str, version: int) -> None:
-    if version > PG_LATEST_VERSION:
-        raise StoreError(
-            f"{display} has schema version {version}, newer than this code knows "
-            f"({PG_LATEST_VERSION}); upgrade CommonOS or point it at another database"
-        )
-
-
 async def migrate(
     conn: asyncpg.Connection, display: str, migrations: Sequence[Migration] = PG_MIGRATIONS
 ) -> int:
@@ -294,7 +286,7 @@ async def migrate(
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
         current = await read_version(conn, display)
-        refuse_newer(display, current)
+        refuse_newer(display, current, PG_LATEST_VERSION, "another database")
         pending = [m for m in migrations if m.version > current]
         for migration in pending:
             await _apply(conn, migration)

@@ -16,10 +16,11 @@ How the contract of :mod:`core.store.base` is kept:
   a fence, one short transaction. A caller cancelled mid-write does not undo it: the write
   runs shielded, whole or not at all.
 * **Fencing.** When the work runs under :func:`core.store.fencing.fenced`, every write is
-  ``BEGIN; <fence check> FOR SHARE; <the write>; COMMIT`` (:func:`guard`): a process that
-  lost the lease (taken over with a new epoch, or expired) writes nothing and gets
-  :class:`~core.store.fencing.Fenced`; the ``FOR SHARE`` lock makes a takeover wait for a
-  write already checked, so no write lands after one. Reads are never fenced.
+  ``BEGIN; <fence check> FOR SHARE; <the write>; COMMIT``
+  (:func:`core.store.pg_cluster_tables.guard`): a process that lost the lease (taken over
+  with a new epoch, or expired) writes nothing and gets :class:`~core.store.fencing.Fenced`;
+  the ``FOR SHARE`` lock makes a takeover wait for a write already checked, so no write
+  lands after one. Reads are never fenced.
 * **Reads never see a half-written turn**: each statement is atomic and sees committed
   rows only; no method spans statements a reader could observe half-done.
 * ``fail_running_turns`` fails only turns whose session lease is not live: another live
@@ -66,8 +67,8 @@ from core.store.base import (
     ToolCallStatus,
     TurnRecord,
 )
-from core.store.fencing import Fence, Fenced, current_fence
-from core.store.pg_cluster_tables import FENCE_CHECK
+from core.store.fencing import Fence, current_fence
+from core.store.pg_cluster_tables import guard
 from core.store.pg_connection import mask_url, open_pool, translated
 from core.store.pg_migrations import migrate
 from core.store.statements import Statement
@@ -78,16 +79,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Params = Sequence[object]
 Run = Callable[[asyncpg.Connection, str, tuple[object, ...]], Awaitable[T]]
-
-
-async def guard(conn: asyncpg.Connection, fence: Fence | None) -> None:
-    """Inside an open transaction: raise ``Fenced(fence)`` unless the lease is still
-    ``fence``'s (same owner and epoch, not expired); the row stays share-locked until
-    the transaction ends. ``None``: nothing to check."""
-    if fence is None:
-        return
-    if await conn.fetchval(FENCE_CHECK, fence.lease, fence.owner, fence.epoch) is None:
-        raise Fenced(fence)
 
 
 def _rowcount(status: str) -> int:

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from core.store.fencing import current_fence
-from core.store.pg_cluster_tables import MAIL_CHANNEL
-from core.store.postgres import guard
+from core.store.pg_cluster_tables import MAIL_CHANNEL, guard
 
 logger = logging.getLogger(__name__)
 
