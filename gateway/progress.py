@@ -15,8 +15,9 @@ platform call:
   edit must not hold up the session's next turn) before cancelling it; :meth:`aclose`
   cancels it at once.
 
-Modes: ``off`` (nothing), ``new`` (a line when the tool changes), ``all`` (a line per
-call; identical consecutive lines collapse to ``×N``). Time is injected (``clock`` and
+Modes: ``off`` (nothing), ``new`` (a line when the tool changes; repeats of one tool
+counted on its line, ``💻 terminal: ls (×3)``, with the latest call's argument), ``all`` (a
+line per call; identical consecutive lines collapse to ``×N``). Time is injected (``clock`` and
 ``sleep``) so tests run without waiting.
 
 **Through the bot's pipeline** (:mod:`gateway.pipeline`): every write is a ``PROGRESS``
@@ -201,15 +202,16 @@ class ProgressView:
         self._want(self._render())
 
     def _add(self, name: str, arguments: object) -> None:
+        """One call: a new line, or a repeat counted on the last line (``new``: the same
+        tool, showing the latest call's argument; ``all``: the same tool and argument)."""
         self._calls += 1
         last = self._lines[-1] if self._lines else None
-        if self._config.mode == "new" and last is not None and last.name == name:
-            return
         limit = self._config.preview_length  # 0: tool names only (``/verbose off``)
         line = _Line(emoji_for(name), name, preview(arguments, limit) if limit > 0 else "")
-        if last is not None and (last.name, last.preview) == (line.name, line.preview):
-            last.count += 1
-            return
+        if last is not None and last.name == name:
+            if self._config.mode == "new" or last.preview == line.preview:
+                last.preview, last.count = line.preview, last.count + 1
+                return
         self._lines.append(line)
 
     def _render(self, ending: str | None = None) -> str:

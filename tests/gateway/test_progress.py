@@ -144,12 +144,16 @@ async def test_a_failing_first_send_leaves_the_turn_alone() -> None:
     assert writes(adapter) == ["send"]
 
 
-async def test_mode_new_reports_only_when_the_tool_changes() -> None:
+async def test_mode_new_counts_repeats_of_one_tool_on_its_line() -> None:
     adapter, _, view = make(mode="new")
     view.step(2, [tool("terminal", command="a"), tool("terminal", command="b")])
-    view.step(3, [tool("read_file", path="x")])
+    view.step(3, [tool("terminal", command="c")])
+    view.step(4, [tool("read_file", path="x")])
+    view.step(5, [tool("terminal", command="d")])
     await view.finish("completed")
-    assert adapter.of("send")[0].text == ("💻 terminal: a\n📖 read_file: x\n✅ Done — 3 steps")
+    assert adapter.of("send")[0].text == (
+        "💻 terminal: c (×3)\n📖 read_file: x\n💻 terminal: d\n✅ Done — 5 steps"
+    )
 
 
 async def test_mode_all_collapses_identical_consecutive_lines() -> None:

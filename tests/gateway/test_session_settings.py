@@ -154,7 +154,7 @@ async def test_progress_tools_shows_a_line_each_time_the_tool_changes(
         await gw.adapter.wait_for(lambda: "done" in gw.adapter.texts())
         await gw.idle()
         shown = [c.text for c in gw.adapter.calls if "echo" in (c.text or "")][-1]
-        assert shown.count("echo") == 1
+        assert shown.count("echo") == 1 and "echo: b (×2)" in shown  # repeats counted
 
 
 @pytest.mark.parametrize(("word", "shown"), [("off", "echo"), ("on", LONG[:VERBOSE_PREVIEW])])
