@@ -208,11 +208,15 @@ class ProgressView:
         last = self._lines[-1] if self._lines else None
         limit = self._config.preview_length  # 0: tool names only (``/verbose off``)
         line = _Line(emoji_for(name), name, preview(arguments, limit) if limit > 0 else "")
-        if last is not None and last.name == name:
-            if self._config.mode == "new" or last.preview == line.preview:
-                last.preview, last.count = line.preview, last.count + 1
-                return
+        if last is not None and self._repeats(last, line):
+            last.preview, last.count = line.preview, last.count + 1
+            return
         self._lines.append(line)
+
+    def _repeats(self, last: _Line, line: _Line) -> bool:
+        """``line`` is counted on ``last`` (see :meth:`_add`)."""
+        same_preview = self._config.mode == "new" or last.preview == line.preview
+        return last.name == line.name and same_preview
 
     def _render(self, ending: str | None = None) -> str:
         shown = [line.text() for line in self._lines[-MAX_LINES:]]
