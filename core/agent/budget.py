@@ -78,6 +78,16 @@ class LoopGate:
         self._grace_used = True
         return True
 
+    def admit_extra(self) -> bool:
+        """Admit a model call made inside an iteration — a compaction summary, the request
+        re-sent after an overflow (``docs/turn-loop.md`` §4): counted like an iteration (in
+        ``calls`` and from the shared budget); refused (False, nothing taken) when either
+        cap is reached. Never the grace call's: that one answers the user."""
+        if not (self.calls < self.max_iterations and self.budget.consume()):
+            return False
+        self.calls += 1
+        return True
+
     def next_call(self) -> CallKind | None:
         """Admit one model call (``None``: budget exhausted, the loop must exit)."""
         if not self.open:

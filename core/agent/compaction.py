@@ -10,8 +10,13 @@ request is too long, the older turns are **compacted**:
    falls at a turn's start, so an assistant tool call and its results are never split (a
    strict server rejects a tool result without its call).
 2. **The summary.** One model call (:data:`SUMMARY_PROMPT`, no tools, not streamed, its
-   output capped at :data:`SUMMARY_SHARE` of the window; retried like any call, under the
-   turn's token) summarises the range, the previous summary included. The user's
+   output capped at :data:`SUMMARY_SHARE` of the window) summarises the range; it is sent
+   by the caller's :data:`SummaryCall` — in a turn and for ``/compact`` the turn's model
+   caller (:class:`core.agent.model_call.ModelCaller`: ``pre_api_request``/
+   ``post_api_request`` and the error hooks, retries, the slow notice, a ``model.call``
+   span, under a token ``/stop`` cancels), in a turn counted like any model call
+   (:class:`SummaryRefused` when the turn has none left, ``docs/turn-loop.md`` §4). It
+   summarises the range, the previous summary included. The user's
    ``redirect`` corrections in the range (``"User correction during the turn: …"``,
    recorded in the user message, :mod:`core.agent.steer`) are copied into the summary word
    for word after the model's text, so a correction survives however the model summarises.
@@ -23,7 +28,9 @@ request is too long, the older turns are **compacted**:
 
 An overflow error from the server (``context_too_long``: llama.cpp, OpenAI, Ollama and vLLM
 wordings, :mod:`core.model.classify`) compacts once and retries once; a second overflow, or
-nothing left to compact, ends the turn with :data:`TOO_LONG_REPLY`.
+nothing left to compact, ends the turn with :data:`TOO_LONG_REPLY`. Before a call, a
+compaction the turn has no model call left for is skipped (the request goes as it is);
+after an overflow, :class:`SummaryRefused` ends the turn on its budget.
 """
 
 from __future__ import annotations
@@ -44,10 +51,9 @@ from core.agent.context import (
 from core.agent.scope import TurnScope
 from core.agent.steer import CORRECTION_PREFIX
 from core.agent.transcript import Entry, Transcript
-from core.cancellation import CancellationToken
 from core.model.base import ModelClient, ModelRequest
 from core.model.errors import ModelError
-from core.model.retry import RetryPolicy, call_with_retry
+from core.model.retry import RetryPolicy
 from core.store.base import Store
 from core.types import ChatMessage, ModelReply, ToolSpec
 
@@ -79,6 +85,16 @@ CORRECTIONS_HEADER = "Corrections the user made, word for word:"
 TOO_LONG_REPLY = (
     "The conversation is too long for the model even after summarising; send /new to start over."
 )
+
+
+SummaryCall = Callable[[ModelRequest], Awaitable[ModelReply]]
+"""Sends one summarisation request and returns the reply (or raises ``ModelError``,
+``Cancelled``, :class:`SummaryRefused`); the caller's hooks, retries and budget apply."""
+
+
+class SummaryRefused(Exception):
+    """The turn has no model call left for a summary (``max_iterations`` or the shared
+    budget reached, ``docs/turn-loop.md`` §4): no compaction is made."""
 
 
 class ContextOverflow(Exception):
@@ -130,16 +146,17 @@ class Compactor:
         session_id: str,
         turn_id: str | None,
         transcript: Transcript,
-        token: CancellationToken,
+        call: SummaryCall,
     ) -> Compacted | None:
-        """Summarise the transcript's older turns (see the module docstring); None when
-        there is nothing to summarise. A failed summary call raises its ``ModelError``."""
+        """Summarise the transcript's older turns, the summary sent by ``call`` (see the
+        module docstring); None when there is nothing to summarise. A failed summary call
+        raises what ``call`` raised."""
         entries, keep_from = transcript.entries, transcript.turn_start
         cut = choose_cut(entries, keep_from, self.limits.window)
         head = entries[:cut]
         if not any(not is_summary(e.message) for e in head):
             return None
-        text = await self._summarise([e.message for e in head], token)
+        text = await self._summarise([e.message for e in head], call)
         stored = [e.stored_id for e in head if e.stored_id is not None]
         summary = ChatMessage(role="system", content=compose_summary(text, head))
         summary_id = await self.store.append_message(session_id, turn_id, summary)
@@ -153,7 +170,7 @@ class Compactor:
         )
         return Compacted(len(stored), summary_id)
 
-    async def _summarise(self, messages: Sequence[ChatMessage], token: CancellationToken) -> str:
+    async def _summarise(self, messages: Sequence[ChatMessage], call: SummaryCall) -> str:
         window = self.limits.window
         source = cut_tool_result(render(messages), int(window * SOURCE_SHARE) * 4, "conversation")
         request = ModelRequest(
@@ -163,9 +180,7 @@ class Compactor:
             ],
             extra={"max_tokens": max(int(window * SUMMARY_SHARE), 16)},
         )
-        reply = await token.guard(
-            call_with_retry(lambda: self.model.complete(request), self.policy)
-        )
+        reply = await call(request)
         said = (reply.content or "").strip()
         limit = int(window * SUMMARY_SHARE) * 4
         return (
@@ -251,11 +266,12 @@ class ContextKeeper:
         compactor: Compactor | None,
         scope: TurnScope,
         transcript: Transcript,
-        token: CancellationToken,
+        summarise: SummaryCall,
         tools: Sequence[ToolSpec],
     ) -> None:
+        """``summarise`` sends the summary requests (the turn's caller, counted)."""
         self._compactor, self._scope, self._transcript = compactor, scope, transcript
-        self._token, self._tools = token, tools
+        self._summarise, self._tools = summarise, tools
 
     async def call(
         self,
@@ -298,7 +314,11 @@ class ContextKeeper:
             tokens,
             compactor.limits.window,
         )
-        if await self._compact(compactor) is None:
+        try:
+            if await self._compact(compactor) is None:
+                return messages
+        except SummaryRefused:
+            logger.info("turn %s: no model call left for a summary", self._scope.turn_id)
             return messages
         return self._messages(compactor)
 
@@ -314,7 +334,7 @@ class ContextKeeper:
         scope = self._scope
         try:
             return await compactor.compact(
-                scope.session_id, scope.turn_id, self._transcript, self._token
+                scope.session_id, scope.turn_id, self._transcript, self._summarise
             )
         except ModelError as error:
             logger.warning("turn %s: the summary call failed: %s", scope.turn_id, error)

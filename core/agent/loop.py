@@ -62,7 +62,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
@@ -89,11 +89,12 @@ from core.agent.turn_run import TurnEnd, TurnParts, TurnRun, stop_end
 from core.approver import ApprovalGate
 from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry
-from core.model.base import ModelClient
+from core.model.base import ModelClient, ModelRequest
 from core.model.retry import RetryPolicy
 from core.store.base import Store
 from core.store.fencing import Fenced
 from core.tools.base import QueueFile, RunChild, ToolRegistry
+from core.types import ModelReply
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +151,9 @@ class CommonAgent:
         ``on_file`` takes the files the agent sends (``send_file``), None: it cannot."""
         if budget is None:
             budget = IterationBudget(self.profile.max_iterations)
-        async with self.locks.hold(session_key):
+        async with self.locks.hold(session_key, control.token) as held:
+            if not held:  # stopped while another turn or a /compact held the session
+                return _stopped_waiting(control)
             opening = Opening()
             try:
                 choice = await self._choice(session_key)
@@ -174,7 +177,8 @@ class CommonAgent:
         return chosen or ModelChoice(self.model, profile.vision, profile.stream)
 
     def _opener(self, choice: ModelChoice) -> TurnOpener:
-        """Steps 2–3 with the turn's model: its name in the prompt, its ``vision``."""
+        """Steps 2–3 with the turn's model: its name in the prompt's fingerprint (a switch
+        rebuilds the prefix, whose text does not name the model), its ``vision``."""
         profile = self.profile
         if choice == ModelChoice(self.model, profile.vision, profile.stream):
             return self.opener
@@ -234,18 +238,39 @@ class CommonAgent:
         prompt = session.system_prompt or ""
         return await self.compactor.session_use(session.id, prompt, self.tools.specs())
 
-    async def compact(self, session_key: str) -> Compacted | None:
+    async def compact(
+        self,
+        session_key: str,
+        control: TurnControl | None = None,
+        on_notice: NoticeCallback | None = None,
+    ) -> Compacted | None:
         """Compact the open session now (``/compact``), between turns (it waits for the
-        session's lock); None when there is nothing to compact."""
+        session's lock); None when there is nothing to compact.
+
+        Under ``control``'s token: a stop ends the lock wait or the summary call at once
+        (``Cancelled`` is raised; nothing is stored). The summary call is the session's
+        model through a :class:`ModelCaller` — ``pre_api_request``/``post_api_request``
+        (``turn_id`` empty: no turn runs), retries, the slow notice to ``on_notice``
+        (``docs/turn-loop.md`` §18)."""
         if self.compactor is None:
             return None
-        async with self.locks.hold(session_key):
+        token = (control or TurnControl()).token
+        async with self.locks.hold(session_key, token) as held:
+            if not held:
+                raise Cancelled(token.reason or "cancelled")
             session = await self.store.get_active_session(session_key)
             if session is None:
                 return None
             history = summary_first(await self.store.load_active_messages(session.id))
             transcript = Transcript("", history)
-            return await self.compactor.compact(session.id, None, transcript, CancellationToken())
+            scope = TurnScope(session_key, session.id, "")
+            model = self._model_of(session_key, (await self._choice(session_key)).client)
+            caller = ModelCaller(model, self.hooks, self.retry, scope, on_notice)
+
+            def summarise(request: ModelRequest) -> Awaitable[ModelReply]:
+                return caller.call(request, 1, token)
+
+            return await self.compactor.compact(session.id, None, transcript, summarise)
 
     # an opened turn: the rest of steps 2–4, then 5–6 --------------------------------
     async def _drive(
@@ -409,6 +434,20 @@ def _compactor(
         return None
     limits = ContextLimits(profile.context_window, profile.compact_at)
     return Compactor(store, model, retry, limits)
+
+
+def _stopped_waiting(control: TurnControl) -> TurnResult:
+    """A turn stopped while it waited for its session's lock: it never began (no record,
+    no hooks, its message not stored)."""
+    end = stop_end(control.token.reason)
+    return TurnResult(
+        turn_id="",
+        session_id="",
+        status=end.status,
+        exit_reason=end.exit_reason,
+        reply=None,
+        iterations=0,
+    )
 
 
 def _result(scope: TurnScope, end: TurnEnd, iterations: int) -> TurnResult:

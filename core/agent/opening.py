@@ -127,7 +127,7 @@ class TurnOpener:
                 return await redelivery(self.store, answer)
         calls = await load_call_records(self.store, history)
         scope = TurnScope(key, session.id, uuid.uuid4().hex, message.sender_id)
-        is_new = is_new or not history
+        is_new = is_new or await self._never_started(session.id, history)
         opening.scope, opening.is_new = scope, is_new  # a written record is ended, hooks too
         await self.store.start_turn(scope.session_id, scope.turn_id)
         control.turn_id = scope.turn_id
@@ -152,6 +152,13 @@ class TurnOpener:
         if session is not None:
             return session, False
         return await self.store.create_session(key, self.profile.name), True
+
+    async def _never_started(self, session_id: str, history: list[StoredMessage]) -> bool:
+        """No turn of the session ever reached the store, so ``on_session_start`` never
+        fired for it (it fires in the first turn whose record was written, whatever that
+        turn's fate): the persisted marker is the session's first turn record. A session with
+        history had one; only an empty one asks the store."""
+        return not history and not await self.store.list_turns(session_id)
 
     async def _replayed(
         self, session_id: str, origins: tuple[str, ...], history: list[StoredMessage]

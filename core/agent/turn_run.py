@@ -29,7 +29,13 @@ from dataclasses import dataclass, replace
 
 from core.agent.answer import shown_answer, without_tool_markup
 from core.agent.budget import CallKind, LoopGate, WrapUpReminder
-from core.agent.compaction import TOO_LONG_REPLY, Compactor, ContextKeeper, ContextOverflow
+from core.agent.compaction import (
+    TOO_LONG_REPLY,
+    Compactor,
+    ContextKeeper,
+    ContextOverflow,
+    SummaryRefused,
+)
 from core.agent.control import TurnControl
 from core.agent.model_call import ModelCaller, readable_failure
 from core.agent.profile import AgentProfile
@@ -119,7 +125,7 @@ class TurnRun:
         self._steer = SteerChannel(control, transcript, parts.store)
         self._wrap_up = WrapUpReminder(parts.clock, parts.profile.run_budget_seconds)
         self._context = ContextKeeper(
-            parts.compactor, scope, transcript, control.token, parts.specs
+            parts.compactor, scope, transcript, self._summary_call, parts.specs
         )
         self.input_tokens = 0
 
@@ -150,6 +156,8 @@ class TurnRun:
             reply = await self._call_model(kind)
         except Cancelled as stopped:
             return stop_end(stopped.reason)
+        except SummaryRefused:  # an overflow with no model call left to compact and re-send
+            return budget_end(self.gate.calls)
         except ContextOverflow as overflow:  # compacted and retried: still too long
             error = str(overflow)
             return TurnEnd("failed", "model_error", TOO_LONG_REPLY, error, stopped_early=True)
@@ -195,10 +203,26 @@ class TurnRun:
                 extra=extra,
             )
 
+        sent = 0
+
         def send(request: ModelRequest) -> Awaitable[ModelReply]:
+            nonlocal sent
+            sent += 1
+            if sent > 1 and not self.gate.admit_extra():  # the re-send after an overflow
+                raise SummaryRefused
             return self._parts.caller.call(request, self.gate.calls, self._control.token)
 
         return await self._context.call(build, send)
+
+    async def _summary_call(self, request: ModelRequest) -> ModelReply:
+        """A compaction summary inside this turn: one more model call of the turn, with
+        its hooks, retries and slow notice, under the token; its prompt tokens count
+        toward the review input budget (``docs/turn-loop.md`` §4)."""
+        if not self.gate.admit_extra():
+            raise SummaryRefused
+        reply = await self._parts.caller.call(request, self.gate.calls, self._control.token)
+        self.input_tokens += reply.usage.prompt_tokens
+        return reply
 
     async def _final(
         self, reply: ModelReply, kind: CallKind, entry: Entry | None, markup: bool
