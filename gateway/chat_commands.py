@@ -18,6 +18,8 @@ from core.agent.compaction import Compacted
 from core.agent.context import ContextUse
 from core.agent.control import TurnControl
 from core.agent.profile import BusyPolicy
+from core.agent.step import NoticeCallback
+from core.agent.turn import TurnResult, UserMessage
 from core.approvals import Approvals, ResolveOutcome
 from core.approver import ApprovalRequest
 from core.bounded import BoundedMap
@@ -90,6 +92,38 @@ def looks_like_id(word: str) -> bool:
 def short_id(approval_id: str) -> str:
     """The form shown on cards and accepted by ``/approve`` and ``/deny``."""
     return approval_id[:SHORT_ID]
+
+
+class Compacting(Protocol):
+    """The agent's side of ``/compact`` (:class:`core.agent.loop.CommonAgent`)."""
+
+    async def compact(
+        self, session_key: str, control: TurnControl, on_notice: NoticeCallback | None
+    ) -> Compacted | None: ...
+
+    async def context_use(self, session_key: str) -> ContextUse | None: ...
+
+
+async def compact_now(
+    agent: Compacting, key: str, control: TurnControl, on_notice: NoticeCallback | None
+) -> TurnResult:
+    """``/compact`` run in the session's lane (``UserMessage.command``): its answer as the
+    lane's result (no turn id: nothing of it is a turn). ``/stop`` cancels it (``Cancelled``
+    raised: the Dispatcher reports it interrupted, the chat already heard "Stopped"); a
+    slow summary call tells ``on_notice`` like any model call."""
+    try:
+        done = await agent.compact(key, control, on_notice)
+    except ModelError as error:
+        logger.warning("/compact of %s: the summary call failed: %s", key, error)
+        reply = COMPACT_FAILED
+    else:
+        use = await agent.context_use(key) if done is not None else None
+        described = use.describe() if use is not None else None
+        reply = NOTHING_TO_COMPACT if done is None else compacted(done.summarised, described)
+    return TurnResult(
+        turn_id="", session_id="", status="completed", exit_reason="text_response",
+        reply=reply, iterations=0,
+    )  # fmt: skip
 
 
 class ChatCommands:
@@ -187,20 +221,19 @@ class ChatCommands:
         return " · ".join(parts)
 
     async def _cmd_compact(self, event: InboundEvent, key: str, args: str) -> Reply:
-        """Summarise the session's older turns now (waits for a running turn to end)."""
+        """Summarise the session's older turns now, in the session's lane like a turn
+        (:func:`compact_now` answers), so ``/stop`` reaches it and a message sent meanwhile
+        queues behind it; refused while a turn runs."""
         if self._context is None:
             return NOTHING_TO_COMPACT
         if self._dispatcher.status(key).running:
             return COMPACT_WHEN_IDLE
-        try:
-            done = await self._context.compact(key)
-        except ModelError as error:
-            logger.warning("/compact of %s: the summary call failed: %s", key, error)
-            return COMPACT_FAILED
-        if done is None:
-            return NOTHING_TO_COMPACT
-        use = await self._context.context_use(key)
-        return compacted(done.summarised, use.describe() if use is not None else None)
+        sender = user_of(event)
+        message = UserMessage("/compact", sender, event.sender.name, command="compact")
+        outcome = self._dispatcher.submit(key, message, policy="queue")
+        if outcome.handled is not None:
+            event.receipt.follow(outcome.handled)
+        return None
 
     async def _cmd_approve(self, event: InboundEvent, key: str, args: str) -> Reply:
         return await self._decide(event, key, args, "approved")

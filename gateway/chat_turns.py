@@ -31,7 +31,7 @@ from core.agent.turn import TurnResult, UserMessage
 from core.approvals import Approvals
 from core.cancellation import Cancelled
 from core.store.fencing import Fenced
-from gateway.chat_commands import StoppedTurns
+from gateway.chat_commands import StoppedTurns, compact_now
 from gateway.chats import ChatDirectory, Place
 from gateway.delivery import TYPING_DELAY, Typing
 from gateway.file_delivery import FileDelivery
@@ -129,6 +129,8 @@ class ChatTurns:
             return NOTHING_TO_RUN
         message = taken
         if place is None:
+            if message.command == "compact":
+                return await compact_now(agent, session_key, control, None)
             return await agent.run_turn(session_key, message, control)
         stops = host.router.stop_buttons
         stop_id = stops.register(session_key, control, message.sender_id)
@@ -152,6 +154,8 @@ class ChatTurns:
         )
         try:
             async with typing, live_reply(place) as live:
+                if message.command == "compact":  # its slow notice and Stop in the view
+                    return await compact_now(agent, session_key, control, view.notice)
                 return await agent.run_turn(
                     session_key, message, control, step_callback=view.step, on_notice=view.notice,
                     on_text=stream or live, on_file=host.files.queue_for(session_key, place),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from core.attachments import Attachment
 from core.tools.base import QueueFile as QueueFile  # run_turn's on_file (re-exported)
@@ -26,6 +26,10 @@ class UserMessage:
     also: tuple[str, ...] = ()
     """The origins of the other updates merged into this one message (``debounce_ms``,
     :mod:`core.debounce`): a replay of any of them finds the one stored message."""
+    command: Literal["compact"] | None = None
+    """Not a message for the model but a chat command run in the session's lane like a
+    turn (``/compact``, ``docs/turn-loop.md`` §18): queued behind the session's turn, and
+    ``/stop`` cancels it like one."""
 
     @property
     def origins(self) -> tuple[str, ...]:

@@ -35,6 +35,7 @@ async def test_compact_summarises_the_older_turns_and_says_so(
             await gw.say(ALICE, f"message {number}")
             await gw.idle()
         await gw.say(ALICE, "/compact")
+        await gw.idle()
         said = gw.adapter.texts()[-1]
         assert said.startswith("🗜 Compacted: 4 older message(s) summarised")
         assert said.endswith("Context: 1% of 32768 tokens (est.).")
@@ -48,5 +49,6 @@ async def test_compact_with_too_little_history_changes_nothing(
         await gw.say(ALICE, "hello")
         await gw.idle()
         await gw.say(ALICE, "/compact")
+        await gw.idle()
         assert gw.adapter.texts()[-1] == "Nothing to compact: the conversation is short enough."
         assert len(gw.model.requests) == 1
