@@ -16,10 +16,16 @@ request is too long, the older turns are **compacted**:
    ``post_api_request`` and the error hooks, retries, the slow notice, a ``model.call``
    span, under a token ``/stop`` cancels), in a turn counted like any model call
    (:class:`SummaryRefused` when the turn has none left, ``docs/turn-loop.md`` §4). It
-   summarises the range, the previous summary included. The user's
-   ``redirect`` corrections in the range (``"User correction during the turn: …"``,
-   recorded in the user message, :mod:`core.agent.steer`) are copied into the summary word
-   for word after the model's text, so a correction survives however the model summarises.
+   summarises the range, the previous summary included. What it quotes of the range is
+   sized from the room the window leaves beside the prompt and the summary's own output,
+   in the session's learnt tokens; a summary call the server still finds too long teaches
+   the meter its size and is made again quoting half as much, until it fits (or quotes
+   only :data:`MIN_SOURCE_CHARS`). A summary cut off by its output limit
+   (``finish_reason`` ``length``) is stored with :data:`SUMMARY_CUT_NOTE`, never as if
+   whole. The user's ``redirect`` corrections in the range (``"User correction during the
+   turn: …"``, recorded in the user message, :mod:`core.agent.steer`) are copied into the
+   summary word for word after the model's text, so a correction survives however the
+   model summarises.
 3. **Stored, never deleted.** The summary is stored as one ``system`` row of the session;
    then the summarised rows (and the previous summary) are marked inactive
    (``Store.deactivate_messages``): they stay in the store, out of the history. The next
@@ -27,25 +33,31 @@ request is too long, the older turns are **compacted**:
    :func:`core.agent.context.as_sent`) and the remaining active messages.
 
 An overflow error from the server (``context_too_long``: llama.cpp, OpenAI, Ollama and vLLM
-wordings, :mod:`core.model.classify`) compacts once and retries once; a second overflow, or
-nothing left to compact, ends the turn with :data:`TOO_LONG_REPLY`. Before a call, a
+wordings, :mod:`core.model.classify`) rescales the estimate by the size the server counted
+(or, when it does not say, past the window), compacts the older turns when there are any,
+fits the request again — its long texts cut to the room now known to be left — and retries
+once, when something was summarised or cut; a second overflow, or nothing changed, ends
+the turn with :func:`too_long_reply`, which says what can help. Before a call, a
 compaction the turn has no model call left for is skipped (the request goes as it is);
 after an overflow, :class:`SummaryRefused` ends the turn on its budget.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from core.agent.context import (
+    BYTES_PER_TOKEN,
     ContextMeter,
     ContextUse,
     cut_tool_result,
-    fit_tool_results,
+    fit_request,
     is_summary,
     raw_estimate,
+    scaled,
     summary_first,
 )
 from core.agent.scope import TurnScope
@@ -65,8 +77,10 @@ KEPT_SHARE = 0.5
 """The recent turns kept whole may fill at most this share of the window."""
 SUMMARY_SHARE = 0.25
 """The summary's ``max_tokens``: this share of the window."""
-SOURCE_SHARE = 0.5
-"""What the summarisation request may quote of the range: this share of the window."""
+SOURCE_MARGIN = 0.05
+"""The share of the window a summarisation request leaves unused (estimates err)."""
+MIN_SOURCE_CHARS = 200
+"""A summarisation request quotes at least this much of its range."""
 
 SUMMARY_PROMPT = (
     "You compress the earlier part of a conversation between a user and an AI assistant "
@@ -82,9 +96,24 @@ SUMMARY_HEADER = (
     "model's context window.]"
 )
 CORRECTIONS_HEADER = "Corrections the user made, word for word:"
-TOO_LONG_REPLY = (
-    "The conversation is too long for the model even after summarising; send /new to start over."
+SUMMARY_CUT_NOTE = "[… the summary was cut off here: it reached its length limit.]"
+_TOO_LONG = (
+    "This request does not fit the model's context window, even with its long texts "
+    "shortened{summarised}. Try a shorter message or ask for less output; if short messages "
+    "fail too, the window is too small for the system prompt and tools (raise "
+    "[model] context_window on the server and in the configuration)."
 )
+
+
+def too_long_reply(summarised: bool) -> str:
+    """What the user reads when a request still overflowed after it was fitted again and
+    retried: what is left is this turn's own part, so ``/new`` is not suggested."""
+    said = " and the older messages summarised" if summarised else ""
+    return _TOO_LONG.format(summarised=said)
+
+
+TOO_LONG_REPLY = too_long_reply(False)
+"""The words when nothing could be summarised."""
 
 
 SummaryCall = Callable[[ModelRequest], Awaitable[ModelReply]]
@@ -98,12 +127,17 @@ class SummaryRefused(Exception):
 
 
 class ContextOverflow(Exception):
-    """The server still found the request too long after a compaction (or none was
-    possible): the turn ends with :data:`TOO_LONG_REPLY`."""
+    """The server still found the request too long after it was fitted again (and the
+    older turns compacted, when there were any): the turn ends with :attr:`reply`."""
 
-    def __init__(self, error: ModelError) -> None:
+    def __init__(self, error: ModelError, summarised: bool = False) -> None:
         super().__init__(str(error))
         self.error = error
+        self.summarised = summarised
+
+    @property
+    def reply(self) -> str:
+        return too_long_reply(self.summarised)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,11 +186,12 @@ class Compactor:
         module docstring); None when there is nothing to summarise. A failed summary call
         raises what ``call`` raised."""
         entries, keep_from = transcript.entries, transcript.turn_start
-        cut = choose_cut(entries, keep_from, self.limits.window)
+        ratio = self.meter.ratio(session_id)
+        cut = choose_cut(entries, keep_from, self.limits.window, ratio)
         head = entries[:cut]
         if not any(not is_summary(e.message) for e in head):
             return None
-        text = await self._summarise([e.message for e in head], call)
+        text = await self._summarise(session_id, [e.message for e in head], call)
         stored = [e.stored_id for e in head if e.stored_id is not None]
         summary = ChatMessage(role="system", content=compose_summary(text, head))
         summary_id = await self.store.append_message(session_id, turn_id, summary)
@@ -170,24 +205,34 @@ class Compactor:
         )
         return Compacted(len(stored), summary_id)
 
-    async def _summarise(self, messages: Sequence[ChatMessage], call: SummaryCall) -> str:
-        window = self.limits.window
-        source = cut_tool_result(render(messages), int(window * SOURCE_SHARE) * 4, "conversation")
-        request = ModelRequest(
-            messages=[
-                ChatMessage(role="system", content=SUMMARY_PROMPT),
-                ChatMessage(role="user", content=source),
-            ],
-            extra={"max_tokens": max(int(window * SUMMARY_SHARE), 16)},
-        )
-        reply = await call(request)
-        said = (reply.content or "").strip()
-        limit = int(window * SUMMARY_SHARE) * 4
-        return (
-            cut_tool_result(said, limit, "summary")
-            if said
-            else cut_tool_result(source, limit, "conversation")
-        )
+    async def _summarise(
+        self, session_id: str, messages: Sequence[ChatMessage], call: SummaryCall
+    ) -> str:
+        """The model's summary of ``messages``, quoting what fits (halved on overflow)."""
+        window, rendered = self.limits.window, render(messages)
+        limit = self._source_limit(session_id, rendered)
+        while True:
+            request = summary_request(cut_tool_result(rendered, limit, "conversation"), window)
+            try:
+                reply = await call(request)
+            except ModelError as error:
+                if error.kind != "context_too_long" or limit <= MIN_SOURCE_CHARS:
+                    raise
+                counted = error.classification.prompt_tokens
+                self.meter.overflowed(session_id, raw_estimate(request.messages), window, counted)
+                limit = max(limit // 2, MIN_SOURCE_CHARS)
+                logger.info("the summary call was too long: it quotes %d characters now", limit)
+                continue
+            return summary_text(reply, request, window)
+
+    def _source_limit(self, session_id: str, rendered: str) -> int:
+        """The characters of ``rendered`` a summarisation request can quote: the room the
+        window leaves beside the prompt and the summary's output, in learnt tokens."""
+        window, ratio = self.limits.window, self.meter.ratio(session_id)
+        bare = scaled(raw_estimate(summary_request("", window).messages), ratio)
+        room = window * (1 - SUMMARY_SHARE - SOURCE_MARGIN) - bare
+        wire = len(json.dumps(rendered, ensure_ascii=False).encode()) / max(len(rendered), 1)
+        return max(int(room * BYTES_PER_TOKEN / ratio / wire), MIN_SOURCE_CHARS)
 
     async def session_use(
         self, session_id: str, system_prompt: str, tools: Sequence[ToolSpec]
@@ -195,21 +240,47 @@ class Compactor:
         """The estimate of the session's next request (``/status``)."""
         history = summary_first(await self.store.load_active_messages(session_id))
         transcript = Transcript(system_prompt, history)
-        messages = fit_tool_results(transcript.for_model(), self.limits.window)
+        ratio = self.meter.ratio(session_id)
+        messages = fit_request(transcript.for_model(), self.limits.window, ratio, tools)
         tokens = self.meter.estimate(session_id, messages, tools)
         return ContextUse(tokens, self.limits.window)
 
 
-def choose_cut(entries: Sequence[Entry], keep_from: int, window: int) -> int:
+def summary_request(source: str, window: int) -> ModelRequest:
+    """The summarisation request quoting ``source``, its output capped at
+    :data:`SUMMARY_SHARE` of the window."""
+    return ModelRequest(
+        messages=[
+            ChatMessage(role="system", content=SUMMARY_PROMPT),
+            ChatMessage(role="user", content=source),
+        ],
+        extra={"max_tokens": max(int(window * SUMMARY_SHARE), 16)},
+    )
+
+
+def summary_text(reply: ModelReply, request: ModelRequest, window: int) -> str:
+    """What is stored of the summary call's ``reply``: its text (with a note when its
+    length limit cut it off), or, when it said nothing, what it was asked to summarise."""
+    said = (reply.content or "").strip()
+    limit = int(window * SUMMARY_SHARE) * BYTES_PER_TOKEN
+    if not said:
+        return cut_tool_result(request.messages[1].text(), limit, "conversation")
+    if reply.finish_reason == "length":
+        said = f"{said}\n\n{SUMMARY_CUT_NOTE}"
+    return cut_tool_result(said, limit, "summary")
+
+
+def choose_cut(entries: Sequence[Entry], keep_from: int, window: int, ratio: float = 1.0) -> int:
     """Where the summarised range ends: at the start of a turn, keeping up to
     :data:`KEEP_RECENT_TURNS` turns before ``keep_from`` whole while they fit in
-    :data:`KEPT_SHARE` of ``window``; ``keep_from`` itself when none fits."""
+    :data:`KEPT_SHARE` of ``window`` (in the session's learnt tokens, ``ratio``);
+    ``keep_from`` itself when none fits."""
     starts = [i for i in range(keep_from) if _starts_turn(entries[i])]
     budget = window * KEPT_SHARE
     for cut in starts:
         kept = [s for s in starts if s >= cut]
         recent = [e.message for e in entries[cut:keep_from]]
-        if len(kept) <= KEEP_RECENT_TURNS and raw_estimate(recent) <= budget:
+        if len(kept) <= KEEP_RECENT_TURNS and scaled(raw_estimate(recent), ratio) <= budget:
             return cut
     return keep_from
 
@@ -258,8 +329,9 @@ def corrections(messages: Iterable[ChatMessage]) -> list[str]:
 
 class ContextKeeper:
     """One turn's side of context management: before each model call the request is
-    fitted (oversized tool results cut, compaction past the threshold); an overflow error
-    compacts once and retries once; the reply's usage corrects the estimate."""
+    fitted (long texts cut to the room left, compaction past the threshold); an overflow
+    error rescales the estimate, fits again and retries once; the reply's usage corrects
+    the estimate."""
 
     def __init__(
         self,
@@ -272,6 +344,8 @@ class ContextKeeper:
         """``summarise`` sends the summary requests (the turn's caller, counted)."""
         self._compactor, self._scope, self._transcript = compactor, scope, transcript
         self._summarise, self._tools = summarise, tools
+        self._summarised = False
+        """This call compacted the history (for the words of :class:`ContextOverflow`)."""
 
     async def call(
         self,
@@ -283,25 +357,40 @@ class ContextKeeper:
         compactor = self._compactor
         if compactor is None:
             return await send(build(self._transcript.for_model()))
+        self._summarised = False
         request = build(await self._fitted(compactor))
         try:
             reply = await send(request)
         except ModelError as error:
             if error.kind != "context_too_long":
                 raise
+            self._rescale(compactor, request, error)
+            refused = raw_estimate(request.messages, request.tools)
             request = build(await self._after_overflow(compactor, error))
+            if not self._summarised and raw_estimate(request.messages, request.tools) >= refused:
+                raise ContextOverflow(error) from error  # nothing summarised, nothing cut
             try:
                 reply = await send(request)
             except ModelError as again:
                 if again.kind == "context_too_long":
-                    raise ContextOverflow(again) from again
+                    self._rescale(compactor, request, again)
+                    raise ContextOverflow(again, self._summarised) from again
                 raise
         raw = raw_estimate(request.messages, request.tools)
         compactor.meter.observe(self._scope.session_id, raw, reply.usage.prompt_tokens)
         return reply
 
+    def _rescale(self, compactor: Compactor, request: ModelRequest, error: ModelError) -> None:
+        """Learn the refused request's size from the server (or at least past the window)."""
+        raw = raw_estimate(request.messages, request.tools)
+        counted = error.classification.prompt_tokens
+        window = compactor.limits.window
+        compactor.meter.overflowed(self._scope.session_id, raw, window, counted)
+
     def _messages(self, compactor: Compactor) -> list[ChatMessage]:
-        return fit_tool_results(self._transcript.for_model(), compactor.limits.window)
+        ratio = compactor.meter.ratio(self._scope.session_id)
+        window = compactor.limits.window
+        return fit_request(self._transcript.for_model(), window, ratio, self._tools)
 
     async def _fitted(self, compactor: Compactor) -> list[ChatMessage]:
         messages = self._messages(compactor)
@@ -326,16 +415,17 @@ class ContextKeeper:
         logger.warning(
             "turn %s: the model found the request too long: %s", self._scope.turn_id, error
         )
-        if await self._compact(compactor) is None:
-            raise ContextOverflow(error) from error
+        await self._compact(compactor)
         return self._messages(compactor)
 
     async def _compact(self, compactor: Compactor) -> Compacted | None:
         scope = self._scope
         try:
-            return await compactor.compact(
+            done = await compactor.compact(
                 scope.session_id, scope.turn_id, self._transcript, self._summarise
             )
+            self._summarised = self._summarised or done is not None
+            return done
         except ModelError as error:
             logger.warning("turn %s: the summary call failed: %s", scope.turn_id, error)
             return None

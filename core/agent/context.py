@@ -3,15 +3,23 @@
 The model's context window is counted in tokens, and only the server can count them. Before
 each call the engine makes a cheap estimate instead: the UTF-8 bytes of the request's
 messages and tool specs, serialised as they are sent, divided by :data:`BYTES_PER_TOKEN`.
-Each reply's ``usage.prompt_tokens`` corrects it: :class:`ContextMeter` keeps, per session,
-the ratio of the reported count to the raw estimate of the same request, and scales later
-estimates by it (a tokenizer that makes 1.3 tokens of four bytes is learnt after one call).
+The server's own counts correct it: :class:`ContextMeter` keeps, per session, the ratio of
+the tokens the server counted to the raw estimate of the same request, and scales later
+estimates by it. The counts come from each reply's ``usage.prompt_tokens`` and from an
+overflow error that names the request's size (llama.cpp's ``n_prompt_tokens``, OpenAI's
+"your messages resulted in N tokens"). A session with nothing learnt yet starts from the
+latest ratio any session of this model learnt: dense text (``ls -la`` output, logs) is about
+2 characters a token for a small local model's tokenizer, twice what bytes / 4 assumes.
 
 Two more things live here because every request goes through them:
 
-* a single tool result larger than :data:`TOOL_RESULT_SHARE` of the window is cut, head
-  and tail kept, with a note saying how much was left out (:func:`cut_tool_result`); the
-  stored result stays whole, the same cut is made on every request (byte-identical);
+* every request is fitted to the room the window leaves (:func:`fit_request`): a single
+  tool result, message or answer larger than :data:`TOOL_RESULT_SHARE` of the window is cut,
+  head and tail kept, with a note saying how much was left out (:func:`cut_tool_result`);
+  when the request is still larger than the window less :data:`REPLY_SHARE` (room for the
+  answer), its largest texts are cut further until it fits. The stored messages stay whole;
+  for the same messages and the same learnt ratio the same cut is made on every request
+  (byte-identical, so a prompt cache keeps working);
 * the stored compaction summary (a ``system`` row of the history, see
   :mod:`core.agent.compaction`) goes first in the history (:func:`summary_first`) and is
   sent as a user message and a fixed acknowledgement (:func:`as_sent`), so no second system
@@ -36,7 +44,14 @@ DEFAULT_COMPACT_AT = 0.8
 """``[model] compact_at``: compact when the next request would pass this share."""
 BYTES_PER_TOKEN = 4
 TOOL_RESULT_SHARE = 0.4
-"""A single tool result may fill at most this share of the window."""
+"""A single tool result (or message) may fill at most this share of the window."""
+REPLY_SHARE = 0.1
+"""The share of the window a fitted request leaves for the answer."""
+MIN_KEPT_CHARS = 400
+"""A text is never cut below this many characters (its head and tail stay readable)."""
+FIT_PASSES = 6
+"""How many times :func:`fit_request` cuts further before it gives up (then the server
+decides, and an overflow rescales and retries)."""
 MIN_RATIO, MAX_RATIO = 0.25, 4.0
 """Bounds of the learnt tokens-per-estimate ratio (a broken ``usage`` cannot run away)."""
 REMEMBERED_SESSIONS = 10_000
@@ -88,28 +103,49 @@ class ContextUse:
 
 
 class ContextMeter:
-    """Estimates corrected by what the server reported, per session (in memory)."""
+    """Estimates corrected by what the server counted, per session (in memory); one per
+    agent, so per model: a new session starts from the model's latest ratio."""
 
     def __init__(self) -> None:
         self._ratios: BoundedMap[str, float] = BoundedMap(REMEMBERED_SESSIONS)
+        self._latest = 1.0
+        """The ratio the model's server reported last, for a session with none yet."""
+
+    def ratio(self, session_id: str) -> float:
+        """Server tokens per raw-estimate token for this session."""
+        return self._ratios.get(session_id, self._latest)
 
     def estimate(
         self, session_id: str, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     ) -> int:
         """The request's tokens: the raw estimate scaled by the session's learnt ratio."""
-        return math.ceil(raw_estimate(messages, tools) * self._ratios.get(session_id, 1.0))
+        return scaled(raw_estimate(messages, tools), self.ratio(session_id))
 
     def observe(self, session_id: str, raw: int, reported: int) -> None:
-        """The server counted ``reported`` prompt tokens for a request estimated ``raw``."""
+        """The server counted ``reported`` prompt tokens for a request estimated ``raw``
+        (a reply's usage, an overflow's count)."""
         if raw <= 0 or reported <= 0:
             return  # no usage reported: keep what was learnt
         ratio = min(MAX_RATIO, max(MIN_RATIO, reported / raw))
         self._ratios.put(session_id, ratio)
+        self._latest = ratio
+
+    def overflowed(self, session_id: str, raw: int, window: int, counted: int | None) -> None:
+        """The server refused a request estimated ``raw`` as longer than ``window``: learn
+        its ``counted`` size, or (not said) at least a tenth more than was estimated and
+        more than the window."""
+        floor = max(window + 1, math.ceil(scaled(raw, self.ratio(session_id)) * 1.1))
+        self.observe(session_id, raw, counted if counted and counted > window else floor)
 
 
-def tool_result_limit(window: int) -> int:
-    """The most characters one tool result may send (a share of the window)."""
-    return int(window * TOOL_RESULT_SHARE) * BYTES_PER_TOKEN
+def scaled(raw: int, ratio: float) -> int:
+    return math.ceil(raw * ratio)
+
+
+def tool_result_limit(window: int, ratio: float = 1.0) -> int:
+    """The most characters one tool result may send (a share of the window, in the
+    session's learnt tokens)."""
+    return int(window * TOOL_RESULT_SHARE * BYTES_PER_TOKEN / ratio)
 
 
 def cut_tool_result(text: str, limit: int, what: str = "tool result") -> str:
@@ -127,16 +163,64 @@ def cut_tool_result(text: str, limit: int, what: str = "tool result") -> str:
     return head + note + tail
 
 
-def fit_tool_results(messages: Iterable[ChatMessage], window: int) -> list[ChatMessage]:
-    """The messages with every oversized tool result cut (:func:`cut_tool_result`)."""
-    limit = tool_result_limit(window)
+def fit_tool_results(
+    messages: Iterable[ChatMessage], window: int, ratio: float = 1.0
+) -> list[ChatMessage]:
+    """The messages with every oversized text cut to a share of the window
+    (:func:`cut_tool_result`); the system prompt is never cut."""
+    limit = tool_result_limit(window, ratio)
     fitted: list[ChatMessage] = []
-    for message in messages:
-        text = message.text()
-        if message.role == "tool" and len(text) > limit:
-            message = replace(message, content=cut_tool_result(text, limit))
+    for index, message in enumerate(messages):
+        if _cuttable(message, index) and len(message.text()) > limit:
+            message = _cut(message, limit)
         fitted.append(message)
     return fitted
+
+
+def fit_request(
+    messages: Iterable[ChatMessage],
+    window: int,
+    ratio: float = 1.0,
+    tools: Sequence[ToolSpec] = (),
+) -> list[ChatMessage]:
+    """The request's messages fitted to the room the window leaves (the module docstring):
+    oversized texts cut to a share of the window, then the largest ones cut further until
+    the estimate (scaled by ``ratio``) leaves :data:`REPLY_SHARE` of the window free."""
+    originals = list(messages)
+    fitted = fit_tool_results(originals, window, ratio)
+    target = int(window * (1 - REPLY_SHARE))
+    for _ in range(FIT_PASSES):
+        excess = scaled(raw_estimate(fitted, tools), ratio) - target
+        largest = _largest_cuttable(fitted)
+        if excess <= 0 or largest is None:
+            break
+        text = fitted[largest].text()
+        wire_per_char = len(json.dumps(text, ensure_ascii=False).encode()) / len(text)
+        drop = math.ceil(excess * BYTES_PER_TOKEN / ratio / wire_per_char) + _NOTE_CHARS
+        limit = max(MIN_KEPT_CHARS, len(text) - drop)
+        fitted[largest] = _cut(originals[largest], limit)
+    return fitted
+
+
+_NOTE_CHARS = 200
+_WHAT = {"tool": "tool result", "user": "message", "assistant": "answer"}
+
+
+def _cuttable(message: ChatMessage, index: int) -> bool:
+    return index > 0 and message.role in _WHAT and isinstance(message.content, str)
+
+
+def _largest_cuttable(messages: Sequence[ChatMessage]) -> int | None:
+    sizes = [
+        (len(m.text()), i)
+        for i, m in enumerate(messages)
+        if _cuttable(m, i) and len(m.text()) > MIN_KEPT_CHARS + _NOTE_CHARS
+    ]
+    return max(sizes)[1] if sizes else None
+
+
+def _cut(message: ChatMessage, limit: int) -> ChatMessage:
+    return replace(message, content=cut_tool_result(message.text(), limit, _WHAT[message.role]))
 
 
 def is_summary(message: ChatMessage) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from core.model.classify import quote
 from core.model.errors import ErrorClassification, ModelError
 from core.redaction import redact
 
@@ -68,6 +69,6 @@ def _why(found: ErrorClassification) -> str:
 
 
 def _reason(found: ErrorClassification) -> str:
-    """The server's own words from the classification's message, short and masked."""
-    text = redact(_PREFIX.sub("", found.message).strip())
-    return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 1].rstrip() + "…"
+    """The server's own words from the classification's message, short (cut at a word's
+    end, never inside one) and masked."""
+    return quote(redact(_PREFIX.sub("", found.message).strip()), REASON_LIMIT - 1)

@@ -30,7 +30,6 @@ from dataclasses import dataclass, replace
 from core.agent.answer import shown_answer, without_tool_markup
 from core.agent.budget import CallKind, LoopGate, WrapUpReminder
 from core.agent.compaction import (
-    TOO_LONG_REPLY,
     Compactor,
     ContextKeeper,
     ContextOverflow,
@@ -160,7 +159,7 @@ class TurnRun:
             return budget_end(self.gate.calls)
         except ContextOverflow as overflow:  # compacted and retried: still too long
             error = str(overflow)
-            return TurnEnd("failed", "model_error", TOO_LONG_REPLY, error, stopped_early=True)
+            return TurnEnd("failed", "model_error", overflow.reply, error, stopped_early=True)
         except ModelError as error:
             text = readable_failure(error)
             return TurnEnd("failed", "model_error", text, str(error), stopped_early=True)

@@ -6,7 +6,8 @@ This is the edge where httpx exceptions and HTTP error replies become our error 
     HTTP 401 / 403                          -> auth
     HTTP 429                                -> rate_limited  (retry_after from headers/body;
                                                "insufficient_quota" is not retryable)
-    HTTP 400 / 413 with context wording     -> context_too_long
+    HTTP 400 / 413 with context wording     -> context_too_long (with the prompt's size in
+                                               the server's tokens when the body says it)
     HTTP 408                                -> timeout
     HTTP 5xx                                -> server        (Retry-After honoured)
     any other HTTP 4xx                      -> bad_response
@@ -44,14 +45,25 @@ _CONTEXT_WORDS = (
     "input is too long",
     "reduce the length",
 )
+_PROMPT_TOKENS = (
+    re.compile(r"resulted in (\d+) tokens"),  # OpenAI: "However, your messages resulted in N"
+    re.compile(r"\((\d+) in the messages"),  # vLLM: "you requested N tokens (M in the messages"
+    re.compile(r"request \((\d+) tokens\)"),  # llama.cpp: "request (N tokens) exceeds …"
+)
 _RETRY_IN = re.compile(r"(?:try again|retry) (?:in|after) (\d+(?:\.\d+)?)\s*(ms|s|sec|seconds)?\b")
 _QUOTE_LIMIT = 300
+_JINJA = "Jinja Exception:"
 
 
-def quote(text: str) -> str:
-    """A body excerpt for an error message: one line, cut at a readable length."""
+def quote(text: str, limit: int = _QUOTE_LIMIT) -> str:
+    """A body excerpt for an error message: one line, cut at a readable length — at a word's
+    end, never inside a word."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= _QUOTE_LIMIT else flat[:_QUOTE_LIMIT] + "…"
+    if len(flat) <= limit:
+        return flat
+    head = flat[: limit + 1]
+    cut = head.rfind(" ")
+    return (head[:cut] if cut > limit // 2 else flat[:limit]).rstrip(" ,;:") + "…"
 
 
 def bad_response(message: str, *, status: int | None = None) -> ErrorClassification:
@@ -68,7 +80,10 @@ def classify_status(response: httpx.Response, body: str) -> ErrorClassification:
     if status == 429:
         return _rate_limited(response.headers, body, message)
     if status in (400, 413) and mentions_context_length(body):
-        return ErrorClassification.of("context_too_long", message, status=status)
+        tokens = prompt_tokens(body)
+        return ErrorClassification.of(
+            "context_too_long", message, status=status, prompt_tokens=tokens
+        )
     if status == 408:
         return ErrorClassification.of("timeout", message, status=status)
     if status >= 500:  # a 503 may say when to come back
@@ -82,7 +97,10 @@ def classify_error_object(error: object, *, status: int | None = None) -> ErrorC
     text = json.dumps(error) if not isinstance(error, str) else error
     message = f"model server reported an error: {error_detail(json.dumps({'error': error}))}"
     if mentions_context_length(text):
-        return ErrorClassification.of("context_too_long", message, status=status)
+        tokens = prompt_tokens(text)
+        return ErrorClassification.of(
+            "context_too_long", message, status=status, prompt_tokens=tokens
+        )
     lowered = text.lower()
     if "rate_limit" in lowered or "rate limit" in lowered:
         return ErrorClassification.of("rate_limited", message, retry_after=_body_retry_after(text))
@@ -114,6 +132,34 @@ def mentions_context_length(body: str) -> bool:
     return any(word in lowered for word in _CONTEXT_WORDS)
 
 
+def prompt_tokens(body: str) -> int | None:
+    """How many tokens the server counted in the request it found too long, when its error
+    says: llama.cpp's ``n_prompt_tokens`` field, else the count in its words."""
+    try:
+        parsed: Any = json.loads(body)
+    except ValueError:
+        parsed = None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    counted = error.get("n_prompt_tokens") if isinstance(error, dict) else None
+    if isinstance(counted, int) and not isinstance(counted, bool) and counted > 0:
+        return counted
+    for pattern in _PROMPT_TOKENS:
+        match = pattern.search(body)
+        if match is not None:
+            return int(match.group(1))
+    return None
+
+
+def template_exception(message: str) -> str:
+    """A chat template's own exception first: llama.cpp wraps it in a parser-generation
+    error and the template's source, so the words that say what is wrong
+    ("…conversation roles must alternate…") would come last and be cut off."""
+    if _JINJA not in message:
+        return message
+    raised = " ".join(message.rsplit(_JINJA, 1)[1].split())
+    return f"the chat template refused the request: {raised}"
+
+
 def error_detail(body: str) -> str:
     """The provider's own error message when the body has one, else the body quoted."""
     try:
@@ -122,7 +168,7 @@ def error_detail(body: str) -> str:
         return quote(body) if body.strip() else "(empty body)"
     error = parsed.get("error") if isinstance(parsed, dict) else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return quote(error["message"])
+        return quote(template_exception(error["message"]))
     if isinstance(error, str):
         return quote(error)
     return quote(body)

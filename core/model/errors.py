@@ -34,6 +34,9 @@ class ErrorClassification:
     retryable: bool
     status: int | None = None
     retry_after: float | None = None
+    prompt_tokens: int | None = None
+    """``context_too_long``: the request's size in the server's own tokens, when its error
+    says (llama.cpp's ``n_prompt_tokens``, OpenAI's "your messages resulted in N tokens")."""
 
     @classmethod
     def of(
@@ -43,8 +46,9 @@ class ErrorClassification:
         *,
         status: int | None = None,
         retry_after: float | None = None,
+        prompt_tokens: int | None = None,
     ) -> ErrorClassification:
-        return cls(kind, message, kind in RETRYABLE_KINDS, status, retry_after)
+        return cls(kind, message, kind in RETRYABLE_KINDS, status, retry_after, prompt_tokens)
 
     def with_retryable(self, retryable: bool) -> ErrorClassification:
         return replace(self, retryable=retryable)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from core.agent.compaction import SUMMARY_PROMPT, TOO_LONG_REPLY
+from core.agent.compaction import SUMMARY_PROMPT, TOO_LONG_REPLY, too_long_reply
 from core.agent.context import SUMMARY_ACK, ContextMeter, raw_estimate
 from core.agent.control import TurnControl
 from core.tools.base import ToolContext, ToolResult
@@ -91,7 +91,7 @@ async def test_an_overflow_error_compacts_once_and_the_retry_answers(
     assert len(retry.messages) < len(overflowed.messages)
 
 
-async def test_a_second_overflow_after_compaction_tells_the_user_to_start_over(rig: Rig) -> None:
+async def test_a_second_overflow_after_compaction_says_what_can_help(rig: Rig) -> None:
     llama = CONTEXT_OVERFLOWS[0]
     rig.agent(context_window=32768)
     rig.server.script(*[answer] * 4)
@@ -101,7 +101,8 @@ async def test_a_second_overflow_after_compaction_tells_the_user_to_start_over(r
 
     result = await rig.turn("message 4: and now?")
 
-    assert result.status == "failed" and result.reply == TOO_LONG_REPLY
+    assert result.status == "failed" and result.reply == too_long_reply(summarised=True)
+    assert "summarised" in result.reply and "/new" not in result.reply  # /new cannot help
     assert rig.server.pending == 0
 
 
@@ -112,6 +113,7 @@ async def test_an_overflow_with_nothing_to_compact_tells_the_user_at_once(rig: R
     result = await rig.turn("message 0: a first message that is already too long")
 
     assert result.reply == TOO_LONG_REPLY and len(rig.server.requests) == 1
+    assert "summarised" not in result.reply  # nothing was
 
 
 async def test_an_oversized_tool_result_is_cut_with_a_note(rig: Rig) -> None:
@@ -210,7 +212,10 @@ def test_the_reported_usage_corrects_the_estimate() -> None:
     messages = [ChatMessage("user", "x" * 400)]
     raw = raw_estimate(messages)
 
+    assert meter.estimate("s1", messages) == raw  # nothing learnt: bytes / 4
     meter.observe("s1", raw, reported=raw * 2)
+    meter.observe("s2", raw, reported=raw)
 
     assert meter.estimate("s1", messages) == raw * 2
     assert meter.estimate("s2", messages) == raw  # per session
+    assert meter.estimate("s3", messages) == raw  # a new session: the model's latest ratio
