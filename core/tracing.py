@@ -31,6 +31,8 @@ from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 from typing import Protocol
 
+from core.text import valid_text
+
 AttributeValue = str | bool | int | float
 """What an attribute may be (OTel's scalar types); None values are left out."""
 
@@ -196,8 +198,10 @@ def _present(attributes: dict[str, AttributeValue | None]) -> dict[str, Attribut
 
 def session_hash(session_key: str) -> str:
     """What a span says of a session: 16 hex digits of the key's SHA-256 (a key names a
-    chat and a user; the hash still lets one turn's spans be found with another's)."""
-    return hashlib.sha256(session_key.encode()).hexdigest()[:16]
+    chat and a user; the hash still lets one turn's spans be found with another's). A key
+    holding a lone surrogate hashes as its repaired form (:func:`core.text.valid_text`),
+    the key the store keeps."""
+    return hashlib.sha256(valid_text(session_key).encode()).hexdigest()[:16]
 
 
 class TraceIds(logging.Filter):

@@ -14,13 +14,17 @@ from typing import Any
 
 import pytest
 
+from adapters.discord.normalize import Envelope
+from adapters.web.inbox import WebMessage
 from core.agent.profile import AgentProfile
 from core.approvals import Approvals
+from core.attachments import Attachment
 from core.hooks.registry import HookRegistry
 from core.model.openai_client import OpenAIClient
 from core.store.sqlite import SqliteStore
 from core.text import valid_text
 from core.tools.base import ToolRegistry
+from core.tracing import session_hash
 from core.types import ChatMessage
 from tests.engine.conftest import FakeClock, HookLog, Presenter, Rig, echo_tool
 from tests.support.model_replies import without_clock_note
@@ -138,3 +142,19 @@ async def test_store_repairs_every_text_it_writes(store: SqliteStore) -> None:
 def test_valid_text_keeps_valid_text_and_repairs_only_surrogates() -> None:
     assert valid_text(ODD_BUT_VALID) is ODD_BUT_VALID
     assert valid_text(f"{LONE}\ud83d\ude00\udfff") == f"{FFFD}😀{FFFD}"
+
+
+def test_session_hash_of_a_key_with_a_lone_surrogate_is_its_repaired_keys() -> None:
+    assert session_hash(f"telegram:dm:{LONE}") == session_hash(f"telegram:dm:{FFFD}")
+
+
+def test_repair_fields_makes_a_record_valid_and_keeps_a_valid_one() -> None:
+    file = Attachment("document", f"f{LONE}.txt", "text/plain", 1, "s")
+    odd = Envelope("message", "1", f"c{LONE}", "dm", "7", f"n{LONE}", text=f"t{LONE}",
+                   attachments=(file,))  # fmt: skip
+    assert (odd.channel_id, odd.author_name, odd.text) == (f"c{FFFD}", f"n{FFFD}", f"t{FFFD}")
+    assert odd.attachments[0].name == f"f{FFFD}.txt"
+    assert "\\ud800" in odd.to_json().replace("ufffd", "ud800")
+    assert Envelope.from_json(odd.to_json().replace("ufffd", "ud800")) == odd
+    valid = WebMessage("c", "1", ODD_BUT_VALID)
+    assert valid.text is ODD_BUT_VALID

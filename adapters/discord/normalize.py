@@ -13,6 +13,9 @@ addressed to the bot (no mention needed there).
 Files: an envelope keeps its message's attachments, offered (:mod:`.files`), so a replay
 hands the same ones on; a message with files and no text is a text event with ``""``.
 
+Text is made valid where an envelope is built: a lone UTF-16 surrogate in any of its strings
+(text, names, ids, file names) becomes U+FFFD (:func:`core.text.repair_fields`).
+
 Text commands: ``/name`` is always a command (an unknown one is answered as such);
 ``!name`` only when ``name`` is one of ours, so ``!important`` stays text.
 """
@@ -27,6 +30,7 @@ from typing import Literal
 from adapters.base import ChatRef, ChatType, InboundEvent, Sender, SentMessage
 from adapters.session_keys import SessionKeyRule
 from core.attachments import Attachment
+from core.text import repair_fields
 
 PLATFORM = "discord"
 EnvelopeKind = Literal["message", "command", "press"]
@@ -56,6 +60,9 @@ class Envelope:
     message_id: str = ""
     """For a press: the message whose button was pressed."""
     attachments: tuple[Attachment, ...] = ()
+
+    def __post_init__(self) -> None:
+        repair_fields(self)  # text made valid once, where it enters (core.text)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -21,6 +21,9 @@ as ``/agent-`` lets several bots share a workspace).
 Nothing for us (``None``): the bot's own messages, edits, deletions, joins and other
 subtypes, and empty text.
 
+Text is made valid here, once: each payload is read through :func:`core.text.valid_json`,
+so a lone UTF-16 surrogate in a text, a name or a file name becomes U+FFFD.
+
 What a session key is made of is checked before anything is built from it
 (:func:`unusable`): ``channel`` and ``user`` (or ``bot_id``) must be Slack ids, ``ts`` and
 any ``thread_ts`` Slack timestamps (``1700000000.000100``), ``text``, ``subtype`` and
@@ -40,6 +43,7 @@ from typing import Any
 from adapters.base import ChatRef, ChatType, InboundEvent, Sender, SentMessage, SessionKey
 from adapters.session_keys import KeyStrategy, SessionKeyRule, key_rule
 from adapters.slack.files import attachments_of, message_files
+from core.text import valid_json
 
 _log = logging.getLogger(__name__)
 
@@ -129,6 +133,7 @@ class Normalizer:
         None for one not wanted or :func:`unusable` (the caller dead-letters those). Its
         files are offered attachments (:mod:`adapters.slack.files`); a message with files
         is never a command (its text is a caption), and one with no text has text ""."""
+        event = valid_json(event)
         if not self.wanted(event) or unusable(event) is not None:
             return None
         place = self.place(event)
@@ -182,6 +187,7 @@ class Normalizer:
     def slash(self, body: Json, thread: str | None) -> InboundEvent | None:
         """A slash command; ``thread``: the thread it acts on (Slack sends none: the
         adapter names the caller's latest conversation in that channel)."""
+        body = valid_json(body)
         name = self.command_name(str(body.get("command", "")))
         if name is None:
             return None
@@ -213,6 +219,7 @@ class Normalizer:
     def press(self, body: Json) -> InboundEvent | None:
         """A ``block_actions`` click: a button event whose payload is the button's ``value``;
         None when the body has no button or its place cannot be read (logged)."""
+        body = valid_json(body)
         actions = body.get("actions")
         action = _object(actions[0]) if isinstance(actions, list) and actions else {}
         channel, user = _object(body.get("channel")), _object(body.get("user"))
@@ -250,6 +257,7 @@ class Normalizer:
     def stopped(self, event: Json, stream_ts: str) -> InboundEvent | None:
         """An ``agent_session_stopped`` for the live stream ``stream_ts`` of its thread: a
         ``stop`` event from the user who pressed it; None when its place cannot be read."""
+        event = valid_json(event)
         where = {k: event.get(k) for k in ("channel", "thread_ts", "user")}
         problem = _problem(where | {"ts": event.get("thread_ts")}, PRESS_FIELDS)
         if problem is not None or not isinstance(where["thread_ts"], str):

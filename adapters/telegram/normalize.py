@@ -22,6 +22,9 @@ The ``stopped_message_generation`` update (Bot API 10.3: the user pressed Stop o
 sent by the private chat's user; whether that draft is still live is decided when the event
 is handed over (:mod:`adapters.telegram.inbox`), not here.
 
+Text is made valid here, once (:func:`valid_update`): a lone UTF-16 surrogate anywhere in
+an update (a text, a caption, a name, a string id) becomes U+FFFD before anything is read.
+
 A chat's kind is taken only from a valid ``chat.type`` (one of :data:`CHAT_TYPES`, a
 string): any other value raises :class:`MalformedUpdate`, so the update becomes a dead
 letter (:mod:`adapters.telegram.inbox`) and changes nothing about its chat — neither its
@@ -30,15 +33,17 @@ session nor how its replies are paced (:class:`gateway.outbound.OutboundSchedule
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 from typing import TypeGuard
 
-from telegram import CallbackQuery, Chat, Message, MessageEntity, Update, User
+from telegram import Bot, CallbackQuery, Chat, Message, MessageEntity, Update, User
 
 from adapters.base import ChatRef, ChatType, InboundEvent, Sender, SentMessage, SessionKey
 from adapters.session_keys import KeyStrategy, SessionKeyRule, key_rule
 from adapters.telegram.files import attachments_of
+from core.text import valid_json
 
 PLATFORM = "telegram"
 STOP_UPDATE = "stopped_message_generation"
@@ -155,7 +160,9 @@ class Normalizer:
 
     def event(self, update: Update) -> InboundEvent | None:
         """The event for ``update``, or ``None`` when it is nothing for us; raises
-        :class:`MalformedUpdate` when its chat's type is not one the Bot API defines."""
+        :class:`MalformedUpdate` when its chat's type is not one the Bot API defines.
+        Read from :func:`valid_update`, so no string of the event holds a lone surrogate."""
+        update = valid_update(update)
         if update.callback_query is not None:
             return self._button(update.update_id, update.callback_query)
         if update.message is not None:
@@ -248,6 +255,25 @@ class Normalizer:
             message=SentMessage(chat, str(message.message_id)),
             press_id=query.id,
         )
+
+
+def valid_update(update: Update) -> Update:
+    """``update`` itself, or parsed again from its JSON with lone surrogates replaced
+    (U+FFFD is one UTF-16 unit, as a surrogate is, so entity offsets still fit): a text,
+    name or string id holding one would fail where it is encoded (mentions, store, hash)."""
+    data = update.to_dict()
+    try:
+        json.dumps(data, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return Update.de_json(valid_json(data), _bot_of(update))
+    return update
+
+
+def _bot_of(update: Update) -> Bot | None:
+    try:
+        return update.get_bot()
+    except RuntimeError:  # built without a bot (tests, a replayed payload)
+        return None
 
 
 def _stop_fields(data: object) -> tuple[dict[str, object], int, int | None]:

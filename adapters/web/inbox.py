@@ -20,6 +20,7 @@ from adapters.base import EventSink, InboundEvent
 from adapters.inbox import Activity, DurableInbox, ItemFormat
 from core.attachments import ATTACHMENT_KINDS, Attachment, AttachmentKind
 from core.store.base import InboundRecord, Store
+from core.text import repair_fields
 
 PLATFORM = "web"
 
@@ -32,6 +33,9 @@ class WebMessage:
     client_id: str
     text: str
     attachments: tuple[Attachment, ...] = ()
+
+    def __post_init__(self) -> None:
+        repair_fields(self)  # text made valid once, where it enters (core.text)
 
     @property
     def update_id(self) -> str:
