@@ -214,10 +214,13 @@ class InboundEvent:
 
 @dataclass(frozen=True, slots=True)
 class RateLimit:
-    """At most ``count`` calls in any ``seconds``-long window (a sliding window)."""
+    """At most ``count`` calls in any ``seconds``-long window (a sliding window); with a
+    ``burst``, a token bucket instead: up to ``burst`` calls at once, refilled ``count`` per
+    ``seconds`` (gateway/windows.py)."""
 
     count: int
     seconds: float
+    burst: int | None = None
 
 
 CallKind = Literal["send", "edit", "delete", "answer", "typing", "live", "seal", "react"]
@@ -228,7 +231,9 @@ status reaction on a user's message (``React``)."""
 EVERY_CALL: frozenset[CallKind] = frozenset(
     ("send", "edit", "delete", "answer", "typing", "live", "seal", "react")
 )
-MESSAGES: frozenset[CallKind] = frozenset(("send", "edit", "delete", "react"))
+MESSAGES: frozenset[CallKind] = frozenset(("send", "edit", "delete"))
+"""Calls that make, change or remove a message. A status reaction (``react``) is none: no
+platform counts one in a chat's message budget."""
 
 
 @dataclass(frozen=True, slots=True)

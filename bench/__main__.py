@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from bench import (
     attachments,
+    budgets,
     cluster,
     dispatch,
     files,
@@ -40,6 +41,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "files": files.run,
     "transport": transport.run,
     "path": message_path.run,
+    "budgets": budgets.run,
     "press": press.run,
     "attachments": attachments.run,
     "streaming": streaming.run,

@@ -3,9 +3,15 @@
 Every call a bot makes into its platform — send, edit, delete, button answer, typing —
 waits here for a permit. The budget is the platform's declared limits
 (:class:`adapters.base.Capabilities`: ``bot_limit`` for the whole bot, ``chat_limit`` per
-chat, ``group_limit`` per shared chat; each a sliding window). A call occupies its windows
-from the moment it is started until ``seconds`` after it ended, so however the network
-reorders requests the platform never sees more than ``count`` of them in one window.
+chat, ``group_limit`` per shared chat), each a sliding window or, where the platform allows
+short bursts (Telegram's chats), a token bucket (:mod:`gateway.windows`). A call occupies
+its windows from the moment it is started until ``seconds`` after it ended, so however the
+network reorders requests the platform never sees more than ``count`` of them in one
+window; a bucket refills only while none of its calls is in flight. A call is charged only
+to the budgets that count its kind (``Capabilities.charges``): a reaction, a typing
+indicator or a button's answer takes nothing from a chat's message budget and never waits
+on it. A streamed update (``STREAM`` priority) never takes a chat bucket's last token: that
+one is kept for the reply, so drafts never delay the final message.
 
 Waiting calls are started by priority, then in arrival order::
 
@@ -17,8 +23,10 @@ Waiting calls are started by priority, then in arrival order::
               cannot hold a session or delay the next turn
 
 A ``RateLimited`` answer is handled here and only here (:mod:`gateway.rate_limits`): the
-chat is held for ``retry_after`` seconds, the call goes back to its place in the queue, each
-429 is logged at INFO and counted (:attr:`OutboundScheduler.stats`). A waiter cancelled
+chat's calls that count against the same budget are held for ``retry_after`` seconds (other
+chats, and the chat's uncounted calls, go on), the chat's bucket is emptied, the call goes
+back to its place in the queue, each 429 is logged at INFO and counted
+(:attr:`OutboundScheduler.stats`). A waiter cancelled
 before its call started withdraws the call; once started, the call runs to its end.
 
 Calls reach the scheduler as values, through each bot's pipeline
@@ -50,7 +58,7 @@ from adapters.base import (
 from adapters.calls import Priority
 from core.tasks import TaskSet
 from gateway.rate_limits import MAX_ATTEMPTS, Sleep, may_retry
-from gateway.windows import SlidingWindow
+from gateway.windows import Budget, budget
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +96,7 @@ class _Job:
     started: bool = False
     waiters: int = 0
     detached: bool = False
-    windows: list[SlidingWindow] = field(default_factory=list)
+    windows: list[Budget] = field(default_factory=list)
 
     @property
     def order(self) -> tuple[int, int]:
@@ -121,7 +129,7 @@ class OutboundScheduler:
     ) -> None:
         """``clock``/``sleep``: the time the windows are measured on and how a wait for
         one is made (default: the platform's ``capabilities.pace_clock``)."""
-        self._bot = SlidingWindow(capabilities.bot_limit) if capabilities.bot_limit else None
+        self._bot = budget(capabilities.bot_limit) if capabilities.bot_limit else None
         self._chat_limit, self._group_limit = capabilities.chat_limit, capabilities.group_limit
         self._charges = capabilities.charges
         pace = capabilities.pace_clock
@@ -129,8 +137,8 @@ class OutboundScheduler:
         self._attempts = attempts
         self.on_rate_limited = on_rate_limited
         """Called with the chat and the wait for every 429 (metrics)."""
-        self._chats: dict[ChatId, SlidingWindow] = {}
-        self._groups: dict[ChatId, SlidingWindow] = {}
+        self._chats: dict[ChatId, Budget] = {}
+        self._groups: dict[ChatId, Budget] = {}
         self._held: dict[tuple[ChatId, bool], float] = {}
         self._shared: set[ChatId] = set()
         self._waiting: list[_Job] = []
@@ -309,11 +317,12 @@ class OutboundScheduler:
 
     def _ready_at(self, job: _Job, key: ChatId, now: float) -> float:
         at = self._held.get((key, self._paced(job)), now)
+        spare = 1 if job.priority >= Priority.STREAM else 0  # the last token: the reply's
         for window in self._chat_windows(job, key):
-            at = max(at, window.ready_at(now))
+            at = max(at, window.ready_at(now, spare))
         return at
 
-    def _chat_windows(self, job: _Job, key: ChatId) -> list[SlidingWindow]:
+    def _chat_windows(self, job: _Job, key: ChatId) -> list[Budget]:
         """The per-chat windows ``job`` is charged to (made when first needed)."""
         windows, charges = [], self._charges
         if self._chat_limit is not None and _charged(job.kind, charges.chat):
@@ -323,12 +332,10 @@ class OutboundScheduler:
             windows.append(self._window(self._groups, key, self._group_limit))
         return windows
 
-    def _window(
-        self, windows: dict[ChatId, SlidingWindow], key: ChatId, limit: RateLimit
-    ) -> SlidingWindow:
+    def _window(self, windows: dict[ChatId, Budget], key: ChatId, limit: RateLimit) -> Budget:
         window = windows.get(key)
         if window is None:
-            window = windows[key] = SlidingWindow(limit)
+            window = windows[key] = budget(limit)
         return window
 
     def _start(self, job: _Job, key: ChatId) -> None:
@@ -337,8 +344,9 @@ class OutboundScheduler:
         job.windows = self._chat_windows(job, key)
         if self._bot is not None and self._on_bot(job):
             job.windows.append(self._bot)
+        now = self._clock()
         for window in job.windows:
-            window.take()
+            window.take(now)
         self.stats.calls += 1
         self._grants += 1
         if self._grants % PRUNE_EVERY == 0:
@@ -365,9 +373,9 @@ class OutboundScheduler:
                 job.future.set_result(result)
 
     def _ended(self, job: _Job, *, refused: bool = False) -> None:
-        now = None if refused else self._clock()
+        now = self._clock()
         for window in job.windows:
-            window.release(now)
+            window.release(now, refused=refused)
         job.windows = []
         self._wake.set()
 

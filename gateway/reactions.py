@@ -3,9 +3,10 @@ reactions = true``; docs/architecture.md, "Status reactions").
 
 👀 when the turn starts, ✅ when it ends completed, ❌ when it ends otherwise (failed, or
 stopped). Each is one :class:`~adapters.calls.React` call through the bot's pipeline: at
-``CLEANUP`` priority, charged to the chat's budget, queued without waiting (the scheduler's
-``later``), so a reaction never delays a reply and a refused one (an emoji the platform
-lacks, one already there) is logged, never fatal.
+``CLEANUP`` priority, queued without waiting (the scheduler's ``later``) and charged to no
+chat's message budget (no platform counts a reaction as a message), so a reaction never
+delays a reply nor waits behind one, and a refused one (an emoji the platform lacks, one
+already there) is logged, never fatal.
 
 A turn's message is found by its origins (``UserMessage.origins``: a merged turn marks
 every message it holds): the router notes each submitted event's own message id under its

@@ -80,6 +80,7 @@ from adapters.telegram.normalize import (
     Normalizer,
     default_session_key,
 )
+from adapters.telegram.platform import CHAT_BURST
 from adapters.telegram.polling import (
     TOKEN_REJECTED,
     LongPoller,
@@ -102,20 +103,20 @@ DEFAULT_API_URL = "https://api.telegram.org/bot"
 DEFAULT_FILE_URL = "https://api.telegram.org/file/bot"
 
 BOT_LIMIT = RateLimit(30, 1.0)
-CHAT_LIMIT = RateLimit(3, 3.0)
-"""About one message a second in a chat, allowing a short burst (a progress message and
-the reply edited into it go out at once)."""
+CHAT_LIMIT = RateLimit(1, 1.0, burst=CHAT_BURST)
+"""About one message a second in a chat, short bursts allowed (core.telegram.org/bots/faq):
+a token bucket of ``[telegram] chat_burst`` messages refilled one a second."""
 GROUP_LIMIT = RateLimit(20, 60.0)
 TELEGRAM_CHARGES = Charges(
     bot=MESSAGES | {"live"},
-    chat=frozenset({"send", "live", "react"}),
+    chat=frozenset({"send", "live"}),
     group=frozenset({"send", "edit"}),
 )
 """What Telegram counts (core.telegram.org/bots/faq): messages. A chat's ~1 a second counts
 new messages and drafts (``sendMessageDraft``, "live"), a group's 20 a minute counts edits
 too, the bot's 30 a second counts every message call (deletes and drafts included, to be
-safe). Button answers (``answerCallbackQuery``) and typing (``sendChatAction``) are not
-messages: no window counts them."""
+safe). Button answers (``answerCallbackQuery``), typing (``sendChatAction``) and status
+reactions (``setMessageReaction``) are not messages: no window counts them."""
 TELEGRAM_REACTIONS = {"✅": "👍", "❌": "👎"}
 """Status reactions Telegram's reaction list lacks, and what stands in for them."""
 STREAM_INTERVAL = 1.0

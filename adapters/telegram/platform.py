@@ -11,10 +11,12 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator
 
 from adapters.base import Adapter, StreamingMode
-from adapters.config import GroupChatSection, HttpUrl, Listen, choice, secret_field
+from adapters.config import GroupChatSection, HttpUrl, Listen, PositiveInt, choice, secret_field
 from adapters.platforms import AdapterContext, Platform
 
 TelegramMode = Literal["polling", "webhook"]
+CHAT_BURST = 6
+"""Messages a chat may get at once before the one-a-second pace (``[telegram] chat_burst``)."""
 
 
 class TelegramSection(GroupChatSection):
@@ -30,6 +32,9 @@ class TelegramSection(GroupChatSection):
     draft with a Stop button in private chats and edits one message in groups; ``edit``
     edits one message everywhere; ``off`` sends the reply when the turn ends
     (adapters/telegram/drafts.py, docs/architecture.md "Streaming")."""
+    chat_burst: PositiveInt = CHAT_BURST
+    """Messages (and drafts) one chat may get at once; then about one a second, as Telegram
+    asks (a token bucket; a 429 is waited out for that chat alone)."""
 
     def problems(self) -> Iterator[tuple[str, str]]:
         yield from filter(None, [self.missing_secret("token")])
@@ -40,6 +45,7 @@ class TelegramSection(GroupChatSection):
 
 
 def build(section: TelegramSection, context: AdapterContext) -> Adapter:
+    from adapters.base import RateLimit
     from adapters.session_keys import KeyStrategy, key_rule
     from adapters.telegram.adapter import TelegramAdapter, TelegramSettings
     from adapters.telegram.webhook import WebhookSettings
@@ -59,6 +65,7 @@ def build(section: TelegramSection, context: AdapterContext) -> Adapter:
         commands=context.commands,
         webhook=webhook,
         streaming=section.streaming,
+        chat_limit=RateLimit(1, 1.0, burst=section.chat_burst),
     )
     rule = key_rule(KeyStrategy(group=section.group_sessions))
     return TelegramAdapter(

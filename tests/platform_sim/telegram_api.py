@@ -119,7 +119,7 @@ async def edit_message_text(sim: TelegramSim, p: Json) -> Json:
         and (old.get("reply_markup") == markup)
     ):
         raise bad_request(NOT_MODIFIED)
-    sim.check_flood(int(msg.chat))
+    sim.check_flood(int(msg.chat), edit=True)
     raw = {k: v for k, v in old.items() if k not in ("entities", "reply_markup")}
     raw["text"] = text
     _set_content(raw, entities, markup)
@@ -131,7 +131,7 @@ async def edit_message_reply_markup(sim: TelegramSim, p: Json) -> Json:
     markup = _inline_markup(p)
     if msg.raw.get("reply_markup") == markup:
         raise bad_request(NOT_MODIFIED)
-    sim.check_flood(int(msg.chat))
+    sim.check_flood(int(msg.chat), edit=True)
     raw = {k: v for k, v in msg.raw.items() if k != "reply_markup"}
     _set_content(raw, [], markup)
     return _replace(msg, raw)

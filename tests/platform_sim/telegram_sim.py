@@ -57,6 +57,12 @@ the next one; PTB then retries after ~1 s); flood control:
 ``sim.flood = FloodLimits(per_chat=3, window=1.0, retry_after=0.2)`` (default 20 per chat and
 30 in all per second, over which sends and edits get 429 with ``parameters.retry_after``),
 measured on ``sim.clock`` (``time.monotonic``; the gateway harness gives it its test clock).
+Telegram's per-chat bursts, opt-in: ``sim.flood = FloodLimits(chat_bursts=ChatBursts(burst=6,
+per_second=1.0))`` — each chat's new messages and drafts come out of a token bucket (a
+short burst, then about one a second); past it the answer is HTTP 429
+``{"ok":false,"error_code":429,"description":"Too Many Requests: retry after N",
+"parameters":{"retry_after":N}}`` with N the whole seconds until a message may go again
+(edits then count in ``total`` only).
 ``TelegramSim(privacy_mode=True)`` delivers only commands, @mentions of the bot and replies
 to it from groups (the message still appears in ``messages(chat)``, with no ``event_id``).
 Drafts (``tests/platform_sim/telegram_drafts.py``): ``sendMessageDraft`` kept per chat in
@@ -119,6 +125,8 @@ from tests.platform_sim.telegram_types import (
     ALICE,
     BOB,
     CallbackQuery,
+    ChatBucket,
+    ChatBursts,
     Confirmation,
     FloodLimits,
     TgApiError,
@@ -130,7 +138,7 @@ from tests.platform_sim.telegram_types import (
 )
 
 __all__ = [
-    "ALICE", "BOB", "FloodLimits", "PollRecord", "SimError", "TelegramSim", "TgChat",
+    "ALICE", "BOB", "ChatBursts", "FloodLimits", "PollRecord", "SimError", "TelegramSim", "TgChat",
     "TgUpdate", "TgUser",
 ]  # fmt: skip
 TOKEN = "123456:TEST-TOKEN"
@@ -239,6 +247,8 @@ class TelegramSim(SimServer):
         self._drop_next = False
         self._redelivering: set[int] = set()
         self._sends: list[tuple[int, float]] = []
+        self.chat_buckets: dict[int, ChatBucket] = {}
+        """Each chat's tokens when ``flood.chat_bursts`` is on."""
         self.fellows: list[TelegramSim] = [self]
         """Every bot on this simulator (:meth:`add_bot`), this one first."""
 
@@ -594,21 +604,32 @@ class TelegramSim(SimServer):
         status = default[0] if error.kind == "not_found" else error.status
         return TgApiError(status, str(error.code) if error.code else default[1])
 
-    def check_flood(self, chat_id: int) -> None:
+    def check_flood(self, chat_id: int, *, edit: bool = False) -> None:
         """Count one send/edit to ``chat_id``; 429 when a flood limit is exceeded."""
         now, limits = self.clock(), self.flood
         self._sends = [(c, t) for c, t in self._sends if now - t < limits.window]
         in_chat = [t for c, t in self._sends if c == chat_id]
-        for recent, limit in (
-            (in_chat, limits.per_chat),
-            ([t for _, t in self._sends], limits.total),
-        ):
+        checks = [([t for _, t in self._sends], limits.total)]
+        if limits.chat_bursts is None:
+            checks.insert(0, (in_chat, limits.per_chat))
+        for recent, limit in checks:
             if len(recent) >= limit:
                 wait = limits.retry_after
                 if wait is None:
                     wait = max(1, int(limits.window - (now - recent[0]) + 0.999))
                 raise TgApiError(429, f"Too Many Requests: retry after {wait}", wait)
+        if limits.chat_bursts is not None and not edit:
+            self._take_from_bucket(chat_id, limits.chat_bursts, now)
         self._sends.append((chat_id, now))
+
+    def _take_from_bucket(self, chat_id: int, bursts: ChatBursts, now: float) -> None:
+        """Telegram's per-chat bursts (``FloodLimits.chat_bursts``): 429 past the burst."""
+        bucket = self.chat_buckets.get(chat_id)
+        if bucket is None or bucket.bursts != bursts:
+            bucket = self.chat_buckets[chat_id] = ChatBucket(bursts, now)
+        wait = bucket.take(now)
+        if wait is not None:
+            raise TgApiError(429, f"Too Many Requests: retry after {wait}", wait)
 
     # HTTP -----------------------------------------------------------------------------------
     def routes(self, app: web.Application) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +116,37 @@ class FloodLimits:
     total: int = 30
     window: float = 1.0
     retry_after: float | None = None
+    chat_bursts: ChatBursts | None = None
+    """Telegram's per-chat behaviour instead of ``per_chat`` for new messages and drafts
+    (opt-in; edits then count in ``total`` only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatBursts:
+    """A chat's flood control as Telegram behaves (core.telegram.org/bots/faq: about one
+    message a second, short bursts allowed, then 429): a token bucket of ``burst`` messages
+    refilled ``per_second``. Over it the answer is HTTP 429 with the real Bot API body,
+    ``retry_after`` the whole seconds until the bucket holds a message again (at least 1)."""
+
+    burst: int = 6
+    per_second: float = 1.0
+
+
+class ChatBucket:
+    """One chat's tokens under :class:`ChatBursts`, measured on the simulator's clock."""
+
+    def __init__(self, bursts: ChatBursts, now: float) -> None:
+        self.bursts, self.tokens, self.at = bursts, float(bursts.burst), now
+
+    def take(self, now: float) -> int | None:
+        """Count one message; ``None`` when it may go, else the ``retry_after`` to answer."""
+        rate = self.bursts.per_second
+        self.tokens = min(float(self.bursts.burst), self.tokens + (now - self.at) * rate)
+        self.at = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return None
+        return max(1, math.ceil((1.0 - self.tokens) / rate))
 
 
 @dataclass(slots=True)
