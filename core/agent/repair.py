@@ -9,9 +9,17 @@ rejects for the whole request — and so for every later turn of the session:
   result, which told the model the arguments were invalid, stays;
 - a tool result whose call is not in the assistant message before it: left out;
 - an assistant message with neither text nor tool calls: left out when sending
-  (:func:`core.agent.transcript.is_empty_reply`, in ``Transcript.for_model``).
+  (:func:`core.agent.transcript.is_empty_reply`, in ``Transcript.for_model``);
+- a turn that ended without an answer (stopped, failed, an empty reply) leaves its user
+  message unanswered, so the next request would hold two user messages in a row — or a
+  user message right after a tool result — and a chat template that insists on
+  alternation (llama.cpp's Mistral templates: "conversation roles must alternate", HTTP 400)
+  refuses it, and every later turn with it. :func:`alternating` puts
+  :data:`NO_ANSWER` as the assistant's turn before such a user message (tool calls and
+  their results do not count, as those templates count).
 
-The repair is made in memory, for the request: the store is not rewritten, nothing is lost.
+The repair is made in memory, for the request: the store is not rewritten, nothing is lost,
+and sessions stored before this are repaired the same way.
 """
 
 from __future__ import annotations
@@ -48,6 +56,25 @@ def repaired(entries: list[E]) -> list[E]:
             entry.message = _sendable(message)
         kept.append(entry)
     return kept
+
+
+NO_ANSWER = "[No answer: this request was stopped or failed before the assistant answered.]"
+"""The assistant's turn a request puts after a user message its turn never answered."""
+
+
+def alternating(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """``messages`` (after the system prompt) with :data:`NO_ANSWER` before every user
+    message whose previous user message got no plain assistant answer."""
+    fixed: list[ChatMessage] = []
+    last: str | None = None
+    for message in messages:
+        counted = message.role in ("user", "assistant") and not message.tool_calls
+        if counted and message.role == "user" and last == "user":
+            fixed.append(ChatMessage(role="assistant", content=NO_ANSWER))
+        if counted:
+            last = message.role
+        fixed.append(message)
+    return fixed
 
 
 def _sendable(message: ChatMessage) -> ChatMessage:

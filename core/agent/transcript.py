@@ -29,7 +29,9 @@ store still holds from before, since a strict provider rejects the whole request
 Rows an older version stored that a strict server rejects — tool-call arguments that are
 not JSON, a tool result without its call — are repaired in memory on load
 (:func:`core.agent.repair.repaired`: ``{}`` is sent, the orphan left out; the store keeps
-them).
+them). A turn that ended without an answer (stopped, failed, empty) stores no assistant
+row; the request puts a fixed "no answer" assistant turn after its user message
+(:func:`core.agent.repair.alternating`), so roles always alternate.
 
 A replayed update resumes on its own stored user message (:meth:`Transcript.resume_at`):
 the turn sees the history up to that message and what its own turn already did, never the
@@ -44,7 +46,7 @@ from dataclasses import dataclass, replace
 from core.agent.attachment_content import around, for_request
 from core.agent.context import as_sent
 from core.agent.prompt import user_for_model
-from core.agent.repair import repaired
+from core.agent.repair import alternating, repaired
 from core.agent.scope import TurnScope
 from core.store.base import Store, StoredMessage, ToolCallRecord
 from core.types import ChatMessage, Content, ToolCall
@@ -137,7 +139,8 @@ class Transcript:
             else:
                 content = user_for_model(user.text(), context, note)
             messages[self.turn_start] = replace(user, content=content)
-        return [system, *as_sent(m for m in messages if not is_empty_reply(m))]
+        sent = as_sent(m for m in messages if not is_empty_reply(m))
+        return [system, *alternating(sent)]
 
 
 def is_empty_reply(message: ChatMessage) -> bool:

@@ -207,5 +207,7 @@ async def test_a_tool_call_left_unanswered_by_a_crash_gets_a_placeholder_result(
 
     assert result.status == "completed"
     sent = [(m["role"], m.get("tool_call_id")) for m in rig.server.requests[0].messages[1:]]
-    assert sent == [("user", None), ("assistant", None), ("tool", "lost"), ("user", None)]
+    assert sent == [  # the crashed turn's answer: the "no answer" marker (repair.alternating)
+        ("user", None), ("assistant", None), ("tool", "lost"), ("assistant", None), ("user", None)
+    ]  # fmt: skip
     assert [m.role for m in await rig.stored()] == ["user", "assistant", "user", "assistant"]

@@ -198,7 +198,8 @@ async def test_an_old_poisoned_session_is_repaired_on_load(rig: Rig, tmp_path: A
     assert kept == {"c1": "Invalid arguments for terminal: not valid JSON", "c2": "ran"}
     roles = [m["role"] for m in request.messages]
     shape = ["system", "user", "assistant", "user", "assistant", "tool", "assistant", "tool"]
-    assert roles == [*shape, "user"]  # the empty reply and the orphan result left out
+    # the empty reply and the orphan result left out; the unanswered turn gets its marker
+    assert roles == [*shape, "assistant", "user"]
     assert _stored_arguments(tmp_path / "store.db") >= {"{", ""}  # the store kept them
 
 

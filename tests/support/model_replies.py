@@ -60,6 +60,9 @@ class ReceivedRequest:
     at: float
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     closed_at: float | None = None
+    prompt_tokens: int | None = None
+    """The prompt's size as the server counted it (``server.count_tokens``), reported as
+    ``usage.prompt_tokens`` when the reply scripts no usage."""
 
     @property
     def messages(self) -> list[Json]:

@@ -54,6 +54,13 @@ its exact body), a tool result without its call, an assistant message with no co
 no tool calls (OpenAI's HTTP 400) — is answered with that error, uses up no scripted reply,
 and is kept in ``server.rejected``.
 
+Server-side checks (llama.cpp's context size and chat templates, ``tests.support.llamacpp``):
+``server.count_tokens`` (``(ReceivedRequest) -> int``) counts each request's prompt as the
+server's tokenizer would (``ReceivedRequest.prompt_tokens``, and the reply's
+``usage.prompt_tokens``); each of ``server.checks`` (``(ReceivedRequest) -> Reply | None``)
+may refuse a request with the server's error, which, as in strict mode, uses up no scripted
+reply and is kept in ``server.rejected``.
+
 Cache reuse (the block "prompt cache reuse" at the end): with
 ``server.report_cache_reuse = True`` the server measures, for every request, how many
 leading bytes of its prompt equal the previous request's — like llama-server's
@@ -74,7 +81,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -137,6 +144,8 @@ class ScriptedModelServer:
         self.strict = False
         """Reject what a strict server rejects before any reply is taken (see below)."""
         self.rejected: list[ReceivedRequest] = []
+        self.count_tokens: Callable[[ReceivedRequest], int] | None = None
+        self.checks: list[Callable[[ReceivedRequest], Reply | None]] = []
 
     # lifecycle -------------------------------------------------------------------------
 
@@ -229,6 +238,8 @@ class ScriptedModelServer:
         received = ReceivedRequest(
             len(self.requests), request.path, dict(request.headers), raw, body, time.monotonic()
         )
+        if self.count_tokens is not None and body is not None:
+            received.prompt_tokens = self.count_tokens(received)
         if self.report_cache_reuse:
             self.cache_reuse.append(cache_reuse(self.requests[-1:], received))
         async with self._arrived:
@@ -240,6 +251,8 @@ class ScriptedModelServer:
         if received.body is None:
             return reply_error(400, "request body is not JSON", type="invalid_request_error")
         rejection = strict_rejection(received.messages) if self.strict else None
+        for check in self.checks:
+            rejection = rejection or check(received)
         if rejection is not None:
             self.rejected.append(received)
             return rejection

@@ -98,7 +98,8 @@ def _usage(reply: Reply, request: ReceivedRequest) -> Json:
     if reply.usage is not None:
         prompt, completion = reply.usage
     else:
-        prompt = len(json.dumps(request.messages)) // 4
+        counted = request.prompt_tokens
+        prompt = counted if counted is not None else len(json.dumps(request.messages)) // 4
         completion = len(reply.content or "") // 4 + 10 * len(reply.tool_calls)
     return {
         "prompt_tokens": prompt,
