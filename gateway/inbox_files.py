@@ -15,6 +15,7 @@ it while a download runs. Nothing here resolves a path and opens it later (the t
   ``name-2``, ``name-3``… is taken without a race — and the partial name removed.
 
 :func:`safe_name` neutralises the sender's file name (docs/attachments.md, "Names").
+:class:`DownloadDeadline` is how long one download may take in all.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import re
 import stat
 import unicodedata
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from core.tools.beneath import BadPath
@@ -47,6 +49,26 @@ _DROPPED_CATEGORIES = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 """Control, format (the bidi overrides U+202E…, zero-width), surrogate, private, unassigned
 and line/paragraph separators: none of them belongs in a file name."""
 _RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"{p}{n}" for p in ("COM", "LPT") for n in range(10))}
+
+
+DEFAULT_DOWNLOAD_SECONDS = 30.0
+"""The least time a download is given (``[attachments] download_min_seconds``)."""
+DEFAULT_DOWNLOAD_RATE = 32 * 1024
+"""Bytes per second a download must average (``[attachments] download_min_rate``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DownloadDeadline:
+    """The total time one download may take, besides each read's own timeout: a server
+    that trickles a byte every few seconds passes every read timeout and would keep the
+    chat's lane busy for good. ``max(min_seconds, size / min_rate)``, ``size`` the
+    declared size (the size limit when none is declared)."""
+
+    min_seconds: float = DEFAULT_DOWNLOAD_SECONDS
+    min_rate: float = DEFAULT_DOWNLOAD_RATE
+
+    def seconds(self, size: int) -> float:
+        return max(self.min_seconds, size / self.min_rate)
 
 
 def safe_name(name: str, mime: str = "") -> str:

@@ -14,7 +14,8 @@ stranger's files are never downloaded. For each offered attachment, in order
    ``inbox/.partial-<id>`` of the session's workspace, counting bytes (past ``max_bytes``
    it stops: the partial is deleted and the reply names the limit) and hashing them; the
    file is published under its safe unique name (:mod:`gateway.inbox_files`) and the row
-   written ``saved`` with path, size and sha256;
+   written ``saved`` with path, size and sha256; a download still running past its
+   :class:`~gateway.inbox_files.DownloadDeadline` is given up with one reply;
 4. a voice note or audio file is transcribed (``[transcription]``,
    :mod:`gateway.transcription`); the transcript is kept on the row, shown back once in the
    chat (``🎤 …``) and becomes the message's text, the caption after it.
@@ -43,7 +44,14 @@ from core.tools.beneath import BadPath
 from core.tools.limits import megabytes
 from gateway.chats import Place
 from gateway.delivery import Delivery
-from gateway.inbox_files import INBOX, Inbox, partial_name, safe_name, write_all
+from gateway.inbox_files import (
+    INBOX,
+    DownloadDeadline,
+    Inbox,
+    partial_name,
+    safe_name,
+    write_all,
+)
 from gateway.transcription import TranscriptionFailed
 
 logger = logging.getLogger(__name__)
@@ -77,6 +85,7 @@ class IntakeLimits:
 
     max_bytes: int = DEFAULT_MAX_BYTES
     kinds: frozenset[AttachmentKind] = frozenset(ATTACHMENT_KINDS)
+    deadline: DownloadDeadline = field(default_factory=DownloadDeadline)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +203,7 @@ class Intake:
     async def _save(self, job: _Message, index: int, offered: Attachment) -> Attachment:
         await self._record(job, index, offered, "downloading")
         try:
-            saved = await _SavedDownload(job, index, offered, self.limits.max_bytes).run()
+            saved = await _SavedDownload(job, index, offered, self.limits).run()
         except (BadPath, OSError) as exc:
             logger.warning("%s: %s not saved (%s)", job.session_key, offered.name, exc)
             raise Refused(f"⚠️ {offered.name} could not be saved: {_reason(exc)}.") from None
@@ -251,8 +260,11 @@ class Intake:
 class _SavedDownload:
     """One file streamed from the platform into the inbox (see the module docstring)."""
 
-    def __init__(self, job: _Message, index: int, offered: Attachment, limit: int) -> None:
-        self.job, self.offered, self.limit = job, offered, limit
+    def __init__(
+        self, job: _Message, index: int, offered: Attachment, limits: IntakeLimits
+    ) -> None:
+        self.job, self.offered, self.limit = job, offered, limits.max_bytes
+        self.seconds = limits.deadline.seconds(offered.size or limits.max_bytes)
         self.partial = partial_name(job.origin, index)
         self.size = 0
         self.digest = hashlib.sha256()
@@ -275,6 +287,16 @@ class _SavedDownload:
         return replace(self.offered, size=self.size, sha256=self.digest.hexdigest(), path=path)
 
     async def _fetch(self, fd: int) -> None:
+        """The download into ``fd``, within its :class:`DownloadDeadline`."""
+        try:
+            async with asyncio.timeout(self.seconds):
+                await self._stream_into(fd)
+        except TimeoutError:
+            logger.warning("%s: download of %s took over %.0f s; given up",
+                           self.job.session_key, self.offered.name, self.seconds)  # fmt: skip
+            raise Refused(_too_slow(self.offered.name, self.seconds)) from None
+
+    async def _stream_into(self, fd: int) -> None:
         stream = self.job.adapter.download(self.offered)
         try:
             async for chunk in stream:
@@ -315,6 +337,13 @@ def _reason(exc: Exception) -> str:
     if isinstance(exc, BadPath):
         return str(exc)
     return (exc.strerror if isinstance(exc, OSError) else None) or type(exc).__name__
+
+
+def _too_slow(name: str, seconds: float) -> str:
+    return (
+        f"⚠️ {name} could not be downloaded: it did not arrive within {seconds:.0f} s "
+        "(the file server sent it too slowly). Please send it again."
+    )
 
 
 def _over_limit(name: str, limit: int, size: int | None = None) -> str:

@@ -39,6 +39,7 @@ from gateway.bot_guard import BotLimits
 from gateway.chat_syntax import command_menu
 from gateway.config import Config
 from gateway.containment import profile_workspaces, unprobed_sandboxes
+from gateway.inbox_files import DownloadDeadline
 from gateway.intake import Attachments, IntakeLimits
 from gateway.log_redaction import config_secrets
 from gateway.model_presets import build_presets
@@ -138,7 +139,8 @@ def _chat(config: Config) -> ChatPolicy:
 def _attachments(config: Config) -> Attachments:
     """``[attachments]``'s limits and ``[transcription]``'s transcriber (docs/attachments.md)."""
     section, spoken = config.attachments, config.transcription
-    limits = IntakeLimits(max_bytes=section.max_bytes, kinds=frozenset(section.kinds))
+    deadline = DownloadDeadline(section.download_min_seconds, section.download_min_rate)
+    limits = IntakeLimits(section.max_bytes, frozenset(section.kinds), deadline)
     outbox = config.data_dir / "outbox"
     if spoken.base_url is None:
         return Attachments(limits, outbox=outbox)

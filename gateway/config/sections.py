@@ -30,6 +30,7 @@ from adapters.config import (
     suggest,
 )
 from core.attachments import ATTACHMENT_KINDS, AttachmentKind
+from gateway.inbox_files import DEFAULT_DOWNLOAD_RATE, DEFAULT_DOWNLOAD_SECONDS
 
 ProgressMode = Literal["off", "new", "all"]
 
@@ -61,6 +62,10 @@ class AttachmentsSection(Section):
     """The kinds taken in; another kind is refused with a reply (no download)."""
     inline_bytes: NonNegativeInt = DEFAULT_INLINE_BYTES
     """A text file up to this size is shown to the model whole; 0: never inlined."""
+    download_min_seconds: PositiveNumber = DEFAULT_DOWNLOAD_SECONDS
+    download_min_rate: PositiveNumber = DEFAULT_DOWNLOAD_RATE
+    """A download is given up after ``max(download_min_seconds, size / download_min_rate)``
+    seconds (bytes per second), with one reply."""
 
 
 class TranscriptionSection(Section):
