@@ -6,7 +6,9 @@ engine's ``on_text`` listener. It keeps the newest text (:func:`gateway.live_tex
 redacted, cut at the last whitespace) and one tracked task writes it through the bot's
 pipeline, at ``Priority.STREAM`` (below progress), as a :class:`~gateway.pipeline.Latest`
 call: what is sent is read when the budget lets the call start, so a waiting update is
-always the newest text (coalesced)::
+always the newest text (coalesced). The first update waits until the stream has had
+something to show for :data:`FIRST_UPDATE_SECONDS`: an answer complete sooner is handed
+over before anything was streamed and goes out as one message, never drafted first::
 
     native   LiveText(chat, <full text>, "replace") no faster than ``stream_interval``,
              re-sent every ``stream_keepalive`` while the turn runs (a draft the platform
@@ -60,6 +62,9 @@ PLACEHOLDER = "…"
 """An edited stream's text while it has none (after a reset): a message cannot be empty."""
 REMEMBERED_REFUSALS = 10_000
 """Chats remembered as refusing native streams (oldest forgotten first)."""
+FIRST_UPDATE_SECONDS = 0.5
+"""How long a stream has had something to show (text, or a tool step) before its first
+update goes out: an answer complete sooner is sent as one message, never streamed first."""
 
 Refused = Callable[[ChatRef, StreamRefused], None]
 
@@ -78,8 +83,13 @@ class StreamedReply:
         on_refused: Refused | None = None,
         end_timeout: float = END_SECONDS,
         finish_timeout: float = FINISH_SECONDS,
+        first_update: float = FIRST_UPDATE_SECONDS,
     ) -> None:
         self._outbound, self._chat, self._mode = outbound, chat, mode
+        self._first_update = first_update
+        self._has_content_since: float | None = None
+        """When the stream first had something to show (the first update waits for
+        ``first_update`` after it)."""
         self._caps = outbound.capabilities
         self._clock, self._sleep = clock, sleep
         self._on_refused = on_refused
@@ -119,6 +129,8 @@ class StreamedReply:
     def _kick(self) -> None:
         if self._ended or self._broken:
             return
+        if self._has_content_since is None and (self._answer or self._status):
+            self._has_content_since = self._clock()
         self._wake.set()
         if not len(self._task):
             self._task.spawn(self._run(), name=f"stream:{self._chat}")
@@ -199,10 +211,16 @@ class StreamedReply:
         self._refresh = self._refresh or (timer.done() and not timer.cancelled())
 
     async def _pace(self) -> None:
+        """Until the next update may go out: ``stream_interval`` after the last one (edits:
+        ``edit_interval`` too), and the first one ``first_update`` after there was
+        something to show."""
         interval = self._caps.stream_interval
         if self._mode == "edit":
             interval = max(interval, self._caps.edit_interval)
-        wait = self._last_write + interval - self._clock()
+        due = self._last_write + interval
+        if self._has_content_since is not None:
+            due = max(due, self._has_content_since + self._first_update)
+        wait = due - self._clock()
         if wait > 0:
             await self._sleep(wait)
 
@@ -283,9 +301,14 @@ class Streams:
     bot, in memory) that refused a native stream and are shown answers by edits."""
 
     def __init__(
-        self, *, clock: Callable[[], float] = time.monotonic, sleep: Sleep = asyncio.sleep
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+        first_update: float = FIRST_UPDATE_SECONDS,
     ) -> None:
         self._clock, self._sleep = clock, sleep
+        self._first_update = first_update
         self._refused: BoundedMap[ChatRef, None] = BoundedMap(REMEMBERED_REFUSALS)
         self._live: dict[str, StreamedReply] = {}
 
@@ -300,6 +323,7 @@ class Streams:
         stream = StreamedReply(
             place.outbound, place.chat, "native" if native else "edit",
             clock=self._clock, sleep=self._sleep, on_refused=self._refuse,
+            first_update=self._first_update,
         )  # fmt: skip
         self._live[session_key] = stream
         return stream

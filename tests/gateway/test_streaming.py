@@ -74,13 +74,18 @@ def said(text: str) -> ReplyText:
 
 
 def rig(
-    caps: Capabilities, mode: StreamingMode = "native"
+    caps: Capabilities, mode: StreamingMode = "native", first_update: float = 0.0
 ) -> tuple[FakeAdapter, StreamedReply, ManualClock]:
+    """A stream to a fake adapter on a manual clock; its first update goes out at once
+    unless ``first_update`` says otherwise (the pacing after it is what most tests see)."""
     clock = ManualClock()
     adapter = FakeAdapter(capabilities=caps, clock=clock)
     outbound = Outbound(adapter)
     assert mode != "off"
-    return adapter, StreamedReply(outbound, CHAT, mode, clock=clock, sleep=clock.sleep), clock
+    stream = StreamedReply(
+        outbound, CHAT, mode, clock=clock, sleep=clock.sleep, first_update=first_update
+    )
+    return adapter, stream, clock
 
 
 def live(adapter: FakeAdapter) -> list[tuple[float, str]]:
@@ -104,6 +109,37 @@ async def test_native_updates_at_most_once_per_stream_interval_with_growing_text
     assert all(b - a >= 1.0 for (a, _), (b, _) in itertools.pairwise(sent))
     await stream.hand_over()
     assert adapter.texts("live_text:seal") == [""]
+
+
+@pytest.mark.parametrize(("caps", "mode"), [(NATIVE, "native"), (EDITS, "edit")])
+async def test_an_answer_complete_before_the_first_update_would_go_out_is_never_streamed(
+    caps: Capabilities, mode: StreamingMode
+) -> None:
+    adapter, stream, clock = rig(caps, mode, first_update=0.5)
+    stream(said("The answer "))
+    await clock.advance(0.3)
+    stream(said(ANSWER))
+    await clock.advance(0.1)
+    assert await stream.hand_over() is None  # no message to edit into the answer
+    await stream.clear()
+    await clock.advance(5.0)
+    assert adapter.calls == []  # no draft, no seal, no message: the answer goes alone
+
+
+async def test_the_first_update_goes_out_first_update_after_there_was_something_to_show() -> None:
+    adapter, stream, clock = rig(DRAFTS, first_update=0.5)
+    stream(ReplyTextReset(1, "tool_calls"))  # nothing to show yet: the wait has not begun
+    await clock.advance(2.0)
+    stream.show_step("💻 terminal: sleep 5")
+    await clock.advance(0.4)
+    assert live(adapter) == []
+    await clock.advance(0.1)
+    assert live(adapter) == [(2.5, "💻 terminal: sleep 5")]
+    stream(said("Slept well. "))
+    await clock.advance(0.5)
+    assert len(live(adapter)) == 1  # later updates keep the stream interval
+    await clock.advance(0.5)
+    assert live(adapter)[-1] == (3.5, "💻 terminal: sleep 5\n\nSlept well.")
 
 
 async def test_native_stream_is_sent_again_every_keepalive_while_a_long_tool_runs() -> None:
@@ -151,7 +187,7 @@ async def test_updates_waiting_for_the_budget_are_coalesced_to_the_newest_text()
     adapter = FakeAdapter(capabilities=replace(NATIVE, stream_interval=0.0))
     adapter.holds["live_text:replace"] = held = asyncio.Event()
     scheduler = OutboundScheduler(adapter.capabilities)
-    stream = StreamedReply(Outbound(adapter, scheduler=scheduler), CHAT, "native")
+    stream = StreamedReply(Outbound(adapter, scheduler=scheduler), CHAT, "native", first_update=0.0)
     stream(said("one "))
     await adapter.wait_for(lambda: len(adapter.of("live_text:replace")) == 1)
     for text in ("one two ", "one two three ", "one two three four "):
@@ -197,7 +233,8 @@ async def test_stream_updates_are_scheduled_at_stream_priority_coalesced_per_cha
         return await next(call)  # type: ignore[misc]
 
     adapter = FakeAdapter(capabilities=NATIVE)
-    stream = StreamedReply(Outbound(adapter, middlewares=[spy]), CHAT, "native")  # type: ignore[list-item]
+    outbound = Outbound(adapter, middlewares=[spy])  # type: ignore[list-item]
+    stream = StreamedReply(outbound, CHAT, "native", first_update=0.0)
     stream(said("hello there "))
     await adapter.wait_for(lambda: bool(adapter.of("live_text:replace")))
     await stream.hand_over()
@@ -215,7 +252,7 @@ async def test_ending_a_stream_takes_no_place_in_a_window_that_counts_drafts() -
     )  # fmt: skip
     adapter = FakeAdapter(capabilities=caps, clock=clock.now)
     outbound = Outbound(adapter, scheduler=OutboundScheduler(caps))
-    stream = StreamedReply(outbound, CHAT, "native")
+    stream = StreamedReply(outbound, CHAT, "native", first_update=0.0)
     stream(said("Hello there "))
     await adapter.wait_for(lambda: bool(adapter.of("live_text:replace")))
     await stream.hand_over()
@@ -250,7 +287,7 @@ async def test_a_refused_native_stream_falls_back_to_edits_once_with_one_info_li
     clock = ManualClock()
     adapter = FakeAdapter(capabilities=NATIVE, clock=clock)
     adapter.refuse_streams()
-    streams = Streams(clock=clock, sleep=clock.sleep)
+    streams = Streams(clock=clock, sleep=clock.sleep, first_update=0.0)
     place = Place(Outbound(adapter), CHAT)
     with caplog.at_level(logging.INFO, logger="gateway.streaming"):
         first = streams.open("fake:dm:100", place)
