@@ -17,6 +17,7 @@ from adapters.base import Button, ButtonRows, Capabilities, InboundEvent
 from core.agent.compaction import Compacted
 from core.agent.context import ContextUse
 from core.agent.control import TurnControl
+from core.agent.failure_text import compact_failure
 from core.agent.profile import BusyPolicy
 from core.agent.step import NoticeCallback
 from core.agent.turn import TurnResult, UserMessage
@@ -31,7 +32,6 @@ from gateway.chat_syntax import canonical, help_text, stop_payload
 from gateway.chats import ChatDirectory
 from gateway.messages import (
     APPROVED,
-    COMPACT_FAILED,
     COMPACT_WHEN_IDLE,
     DENIED,
     NEW_SESSION,
@@ -115,7 +115,7 @@ async def compact_now(
         done = await agent.compact(key, control, on_notice)
     except ModelError as error:
         logger.warning("/compact of %s: the summary call failed: %s", key, error)
-        reply = COMPACT_FAILED
+        reply = compact_failure(error)
     else:
         use = await agent.context_use(key) if done is not None else None
         described = use.describe() if use is not None else None

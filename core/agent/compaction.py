@@ -220,7 +220,7 @@ class Compactor:
                     raise
                 counted = error.classification.prompt_tokens
                 self.meter.overflowed(session_id, raw_estimate(request.messages), window, counted)
-                limit = max(limit // 2, MIN_SOURCE_CHARS)
+                limit = max(min(limit, len(rendered)) // 2, MIN_SOURCE_CHARS)
                 logger.info("the summary call was too long: it quotes %d characters now", limit)
                 continue
             return summary_text(reply, request, window)

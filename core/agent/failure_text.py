@@ -52,6 +52,12 @@ def readable_failure(error: ModelError) -> str:
     return f"The model server sent a reply that could not be read{why}. {_KEPT}; try again."
 
 
+def compact_failure(error: ModelError) -> str:
+    """What ``/compact`` says when its summary call failed: that nothing changed, and the
+    failure in the same words as a turn's (a refusal is not "did not answer")."""
+    return f"Nothing was compacted: the summary call failed. {readable_failure(error)}"
+
+
 def _network(error: ModelError) -> str:
     if not error.classification.retryable:  # the address itself is wrong
         reason = _reason(error.classification)

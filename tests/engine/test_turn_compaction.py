@@ -10,14 +10,27 @@ from typing import Any
 
 import pytest
 
-from core.agent.compaction import SUMMARY_PROMPT, TOO_LONG_REPLY, too_long_reply
+from core.agent.compaction import (
+    SUMMARY_CUT_NOTE,
+    SUMMARY_PROMPT,
+    TOO_LONG_REPLY,
+    too_long_reply,
+)
 from core.agent.context import SUMMARY_ACK, ContextMeter, raw_estimate
 from core.agent.control import TurnControl
+from core.agent.failure_text import compact_failure
+from core.model.errors import ModelError
 from core.tools.base import ToolContext, ToolResult
 from core.types import ChatMessage, ToolSpec
 from tests.engine.conftest import KEY, Rig, make_tool
 from tests.support.model_errors import CONTEXT_OVERFLOWS, ServerError
-from tests.support.model_server import ReceivedRequest, Reply, reply_text, reply_tool_call
+from tests.support.model_server import (
+    ReceivedRequest,
+    Reply,
+    reply_error,
+    reply_text,
+    reply_tool_call,
+)
 
 SUMMARY = "Summary: the user sent numbered messages and got numbered answers."
 
@@ -205,6 +218,49 @@ async def test_compact_now_summarises_the_older_turns(rig: Rig, tmp_path: Path) 
     assert (await rig.turn("message 5: there?")).reply == "still here"
     sent = rig.server.requests[-1].messages
     assert SUMMARY in sent[1]["content"] and sent[3]["content"] == "message 3: hello"
+
+
+async def test_a_summary_cut_off_by_its_length_limit_is_stored_with_a_note(rig: Rig) -> None:
+    rig.agent(context_window=32768)
+    rig.server.script(*[answer] * 5, reply_text("The user sent", finish_reason="length"))
+    for number in range(5):
+        await rig.turn(f"message {number}: hello")
+
+    assert await rig.agent().compact(KEY) is not None
+
+    [summary] = [m for m in await rig.stored() if m.role == "system"]
+    assert summary.text().endswith("The user sent\n\n" + SUMMARY_CUT_NOTE)
+
+
+async def test_a_summary_call_that_overflows_quotes_half_as_much_until_it_fits(
+    rig: Rig,
+) -> None:
+    llama = CONTEXT_OVERFLOWS[0]
+    rig.agent(context_window=32768)
+    rig.server.script(*[answer] * 5)
+    for number in range(5):
+        await rig.turn(f"message {number}: " + "word " * 3000)
+    rig.server.script(llama.reply(), llama.reply(), reply_text(SUMMARY))
+
+    assert await rig.agent().compact(KEY) is not None
+
+    quoted = [len(r.messages[1]["content"]) for r in rig.server.requests[-3:]]
+    assert all(is_summary_request(r) for r in rig.server.requests[-3:])
+    assert quoted[1] <= quoted[0] // 2 + 300 and quoted[2] <= quoted[1] // 2 + 300
+
+
+async def test_compact_says_the_server_refused_not_that_it_did_not_answer(rig: Rig) -> None:
+    rig.agent(context_window=32768)
+    rig.server.script(*[answer] * 5, reply_error(400, "Invalid value for 'max_tokens'"))
+    for number in range(5):
+        await rig.turn(f"message {number}: hello")
+
+    with pytest.raises(ModelError) as failed:
+        await rig.agent().compact(KEY)
+
+    said = compact_failure(failed.value)
+    assert "refused the request" in said and "did not answer" not in said
+    assert "Invalid value for 'max_tokens'" in said
 
 
 def test_the_reported_usage_corrects_the_estimate() -> None:
