@@ -23,7 +23,10 @@ flight at the crash (started, not marked) also when that send began, so the plat
 show it once: Discord's nonce, Slack's metadata lookup, the web feed's chunk ids; Telegram
 has no key and sends it again (at most one duplicate per turn, since the chunks go one
 after another; docs/architecture.md, "Exactly once"). A store that cannot write does not
-stop the reply: it is sent without the outbox (logged).
+stop the reply: it is sent without the outbox (logged). The chunks this process sent are
+also remembered in memory (the last ``SENT_REMEMBERED``): a delivery of the same turn
+again — its update replayed because the store could not mark it done during an outage —
+sends none of them twice, and marks in the outbox those whose mark the outage refused.
 
 **Into the progress message.** ``reply(..., into=message)`` edits that message (the turn's
 progress, handed over) into the first chunk instead of sending it — one call instead of
@@ -53,6 +56,7 @@ from types import TracebackType
 from adapters import calls
 from adapters.base import AdapterError, BadMarkup, ChatRef, NotModified, RateLimited, SentMessage
 from adapters.calls import Edit, Priority, Send
+from core.bounded import BoundedMap
 from core.redaction import redact
 from core.store.base import OutboxChunk, Store, StoreError
 from gateway.pipeline import Outbound
@@ -66,6 +70,8 @@ TYPING_DELAY = 1.0
 MAX_CHUNKS = 20
 """Messages one reply may take, the truncation note included."""
 TRUNCATED = "… (reply truncated: {count} more characters)"
+SENT_REMEMBERED = 10_000
+"""Sent chunks (turn id, index) remembered in memory, beside the outbox."""
 
 
 class Delivery:
@@ -79,6 +85,7 @@ class Delivery:
         self._sleep = sleep
         self._attempts = attempts
         self._store = store
+        self._sent: BoundedMap[tuple[str, int], str] = BoundedMap(SENT_REMEMBERED)
 
     async def reply(
         self,
@@ -96,6 +103,7 @@ class Delivery:
         characters were left out."""
         planned = self._plan(outbound, chat, markdown, turn_id or "")
         chunks = await self._stored(planned) if turn_id else planned
+        chunks = [await self._known(chunk) for chunk in chunks]
         plain = outbound.capabilities.renderer.plain
         sent: list[SentMessage] = []
         for chunk in chunks:
@@ -147,7 +155,19 @@ class Delivery:
             logger.error("turn %s: reply not stored in the outbox (%s)", planned[0].turn_id, exc)
             return planned
 
+    async def _known(self, chunk: OutboxChunk) -> OutboxChunk:
+        """``chunk``, marked sent when this process sent it already (its mark is stored
+        now if the store had refused it)."""
+        message_id = self._sent.get((chunk.turn_id, chunk.index)) if chunk.turn_id else None
+        if chunk.message_id is not None or message_id is None:
+            return chunk
+        message = SentMessage(ChatRef(chunk.platform, chunk.chat_id, chunk.thread_id), message_id)
+        await self._mark(chunk, message, chunk.turn_id)
+        return replace(chunk, message_id=message_id)
+
     async def _mark(self, chunk: OutboxChunk, message: SentMessage, turn_id: str | None) -> None:
+        if turn_id:
+            self._sent.put((turn_id, chunk.index), message.message_id)
         if self._store is None or not turn_id:
             return
         try:

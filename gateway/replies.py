@@ -2,16 +2,17 @@
 
 The service hands each result here once the Dispatcher reports it (:mod:`gateway.service`,
 ``_on_result``): the text the user sees (:func:`reply_text`; none for a stopped turn), sent
-once per turn even if a result is reported twice, into the streamed answer's message (edit
-mode) or a recent progress message when there is one (:class:`~gateway.progress.ProgressConfig`,
-docs/architecture.md §13). The outbox keeps its chunks once across restarts
-(:mod:`gateway.delivery`).
+once per turn even if a result is reported twice (a report while the turn's reply is
+being delivered is dropped; a later one — its update replayed after a store outage —
+sends only what was not sent: :mod:`gateway.delivery` remembers the chunks), into the
+streamed answer's message (edit mode) or a recent progress message when there is one
+(:class:`~gateway.progress.ProgressConfig`, docs/architecture.md §13). The outbox keeps
+its chunks once across restarts (:mod:`gateway.delivery`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
 
 from adapters.base import SentMessage
 from core.agent.turn import TurnResult
@@ -23,8 +24,6 @@ from gateway.streaming import StreamedReply
 logger = logging.getLogger(__name__)
 
 FAILED_REPLY = "⚠️ Something went wrong while handling this message. Please try again."
-REMEMBERED_TURNS = 1000
-"""How many answered turns are remembered, to drop a duplicate result."""
 
 
 class Replies:
@@ -34,7 +33,7 @@ class Replies:
         self, directory: ChatDirectory, delivery: Delivery, progress: ProgressConfig
     ) -> None:
         self._directory, self._delivery, self._progress = directory, delivery, progress
-        self._answered: deque[str] = deque(maxlen=REMEMBERED_TURNS)
+        self._delivering: set[str] = set()
 
     async def deliver(
         self, key: str, result: TurnResult, view: ProgressView | None, stream: StreamedReply | None
@@ -43,11 +42,20 @@ class Replies:
         streamed answer's message (edit mode), else a recent progress message, becomes its
         first chunk — never the progress message after a native stream, whose place the
         adapter gives the reply (see :class:`ProgressConfig`, docs/architecture.md §13)."""
-        if result.turn_id:
-            if result.turn_id in self._answered:
-                logger.error("turn %s already answered; duplicate dropped", result.turn_id)
-                return
-            self._answered.append(result.turn_id)
+        turn_id = result.turn_id
+        if turn_id in self._delivering:
+            logger.error("turn %s is being answered; duplicate dropped", turn_id)
+            return
+        if turn_id:
+            self._delivering.add(turn_id)
+        try:
+            await self._deliver(key, result, view, stream)
+        finally:
+            self._delivering.discard(turn_id)
+
+    async def _deliver(
+        self, key: str, result: TurnResult, view: ProgressView | None, stream: StreamedReply | None
+    ) -> None:
         place = self._directory.place(key)
         text = reply_text(result)
         if place is None or text is None:

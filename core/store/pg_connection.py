@@ -4,7 +4,8 @@
 foreign error into ours, at this edge only:
 
 * the server cannot be reached or used *right now* — connection refused, host unknown,
-  the server gone mid-query or shutting down, too many connections, out of disk or memory
+  the server gone mid-query or shutting down (or gone while a pooled connection idled),
+  too many connections, out of disk or memory
   (SQLSTATE classes 08, 53, 57P) — is :class:`~core.store.base.StoreUnavailable`: what was
   given was fine, the same call should succeed once the server is back;
 * anything else (bad credentials, a missing database, a constraint refused) is
@@ -32,6 +33,17 @@ CONNECT_TIMEOUT = 10.0
 
 _UNAVAILABLE_STATES = ("08", "53", "57P")
 """SQLSTATE prefixes meaning "the server cannot serve now", not "bad request"."""
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (
+    TimeoutError,
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
+"""What the driver and the network raise. ``InternalClientError`` ("cannot switch to
+state ...; another operation (2) is in progress") is what asyncpg raises on a pooled
+connection the server ended while it was idle (a shutdown's FATAL left its protocol
+consuming the error): the server went away, like a refused connection."""
 
 
 def mask_url(url: str) -> str:
@@ -63,7 +75,8 @@ def unavailable(exc: BaseException) -> bool:
     """Whether ``exc`` means the server is unreachable or cannot serve right now."""
     if isinstance(exc, OSError | asyncio.TimeoutError | socket.gaierror):
         return True
-    if isinstance(exc, asyncpg.exceptions.ConnectionDoesNotExistError):
+    gone = asyncpg.exceptions.ConnectionDoesNotExistError | asyncpg.InternalClientError
+    if isinstance(exc, gone):
         return True
     if isinstance(exc, asyncpg.PostgresError):
         state = str(getattr(exc, "sqlstate", "") or "")
@@ -79,7 +92,7 @@ def translated(url: str, doing: str) -> Iterator[None]:
         yield
     except StoreError:
         raise
-    except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+    except DRIVER_ERRORS as exc:
         kind = StoreUnavailable if unavailable(exc) else StoreError
         detail = scrubbed(str(exc) or type(exc).__name__, url)
         raise kind(f"{mask_url(url)}: cannot {doing}: {detail}") from None

@@ -6,7 +6,9 @@ relayed calls) or a bot lease name (calls relayed to whoever owns that bot now).
 inserts the row and ``pg_notify(MAIL_CHANNEL, target)`` in one transaction, under the
 sender's fence (a stale owner sends nothing); the notification fires on commit.
 
-A process serves some targets. A dedicated connection LISTENs on the channel; a
+A process serves some targets. A dedicated connection LISTENs on the channel and does
+nothing else (every query goes through the pool; connecting it, LISTEN and closing it
+take turns under one lock, so it never runs two operations at once); a
 notification naming a served target makes the mailbox *take* its untaken mail
 (``FOR UPDATE SKIP LOCKED``: two processes serving the same target, as while a bot changes
 owner, never both get one mail). NOTIFY is not replayed, so mail sent while nobody
@@ -29,6 +31,7 @@ import asyncpg
 
 from core.store.fencing import current_fence
 from core.store.pg_cluster_tables import MAIL_CHANNEL, guard
+from core.store.pg_connection import DRIVER_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +98,9 @@ class Mailbox:
         self._waker: asyncio.Task[None] | None = None
         self._again = False
         self._listen: asyncpg.Connection | None = None
+        self._listening = asyncio.Lock()
+        """Held by every operation on the listening connection (connect and LISTEN, close):
+        one at a time, never two at once."""
         self._reconnect: asyncio.Task[None] | None = None
         self._started = False
         self._closed = False
@@ -158,10 +164,11 @@ class Mailbox:
         for task in (self._reconnect, self._waker):
             if task is not None:
                 task.cancel()
-        if self._listen is not None:
-            self._listen.remove_termination_listener(self._on_terminated)
-            await self._listen.close()
-            self._listen = None
+        async with self._listening:
+            if self._listen is not None:
+                self._listen.remove_termination_listener(self._on_terminated)
+                await _close(self._listen)
+                self._listen = None
         workers = list(self._workers.values())
         if workers:
             _, pending = await asyncio.wait(workers, timeout=DRAIN_SECONDS)
@@ -173,10 +180,18 @@ class Mailbox:
         return None if self._listen is None else self._listen.get_server_pid()
 
     async def _connect(self) -> None:
-        conn: asyncpg.Connection = await asyncpg.connect(self._dsn)
-        await conn.add_listener(MAIL_CHANNEL, self._on_notify)
-        conn.add_termination_listener(self._on_terminated)
-        self._listen = conn
+        """A new listening connection (closed again if LISTEN fails on it)."""
+        async with self._listening:
+            if self._closed:
+                return
+            conn: asyncpg.Connection = await asyncpg.connect(self._dsn)
+            try:
+                await conn.add_listener(MAIL_CHANNEL, self._on_notify)
+            except BaseException:
+                conn.terminate()
+                raise
+            conn.add_termination_listener(self._on_terminated)
+            self._listen = conn
 
     def _on_notify(self, conn: asyncpg.Connection, pid: int, channel: str, payload: object) -> None:
         if payload in self._served:
@@ -199,7 +214,7 @@ class Mailbox:
                 await self._sleep(delay)
                 try:
                     await self._connect()
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+                except DRIVER_ERRORS as error:
                     logger.warning("mailbox: reconnect failed (%s)", type(error).__name__)
                     delay = min(delay * 2, BACKOFF_MAX)
                     continue
@@ -225,7 +240,7 @@ class Mailbox:
             while self._again and not self._closed:
                 self._again = False
                 await self.take()
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        except DRIVER_ERRORS as error:
             logger.warning("mailbox: taking mail failed (%s); the heartbeat retries", error)
         finally:
             self._waker = None
@@ -257,7 +272,15 @@ class Mailbox:
     async def _give_back(self, mail: Mail) -> None:
         try:
             await self._pool.execute(_GIVE_BACK, mail.id, MAIL_CHANNEL)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as error:
+        except DRIVER_ERRORS as error:
             logger.warning(
                 "mailbox: mail %d for %s lost its receiver (%s)", mail.id, mail.target, error
             )
+
+
+async def _close(conn: asyncpg.Connection) -> None:
+    """Close politely; a connection the server already ended is terminated."""
+    try:
+        await conn.close(timeout=DRAIN_SECONDS)
+    except DRIVER_ERRORS:
+        conn.terminate()

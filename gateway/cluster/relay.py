@@ -25,6 +25,13 @@ calls side by side (its priorities and coalescing apply across them), while the 
 keeps handing the next mail. ``trace`` carries the asker's span (W3C trace context,
 :func:`core.tracing.carrier`; empty with telemetry off), so the owner's ``platform.call``
 span is part of the asking turn's trace.
+
+**A store that cannot be reached** (a database outage or restart) loses no call: the
+mail — a call, or the owner's answer — is kept in memory and sent again (backoff from
+``BACKOFF_FIRST`` to ``BACKOFF_MAX`` seconds) until the store takes it, at most
+``outage_wait`` seconds; only then is the call an ``AdapterError``. A send cut off by the
+outage may have been stored after all, so the same call can arrive twice: the owner
+makes a call id once (a second copy is dropped; the first one's answer settles it).
 """
 
 from __future__ import annotations
@@ -40,12 +47,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
-
 from adapters.base import AdapterError, SentMessage
 from adapters.calls import Call, SendFile
 from core import tracing
+from core.bounded import BoundedMap
 from core.store.fencing import fenced
+from core.store.pg_connection import DRIVER_ERRORS, unavailable
 from core.tasks import TaskSet
 from gateway.cluster.codec import decode_call, decode_outcome, encode_call, encode_outcome
 from gateway.cluster.mailbox import Mail, Mailbox, Receive
@@ -56,8 +63,15 @@ CALL, RESULT = "call", "result"
 """The mail kinds: a relayed call (to a bot's lease name), its outcome (to a process id)."""
 DRAIN_SECONDS = 5.0
 """How long :meth:`Relay.aclose` lets calls being performed for others finish and answer."""
+OUTAGE_WAIT = 120.0
+"""How long a mail waits in memory for a store that cannot be reached."""
+BACKOFF_FIRST = 0.05
+BACKOFF_MAX = 1.0
+MADE_CALLS = 10_000
+"""Call ids the owner remembers having made, to make a call sent twice once."""
 
 Perform = Callable[[Call], Awaitable[SentMessage | None]]
+Sleep = Callable[[float], Awaitable[None]]
 
 
 @dataclass(slots=True)
@@ -68,6 +82,10 @@ class RelayStats:
     relayed: int = 0
     timeouts: int = 0
     served: int = 0
+    held: int = 0
+    """Mail kept in memory while the store could not be reached (sent once it was)."""
+    twice: int = 0
+    """Calls that arrived a second time (a send cut off by an outage), made once."""
 
 
 class Relay:
@@ -80,11 +98,17 @@ class Relay:
         *,
         timeout: float = 60.0,
         spool: Path | None = None,
+        outage_wait: float = OUTAGE_WAIT,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         """``spool``: where files relayed to this process as owner land until sent (a
-        temporary directory by default)."""
+        temporary directory by default); ``sleep`` waits between tries while the store
+        cannot be reached."""
         self.process_id = process_id
         self.timeout = timeout
+        self.outage_wait = outage_wait
+        self._sleep = sleep
+        self._made: BoundedMap[str, bool] = BoundedMap(MADE_CALLS)
         self.stats = RelayStats()
         self._mailbox = mailbox
         self._own_spool = spool is None
@@ -123,10 +147,11 @@ class Relay:
 
     async def _send(self, bot: str, call: Call, payload: str) -> None:
         """Mail the call (under the caller's fence: Fenced passes through, nothing sent);
-        a store that cannot take it is an AdapterError like any failed call."""
+        a store that cannot take it within ``outage_wait`` is an AdapterError like any
+        failed call."""
         try:
-            await self._mailbox.send(bot, CALL, payload)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            await self._mail(bot, CALL, payload)
+        except DRIVER_ERRORS as exc:
             raise AdapterError(
                 f"{_what(call)} to {call.chat.platform} not relayed: the store did not take "
                 f"it ({type(exc).__name__})"
@@ -174,11 +199,39 @@ class Relay:
                 "relay: call mail %d from %s has no id; not answered", mail.id, mail.sender
             )
             return
+        if self._made.get(call_id):
+            self.stats.twice += 1
+            logger.info("relay: call %s from %s came twice; made once", call_id, mail.sender)
+            return
+        self._made.put(call_id, True)
         outcome = await self._outcome(mail, perform)
         self.stats.served += 1
         payload = json.dumps({"id": call_id, "outcome": encode_outcome(outcome)})
         with fenced(None):  # the call was made: its outcome goes back whoever holds the lease
-            await self._mailbox.send(mail.sender, RESULT, payload)
+            await self._mail(mail.sender, RESULT, payload)
+
+    async def _mail(self, target: str, kind: str, payload: str) -> None:
+        """Send one mail; while the store cannot be reached it is kept and sent again
+        (backoff), for at most ``outage_wait`` seconds; other errors raise at once."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.outage_wait
+        delay, held = BACKOFF_FIRST, False
+        while True:
+            try:
+                await self._mailbox.send(target, kind, payload)
+                return
+            except DRIVER_ERRORS as exc:
+                if not _outage(exc) or self._closed or loop.time() + delay > deadline:
+                    raise
+                if not held:
+                    held = True
+                    self.stats.held += 1
+                    logger.warning(
+                        "relay: the store cannot take %s mail to %s (%s); kept until it can",
+                        kind, target, type(exc).__name__,
+                    )  # fmt: skip
+            await self._sleep(delay)
+            delay = min(delay * 2, BACKOFF_MAX)
 
     async def _outcome(self, mail: Mail, perform: Perform) -> SentMessage | AdapterError | None:
         try:
@@ -219,6 +272,11 @@ async def _encode(call: Call) -> str:
     if isinstance(call, SendFile):
         return await asyncio.to_thread(encode_call, call)
     return encode_call(call)
+
+
+def _outage(exc: BaseException) -> bool:
+    """The store cannot be reached now (not this process's own pool, closed for good)."""
+    return unavailable(exc) and "pool is closed" not in str(exc)
 
 
 def _call_id(payload: str) -> str | None:

@@ -44,6 +44,7 @@ from typing import Protocol
 from adapters.base import EventSink, InboundEvent, Receipt
 from core.store.base import Store, StoreError
 from core.store.fencing import Fence, Fenced, current_fence, fenced
+from core.store.pg_connection import DRIVER_ERRORS
 from core.tasks import TaskSet
 from gateway.cluster.codec import decode_event, encode_event
 from gateway.cluster.leases import SESSION_PREFIX, Holder
@@ -211,7 +212,7 @@ class ClusterSink:
         if self._leases.fence_of(fence.lease) == fence:
             try:
                 holder = await self._leases.holder(fence.lease)
-            except StoreError as exc:
+            except (StoreError, *DRIVER_ERRORS) as exc:  # unknown: the reply still goes
                 logger.warning("cluster: lease %s not checked (%s)", fence.lease, exc)
                 return False
             held = Fence(holder.name, holder.owner, holder.epoch) if holder else None

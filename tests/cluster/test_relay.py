@@ -23,10 +23,11 @@ from core.attachments import OutgoingFile
 from core.store.fencing import Fence, Fenced, fenced
 from gateway.cluster.codec import encode_call
 from gateway.cluster.mailbox import Mail, Mailbox
-from gateway.cluster.relay import Relay
+from gateway.cluster.relay import CALL, Relay
 from gateway.otel import OtelTracer
 from tests.cluster.pg_pool import cluster_pool
 from tests.support.polling import until
+from tests.support.postgres import PostgresServer
 
 A, B = "a/00000001", "b/00000002"
 BOT = "bot:telegram:0123456789ab"
@@ -271,3 +272,33 @@ async def test_a_call_mail_with_a_malformed_trace_is_still_made(pair: Pair) -> N
     finally:
         tracing.install(None)
     assert pair.owner.calls == [call]
+
+
+async def test_a_call_the_store_cannot_take_is_kept_and_made_once_when_it_is_back(
+    pg_server: PostgresServer, pair: Pair
+) -> None:
+    """PostgreSQL stopped: B's call mail waits in memory (held), and once the server is
+    back it is stored, made by the owner once, and its message comes back."""
+    call = Send(CHAT, "kept through the outage", key="chunk-9")
+    await asyncio.to_thread(pg_server.halt)
+    try:
+        asking = asyncio.create_task(pair.b.perform(BOT, call))
+        await until(lambda: pair.b.stats.held == 1)
+        assert not asking.done() and pair.owner.calls == []
+    finally:
+        await asyncio.to_thread(pg_server.resume)
+    sent = await asking
+    assert sent == SentMessage(CHAT, "1")
+    assert pair.owner.calls == [call]
+    assert (pair.b.stats.relayed, pair.a.stats.served) == (1, 1)
+
+
+async def test_a_call_stored_twice_by_a_cut_off_send_is_made_once(pair: Pair) -> None:
+    """A send cut off by an outage may have been stored after all and is sent again: the
+    owner makes the call id once, and the first answer settles the requester."""
+    call = Send(CHAT, "once")
+    mail = json.dumps({"id": "b-1", "call": encode_call(call), "trace": {}})
+    await pair.b_mail.send(BOT, CALL, mail)
+    await pair.b_mail.send(BOT, CALL, mail)
+    await until(lambda: pair.a.stats.twice == 1)
+    assert pair.owner.calls == [call] and pair.a.stats.served == 1

@@ -150,6 +150,17 @@ class PostgresServer:
         shutil.rmtree(self.base, ignore_errors=True)
         self.base = None
 
+    def halt(self) -> None:
+        """Stop the server (fast shutdown), keeping its files: :meth:`resume` brings the same
+        databases back on the same port (an outage, tests/cluster/outage.py)."""
+        self._run([self._bin("pg_ctl"), "-D", str(self.datadir), "-m", "fast", "-w", "stop"],
+                  check=True)  # fmt: skip
+
+    def resume(self) -> None:
+        """Start a :meth:`halt`-ed server again on its port."""
+        if not self._pg_ctl_start(last=True):
+            raise PostgresMissing("PostgreSQL did not start again")
+
     async def create_database(self, dbname: str | None = None, template: str | None = None) -> str:
         """Create database ``dbname`` (default: a new ``t_<n>``), optionally a copy of
         ``template``, and return its name."""
