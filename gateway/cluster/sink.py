@@ -5,7 +5,9 @@ one process at a time: the holder of the lease ``session:<session key>``. Every 
 leased bot, on whichever process receives it (the bot's owner polls it; another process
 may be forwarded it), passes :class:`ClusterSink` before the router::
 
-    per-process platform (web, terminal)  → the router, here (never leased)
+    per-process platform (web, terminal)  → the router, here (never leased) — but a
+                                            linked person's DM (``link:dm:``) takes
+                                            its session lease, here: waits for it
     the session is held here (valid)      → run here
     another live process holds it         → forward: mail "event" to it; the event's
                                             receipt is "handed over" (this inbox neither
@@ -54,6 +56,9 @@ logger = logging.getLogger(__name__)
 
 EVENT = "event"
 """The mail kind of a forwarded inbound event (payload: :func:`encode_event`)."""
+HERE_RETRY_SECONDS = 0.5
+"""How often a linked person's web or terminal message tries again for its session's lease
+while another process runs that session."""
 PLACEMENT_TRIES = 3
 """Rounds of holder / claim / acquire before an event is left for a later delivery."""
 
@@ -157,10 +162,58 @@ class ClusterSink:
         self._settling = TaskSet(logger)
 
     async def __call__(self, event: InboundEvent) -> None:
-        if event.platform not in self._leased():
+        if event.platform in self._leased():
+            await self._place(event)
+        elif self._key_of(event) != str(event.session_key):
+            await self._place_here(event)
+        else:
             await self.router(event)
+
+    async def _place_here(self, event: InboundEvent) -> None:
+        """A linked person's web or terminal direct message: it runs in the person's
+        session (``link:dm:<person>``), under the same lease as their other platforms'
+        messages, and on this process, which has its chat. A message whose session another
+        process holds waits here until the lease is free (:data:`HERE_RETRY_SECONDS`); a
+        command or press is placed like a leased event (``/stop`` is forwarded to the
+        turn it stops)."""
+        name = session_lease(self._key_of(event))
+        if event.kind != "text" or await self._take_here(name):
+            await self._place(event)
             return
-        await self._place(event)
+        outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        event.receipt.follow(outcome)
+        label = f"cluster-wait-{event.platform}-{event.update_id}"
+        self._settling.spawn(self._when_free(event, name, outcome), name=label)
+
+    async def _take_here(self, name: str) -> bool:
+        """The session lease is (now) this process's; False while another holds it."""
+        fence = self._leases.fence_of(name)
+        if fence is not None and self._leases.valid(fence):
+            return True
+        return await self._leases.acquire(name) is not None
+
+    async def _until_held(self, name: str) -> None:
+        """Until the lease is this process's (the store is asked: no event to wait on)."""
+        while True:
+            if await self._take_here(name):
+                return
+            await asyncio.sleep(HERE_RETRY_SECONDS)
+
+    async def _when_free(
+        self, event: InboundEvent, name: str, outcome: asyncio.Future[bool]
+    ) -> None:
+        copy = replace(event, receipt=Receipt())
+        try:
+            await self._until_held(name)
+            await self._place(copy)  # held here: runs here (no await since the take)
+            copy.receipt.sink_returned()
+            done = await copy.receipt.wait()
+            if copy.receipt.handed_over:
+                event.receipt.hand_over()
+            outcome.set_result(done)
+        finally:
+            if not outcome.done():
+                outcome.set_result(False)  # cut short (a shutdown): a later delivery runs it
 
     async def on_mail(self, mail: Mail) -> None:
         """A mail of kind ``event`` to this process: place the event as if received here.
