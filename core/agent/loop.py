@@ -3,7 +3,9 @@
 The steps, as ``docs/turn-loop.md`` §2 describes them:
 
 1. **Session lock** — an ``asyncio.Lock`` per session key (:mod:`core.agent.session_lock`,
-   evicted when idle): two turns of one key never overlap, Dispatcher or not.
+   evicted when idle): two turns of one key (or a turn and :meth:`CommonAgent.compact`)
+   never overlap, Dispatcher or not. The wait is under the turn's token: stopped while
+   waiting, the turn never begins (``interrupted``, empty ``turn_id``, no hooks).
 2. **History** — opening the turn (:mod:`core.agent.opening`): the session and its
    history, a replayed update's stored message or answer, the turn record started, the
    user message and its files stored.

@@ -1,5 +1,8 @@
 """One model call of the loop, with its hooks and retries (``docs/turn-loop.md`` §4).
 
+Every model call goes through here: the loop's iterations and grace call, and the
+compaction summary calls (made for a turn, or by ``/compact`` with an empty ``turn_id``).
+
 Each attempt fires ``pre_api_request`` → the HTTP call → ``post_api_request``. A failed
 attempt fires ``api_request_error`` and then ``transform_api_error_classification``, whose
 result decides whether :func:`core.model.retry.call_with_retry` tries again (at most
