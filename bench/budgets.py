@@ -10,9 +10,9 @@ scripted model server answering at once (0 ms model), both in this process on 12
   👀 and 👍; the time from the model's answer to the reply shown.
 * **20 chats × 5**: twenty people at once, five messages each.
 
-Each is printed beside the figure measured on the code before the per-chat token bucket
-(``BEFORE``: commit 785ada9, the same driver, a 3-in-3-s sliding window per chat with
-reactions charged to it).
+Each is printed beside the figure measured on the code before issue 28's point 4
+(``BEFORE``: commit 785ada9 with this driver and simulator; a chat's budget was a sliding
+window of 3 messages in 3 s, reactions charged to it).
 """
 
 from __future__ import annotations

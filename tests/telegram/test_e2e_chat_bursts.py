@@ -12,7 +12,7 @@ from adapters.base import MONOTONIC, RateLimit
 from adapters.telegram.platform import CHAT_BURST
 from core.debounce import Pace
 from gateway.progress import ProgressConfig
-from tests.platform_sim.telegram_sim import ALICE, ChatBursts, FloodLimits, TelegramSim
+from tests.platform_sim.telegram_sim import ALICE, BOB, ChatBursts, FloodLimits, TelegramSim
 from tests.support.clock import TestClock
 from tests.support.manual_clock import ManualClock
 from tests.support.model_server import ReceivedRequest, Reply, ScriptedModelServer, reply_text
@@ -69,3 +69,26 @@ async def test_three_merged_messages_get_their_reactions_and_the_reply_at_once(
     for message in said:
         await until(lambda m=message: reactions_on(telegram_sim, m.id) == ["👀", "👍"])  # type: ignore[misc]
     assert [c.status for c in telegram_sim.calls_to("sendMessage")] == [200]
+
+
+async def test_past_telegrams_burst_the_429s_retry_after_is_obeyed_for_that_chat(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    """A budget bolder than Telegram (10 at once, one a second, against its 2 at once, one
+    in two seconds): the real 429 body's ``retry_after`` (2) is waited out, on the test
+    clock, before that chat's next call; another chat is not held."""
+    telegram_sim.flood = FloodLimits(chat_bursts=ChatBursts(burst=2, per_second=0.5))
+    model_server.script(*[echo] * 5)
+    await gateway(progress=QUIET, telegram={"chat_limit": RateLimit(1, 1.0, burst=10)})
+    for n in range(4):
+        await telegram_sim.user_says(ALICE.id, f"q{n}")
+        await telegram_sim.wait_for_bot_message(ALICE.id, lambda m, n=n: m.text == f"answer: q{n}")  # type: ignore[misc]
+    await telegram_sim.user_says(BOB.id, "me too")
+    await telegram_sim.wait_for_bot_message(BOB.id, lambda m: m.text == "answer: me too")
+    sends = telegram_sim.calls_to("sendMessage")
+    alice = [c for c in sends if c.params["chat_id"] == ALICE.id]
+    refused = [n for n, c in enumerate(alice) if c.status == 429]
+    assert refused and len([c for c in alice if c.status == 200]) == 4
+    for n in refused:  # each refusal's wait, whole seconds as Telegram says, kept
+        assert alice[n + 1].at - alice[n].at >= 2.0
+    assert [c.status for c in sends if c.params["chat_id"] == BOB.id] == [200]
