@@ -9,7 +9,9 @@ twice and a stale owner's fenced writes are refused.
 
 Taking over an expired ``session:`` lease also fails that session's turns still
 ``running`` in the same transaction: their process stopped renewing, so nobody will end
-them, and the new owner must not find them running.
+them, and the new owner must not find them running. The approvals those turns waited on
+are cancelled with them, and once the transaction committed they are handed to
+:attr:`Leases.on_cancelled` (the node retires their cards, as a restart does).
 
 Locally, :meth:`Leases.valid` tells whether a fence was renewed recently enough (last
 successful renewal on the monotonic clock, plus ttl, minus a margin) to call a platform
@@ -26,7 +28,9 @@ from dataclasses import dataclass
 import asyncpg
 
 from core.approvals import RESTART_BY
+from core.store.base import ApprovalRecord
 from core.store.fencing import Fence
+from core.store.tool_calls import approval_from_row
 
 SESSION_PREFIX = "session:"
 MARGIN_FRACTION = 0.2
@@ -49,9 +53,11 @@ _FAIL_TURNS = """WITH failed AS (
         RETURNING id)
     UPDATE approvals SET state = 'cancelled', resolved_by = $3,
         resolved_at = extract(epoch FROM clock_timestamp())
-    WHERE state = 'pending' AND turn_id IN (SELECT id FROM failed)"""
+    WHERE state = 'pending' AND turn_id IN (SELECT id FROM failed)
+    RETURNING approvals.*"""
 """The session's turns left running by the lease's old owner fail, and the approvals they
-waited on are cancelled as at a restart (a press on such a card is told so: RESTART_BY)."""
+waited on are cancelled as at a restart (a press on such a card is told so: RESTART_BY);
+the cancelled approvals, whose cards are still live."""
 _HOLDER = """SELECT owner, epoch, expires_at > clock_timestamp() AS live
     FROM leases WHERE name = $1"""
 _RENEW = """UPDATE leases SET expires_at = clock_timestamp() + make_interval(secs => $4)
@@ -61,6 +67,10 @@ _RENEW = """UPDATE leases SET expires_at = clock_timestamp() + make_interval(sec
     RETURNING leases.name"""
 _RELEASE = """UPDATE leases SET expires_at = clock_timestamp()
     WHERE name = $1 AND owner = $2 AND epoch = $3 AND expires_at > clock_timestamp()"""
+
+
+Cancelled = Callable[[list[ApprovalRecord]], None]
+"""Told the approvals a takeover cancelled, once it committed (never raises)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +105,8 @@ class Leases:
         self._clock = clock
         self._held: dict[str, Fence] = {}
         self._renewed: dict[str, float] = {}
+        self.on_cancelled: Cancelled | None = None
+        """Told the approvals a session takeover cancelled (their cards still live)."""
 
     async def acquire(self, name: str) -> Fence | None:
         """Take ``name`` for this process when free or expired (epoch + 1); renew it when
@@ -173,6 +185,17 @@ class Leases:
         return list(self._held.values())
 
     async def _take(self, name: str, owner: str, *, extend_ours: bool) -> Holder:
+        cancelled: list[ApprovalRecord] = []
+        holder = await self._change_hands(name, owner, cancelled, extend_ours=extend_ours)
+        if cancelled and self.on_cancelled is not None:
+            self.on_cancelled(cancelled)
+        return holder
+
+    async def _change_hands(
+        self, name: str, owner: str, cancelled: list[ApprovalRecord], *, extend_ours: bool
+    ) -> Holder:
+        """One transaction: take, renew or read the lease; a session taken over fails its
+        dead turns and adds the approvals they waited on to ``cancelled``."""
         async with self._pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(_LOCK, name)
             if row is None:
@@ -187,7 +210,9 @@ class Leases:
             epoch = await conn.fetchval(_HAND_OVER, name, owner, self.ttl)
             if name.startswith(SESSION_PREFIX):
                 key = name.removeprefix(SESSION_PREFIX)
-                await conn.execute(_FAIL_TURNS, key, stopped_renewing(row["owner"]), RESTART_BY)
+                why = stopped_renewing(row["owner"])
+                rows = await conn.fetch(_FAIL_TURNS, key, why, RESTART_BY)
+                cancelled.extend(map(approval_from_row, rows))
             return Holder(name, owner, epoch, True)
 
     def _keep(self, holder: Holder, asked: float) -> Fence:

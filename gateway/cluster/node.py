@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.base import Adapter, EventSink, InboundEvent
 from adapters.inbox import DurableInbox
+from core.store.base import ApprovalRecord
 from core.store.fencing import Fence, fenced
 from core.tasks import TaskSet
 from gateway.cluster.control import CONTROL, ClusterControl
@@ -179,6 +180,7 @@ class ClusterNode:
         """Join, serve this process's mail, take every free bot, start the heartbeat."""
         self._service = service
         self.control.attach(service)
+        self.leases.on_cancelled = self._retire_cards
         self.web_url = self.web_url or _web_url(service)
         with fenced(None):
             await self.members.join(self.web_url)
@@ -188,6 +190,14 @@ class ClusterNode:
             await self._renew()
             await self._take_bots()
         self._loop.spawn(self._heartbeat(), name="cluster-heartbeat")
+
+    def _retire_cards(self, records: list[ApprovalRecord]) -> None:
+        """The cards of approvals a session takeover cancelled are edited as at a restart
+        (``RESTART_NOTICE``, no buttons), in the background."""
+        if self._service is None:
+            return
+        for record in records:
+            self._loop.spawn(self._service.approver.retire(record), name=f"retire-{record.id}")
 
     async def stop(self) -> None:
         """Give up the bots, release the sessions, leave: the others take over at once."""

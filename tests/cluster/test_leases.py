@@ -9,6 +9,7 @@ import asyncpg
 import pytest
 
 from core.approvals import RESTART_BY
+from core.store.base import ApprovalCard, ApprovalRecord
 from core.store.fencing import Fence
 from gateway.cluster.leases import Holder, Leases, stopped_renewing
 from tests.cluster.pg_pool import add_running_turn, cluster_pool, expire
@@ -124,11 +125,23 @@ async def test_session_takeover_cancels_the_approvals_its_dead_turns_waited_on(
             " prompt, requested_at) VALUES ($1, $2, $3, $4, 'terminal', '{}', 'run?', 0)",
             approval, f"s-{key}", key, turn,
         )  # fmt: skip
+    await pool.execute(
+        "UPDATE approvals SET card_platform = 'web', card_chat_id = '1', card_message_id = 'm7'"
+        " WHERE id = 'ap1'"
+    )
     await Leases(pool, B, TTL).acquire("session:web:1")
     await expire(pool, "session:web:1")
-    await Leases(pool, A, TTL).claim("session:web:1", A)
+    taker = Leases(pool, A, TTL)
+    told: list[list[ApprovalRecord]] = []
+    taker.on_cancelled = told.append
+    await taker.claim("session:web:1", A)
     rows = await pool.fetch("SELECT id, state, resolved_by FROM approvals ORDER BY id")
     assert [tuple(r) for r in rows] == [("ap1", "cancelled", RESTART_BY), ("ap2", "pending", None)]
+    [[cancelled]] = told  # once committed, with the card to retire
+    assert (cancelled.id, cancelled.state, cancelled.tool) == ("ap1", "cancelled", "terminal")
+    assert cancelled.card == ApprovalCard("web", "1", None, "m7")
+    await taker.claim("session:web:1", A)  # ours now: nothing taken over, nobody told
+    assert len(told) == 1
 
 
 async def test_renew_returns_only_names_still_ours(pool: asyncpg.Pool) -> None:

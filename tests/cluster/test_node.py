@@ -14,6 +14,8 @@ import pytest
 
 from adapters.base import ChatRef
 from adapters.calls import Send
+from core.approver import ApprovalRequest
+from gateway.approval_card import RESTART_NOTICE, card_buttons
 from gateway.cluster.leased import RELAYED
 from gateway.cluster.mailbox import Mail
 from gateway.cluster.sink import session_lease
@@ -326,3 +328,65 @@ async def test_a_bot_whose_lease_cannot_be_renewed_in_time_stops_receiving(
     assert not a.bot.owned
     assert f"cluster: lost bot {cluster.bot} (not renewed in time)" in caplog.text
     assert "cluster: heartbeat failed" in caplog.text
+
+
+async def test_a_session_takeover_retires_the_card_of_the_approval_it_cancelled(
+    cluster: Cluster, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    """A dead process left Alice's turn waiting on an approval whose card shows Approve and
+    Deny; the next message takes the session over, which cancels that approval and edits
+    its card as a restart does (the notice, no buttons)."""
+    model_server.script(echo)
+    a = await cluster.start("a")
+    outbound = a.service.directory.outbound("telegram")
+    assert outbound is not None
+    card = await outbound.perform(
+        Send(
+            ALICE_CHAT, "⚠️ Approval needed: terminal", card_buttons(REQUEST, outbound.capabilities)
+        )
+    )
+    assert card is not None and telegram_sim.messages(ALICE.id)[-1].buttons
+    await _left_waiting_by_a_dead_process(cluster, card.message_id)
+
+    await telegram_sim.user_says(ALICE.id, "anyone there?")
+    await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "echo: anyone there?" in m.text)
+    retired = await telegram_sim.wait_for(
+        lambda: next((m for m in telegram_sim.messages(ALICE.id) if m.id == card.message_id
+                      and RESTART_NOTICE in m.text), None)
+    )  # fmt: skip
+    assert retired.buttons == []
+    [approval] = await cluster.fetch("SELECT state FROM approvals")
+    assert approval["state"] == "cancelled"
+
+
+ALICE_CHAT = ChatRef("telegram", str(ALICE.id))
+REQUEST = ApprovalRequest(
+    id="ap-dead-1", kind="approval", session_key=ALICE_KEY, session_id="s-alice",
+    turn_id="t-dead", call_id="c1", tool="terminal", arguments={"command": "ls"}, prompt="",
+    requested_by=None, created_at=0.0, timeout=60.0,
+)  # fmt: skip
+
+
+async def _left_waiting_by_a_dead_process(cluster: Cluster, message_id: str) -> None:
+    """Alice's session as a process that died mid-turn left it: its lease expired, its
+    turn running, an approval of that turn pending with its card shown at ``message_id``."""
+    session, turn, dead = "s-alice", "t-dead", "dead/00000000"
+    await cluster.fetch(
+        "INSERT INTO sessions (id, key, profile, created_at, last_active_at)"
+        " VALUES ($1, $2, 'default', 0, 0)", session, ALICE_KEY,
+    )  # fmt: skip
+    await cluster.fetch(
+        "INSERT INTO turns (id, session_id, started_at, process_id) VALUES ($1, $2, 0, $3)",
+        turn, session, dead,
+    )  # fmt: skip
+    await cluster.fetch(
+        "INSERT INTO approvals (id, session_id, session_key, turn_id, tool, arguments, prompt,"
+        " requested_at, card_platform, card_chat_id, card_message_id)"
+        " VALUES ($1, $2, $3, $4, 'terminal', '{}', '', 0, 'telegram', $5, $6)",
+        REQUEST.id, session, ALICE_KEY, turn, str(ALICE.id), message_id,
+    )  # fmt: skip
+    await cluster.fetch(
+        "INSERT INTO leases (name, owner, epoch, expires_at)"
+        " VALUES ($1, $2, 1, clock_timestamp() - interval '1 second')",
+        session_lease(ALICE_KEY), dead,
+    )  # fmt: skip
