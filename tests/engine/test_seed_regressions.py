@@ -243,3 +243,26 @@ async def test_a_turn_waiting_behind_compact_is_stopped_at_once(rig: Rig) -> Non
     assert (await compacting) is not None
     assert all(m.text() != "sent during /compact" for m in await rig.stored())
     assert (await rig.turn("next")).reply == "after compact"
+
+
+async def test_a_slow_compact_summary_gets_the_slow_notice(rig: Rig) -> None:
+    await four_turns(rig)
+    policy = RetryPolicy(max_attempts=1, base_delay=0.0, slow_notice_seconds=0.3)
+    agent = CommonAgent(
+        rig.store, rig.client, rig.tools, rig.hooks, rig.approvals, rig.profile,
+        clock=rig.clock, retry=policy,
+    )  # fmt: skip
+    notices = Notices()
+    rig.server.script(reply_text(SUMMARY, hold=True))
+    compacting = asyncio.create_task(agent.compact(KEY, TurnControl(), notices))
+
+    await notices.wait_for(1)
+    rig.server.release()
+
+    assert await compacting is not None
+    [slow] = notices.seen
+    assert isinstance(slow, ModelSlow) and slow.iteration == 1
+    assert [name for name in rig.log.names() if "api" in name] == [
+        "pre_api_request",
+        "post_api_request",
+    ]
