@@ -15,7 +15,7 @@ import pytest
 
 from core.store.base import PairingCode, StoreError, StoreUnavailable
 from core.store.fencing import Fence, Fenced, fenced
-from core.store.pg_connection import mask_url
+from core.store.pg_connection import mask_url, translated
 from core.store.pg_migrations import PG_LATEST_VERSION, PG_MIGRATIONS
 from core.store.postgres import PgStore, open_pg_store
 from core.types import ChatMessage
@@ -204,6 +204,18 @@ async def test_a_url_the_driver_cannot_read_is_one_store_error_without_its_passw
         "postgresql://gw:***@127.0.0.1:notaport/commonos is not a usable PostgreSQL URL"
     )
     assert "secretpw" not in str(refused.value)
+
+
+def test_a_pooled_connection_the_server_ended_while_idle_is_unavailable() -> None:
+    """What asyncpg raised on a pooled connection after PostgreSQL's fast shutdown (seen in
+    tests/cluster/test_e2e_outage.py): the server is gone, the same read works once it is
+    back."""
+    ended = asyncpg.InternalClientError(
+        "cannot switch to state 12; another operation (2) is in progress"
+    )
+    refused = pytest.raises(StoreUnavailable, match="cannot read: cannot switch to state 12")
+    with refused, translated("postgresql://gw:pw@db/commonos", "read"):
+        raise ended
 
 
 async def test_too_many_connections_is_unavailable(pg_server: PostgresServer, pg_url: str) -> None:

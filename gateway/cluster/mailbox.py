@@ -68,6 +68,7 @@ class Mail:
 
 Receive = Callable[[Mail], Awaitable[None]]
 Sleep = Callable[[float], Awaitable[None]]
+Connect = Callable[[str], Awaitable[asyncpg.Connection]]
 
 
 @dataclass(slots=True)
@@ -84,9 +85,17 @@ class Mailbox:
     """Sends mail and hands the mail of the targets this process serves to receivers."""
 
     def __init__(
-        self, pool: asyncpg.Pool, dsn: str, process_id: str, *, sleep: Sleep = asyncio.sleep
+        self,
+        pool: asyncpg.Pool,
+        dsn: str,
+        process_id: str,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        connect: Connect = asyncpg.connect,
     ) -> None:
+        """``connect`` opens the listening connection (a test watches it)."""
         self.stats = MailStats()
+        self._open = connect
         self._pool = pool
         self._dsn = dsn
         self._process_id = process_id
@@ -184,7 +193,7 @@ class Mailbox:
         async with self._listening:
             if self._closed:
                 return
-            conn: asyncpg.Connection = await asyncpg.connect(self._dsn)
+            conn = await self._open(self._dsn)
             try:
                 await conn.add_listener(MAIL_CHANNEL, self._on_notify)
             except BaseException:

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, ClassVar
 
 import asyncpg
 import pytest
 
 from core.store.fencing import Fenced, fenced
+from core.store.pg_connection import DRIVER_ERRORS, unavailable
 from gateway.cluster.leases import Leases
 from gateway.cluster.mailbox import Mail, Mailbox, Sleep
 from tests.cluster.pg_pool import cluster_pool, expire
+from tests.support.polling import until
 from tests.support.postgres import PostgresServer
 
 A = "a/00000001"
@@ -316,3 +320,81 @@ async def test_sweep_deletes_old_taken_and_stale_mail(
     assert await a.sweep(older_than=3600) == 2
     left = await pool.fetch("SELECT id FROM cluster_mail ORDER BY id")
     assert [row["id"] for row in left] == [new_taken, waiting]
+
+
+class Watched(asyncpg.Connection):
+    """A real listening connection that counts its operations running at once; LISTEN
+    waits for ``gate`` when one is set."""
+
+    made: ClassVar[list[Watched]] = []
+    gate: ClassVar[asyncio.Event | None] = None
+    overlaps: ClassVar[int] = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.busy = 0
+        Watched.made.append(self)
+
+    async def _one(self, operation: Awaitable[None]) -> None:
+        self.busy += 1
+        Watched.overlaps += self.busy > 1
+        try:
+            await operation
+        finally:
+            self.busy -= 1
+
+    async def add_listener(self, channel: str, callback: Any) -> None:
+        async def listen() -> None:
+            if Watched.gate is not None:
+                await Watched.gate.wait()
+            await super(Watched, self).add_listener(channel, callback)
+
+        await self._one(listen())
+
+    async def close(self, *, timeout: float | None = None) -> None:
+        await self._one(super().close(timeout=timeout))
+
+
+async def test_the_listening_connection_runs_one_operation_at_a_time_and_none_is_left_open(
+    pool: asyncpg.Pool, pg_url: str
+) -> None:
+    """The listening connection is lost and its replacement is in the middle of LISTEN when
+    the mailbox closes: no two operations ran on one connection, and none is left open."""
+    Watched.made, Watched.gate, Watched.overlaps = [], None, 0
+    b = Mailbox(pool, pg_url, B, connect=partial(asyncpg.connect, connection_class=Watched))
+    b.serve(B, Inbox().receive)
+    await b.start()
+    Watched.gate = asyncio.Event()  # the next LISTEN waits
+    assert await pool.fetchval("SELECT pg_terminate_backend($1)", b.listening_pid())
+    await until(lambda: len(Watched.made) == 2 and Watched.made[1].busy == 1)
+
+    await b.aclose()
+
+    assert Watched.overlaps == 0
+    assert [conn.is_closed() for conn in Watched.made] == [True, True]
+
+
+async def test_after_a_database_restart_the_mailbox_listens_again_and_mail_arrives(
+    mailbox_of: MakeMailbox, pg_server: PostgresServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PostgreSQL stopped and started again: taking mail meanwhile fails as an unreachable
+    store (never asyncpg's internal error), nothing is logged above a warning, and the
+    mailbox listens again and gets the mail sent after the restart."""
+    a, b = mailbox_of(A), mailbox_of(B, sleep=lambda _: asyncio.sleep(0.05))
+    inbox = Inbox()
+    b.serve(B, inbox.receive)
+    await b.start()
+    with caplog.at_level(logging.WARNING):
+        await asyncio.to_thread(pg_server.halt)
+        try:
+            await until(lambda: b.listening_pid() is None)
+            with pytest.raises(DRIVER_ERRORS) as caught:
+                await b.take()
+            assert unavailable(caught.value)
+        finally:
+            await asyncio.to_thread(pg_server.resume)
+        await until(lambda: b.listening_pid() is not None)
+        await a.send(B, "event", "after the restart")
+        await inbox.wait()
+    assert [mail.payload for mail in inbox.got] == ["after the restart"]
+    assert [r.getMessage() for r in caplog.records if r.levelno > logging.WARNING] == []
