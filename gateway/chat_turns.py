@@ -92,6 +92,10 @@ class ChatTurns:
         self._fenced: set[str] = set()
         """Sessions whose turn ended on a refused write (another process runs them now)."""
 
+    def view_of(self, session_key: str) -> ProgressView | None:
+        """The progress view of the session's running turn (None: none runs here)."""
+        return self._views.get(session_key)
+
     async def aclose(self) -> None:
         """Close the progress views of turns still open (at shutdown)."""
         for view in list(self._views.values()):
@@ -134,7 +138,7 @@ class ChatTurns:
             return await agent.run_turn(session_key, message, control)
         stops = host.router.stop_buttons
         stop_id = stops.register(session_key, control, message.sender_id)
-        stream = host.streams.open(session_key, place)
+        stream = host.streams.open(session_key, place, control.token)
         pacing = self._pacing
         progress = await host.settings.progress(session_key, pacing.progress)
         view = ProgressView(

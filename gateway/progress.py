@@ -83,6 +83,10 @@ EMOJI = (
 ENDINGS: dict[str, str] = {"completed": "✅ Done", "interrupted": "⏹ Stopped"}
 NOTICE_ATTEMPTS = 3
 """Rate-limited sends of one notice before it is given up (logged)."""
+WORKING = "⏳ Working…"
+"""A running tool's line inside a stream where progress is off (``/progress off``)."""
+WAITING_FOR = {"approval": "⚠️ Waiting for approval: {tool}", "choice": "❓ Waiting for your answer"}
+"""The stream's line while a card waits for a person, by the request's kind."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +178,8 @@ class ProgressView:
         self._notice_shown: str | None = None
         self._notice_message: SentMessage | None = None
         self._notice_writing = False
+        self._running = ""
+        """The line of the tool call running now (shown inside a stream)."""
         self._started = False
         self._closing = False
         self._delete = False
@@ -201,17 +207,40 @@ class ProgressView:
             return
         self._want(self._render())
 
+    def tool_started(self, name: str, arguments: object) -> None:
+        """A tool call starts (``pre_tool_call``): a stream that shows the steps shows it
+        running (the view itself sends nothing for it)."""
+        if self._shown_by is None or self._closing:
+            return
+        off = self._config.mode == "off"
+        self._running = WORKING if off else self._line(name, arguments).text()
+        self._shown_by(self._running)
+
+    def waiting_for_person(self, kind: str, tool: str) -> None:
+        """A card asks a person (``kind`` ``approval`` or ``choice``) about ``tool``: the
+        stream shows that it waits (drawn after the card, which dismissed a draft)."""
+        if self._shown_by is not None and not self._closing:
+            self._shown_by(WAITING_FOR.get(kind, WAITING_FOR["approval"]).format(tool=tool))
+
+    def person_answered(self) -> None:
+        """The card was answered: the stream shows the running tool again."""
+        if self._shown_by is not None and not self._closing and self._running:
+            self._shown_by(self._running)
+
     def _add(self, name: str, arguments: object) -> None:
         """One call: a new line, or a repeat counted on the last line (``new``: the same
         tool, showing the latest call's argument; ``all``: the same tool and argument)."""
         self._calls += 1
         last = self._lines[-1] if self._lines else None
-        limit = self._config.preview_length  # 0: tool names only (``/verbose off``)
-        line = _Line(emoji_for(name), name, preview(arguments, limit) if limit > 0 else "")
+        line = self._line(name, arguments)
         if last is not None and self._repeats(last, line):
             last.preview, last.count = line.preview, last.count + 1
             return
         self._lines.append(line)
+
+    def _line(self, name: str, arguments: object) -> _Line:
+        limit = self._config.preview_length  # 0: tool names only (``/verbose off``)
+        return _Line(emoji_for(name), name, preview(arguments, limit) if limit > 0 else "")
 
     def _repeats(self, last: _Line, line: _Line) -> bool:
         """``line`` is counted on ``last`` (see :meth:`_add`)."""

@@ -97,6 +97,7 @@ from gateway.replies import FAILED_REPLY as FAILED_REPLY
 from gateway.replies import Replies
 from gateway.replies import reply_text as reply_text
 from gateway.router import Router
+from gateway.running_steps import RunningSteps
 from gateway.session_settings import SessionSettingsBook, SettingsCommands
 from gateway.streaming import Streams
 
@@ -185,9 +186,12 @@ class GatewayService:
         self.approver = ChatApprover(self.directory, sleep=sleep, store=store)
         self.links = Links(store, notify=self._notify)
         approvers_of = ApproverRule(self._approvers, self.operators, self.links)
+        running = RunningSteps(self.turns.view_of)  # the first step shown in a stream
+        running.observe(engine.hooks)
         self.approvals = Approvals(
-            store, self.approver, timeout=self._approval_timeout, approvers=approvers_of
-        )
+            store, running.approver(self.approver), timeout=self._approval_timeout,
+            approvers=approvers_of,
+        )  # fmt: skip
         self.settings = SessionSettingsBook(store, presets)
         """Per-chat settings (``/model``, ``/busy``, ``/progress``, ``/verbose``); the
         presets' clients are closed at :meth:`stop`."""

@@ -48,6 +48,7 @@ from adapters.calls import Delete, Edit, LiveMode, LiveText, Priority, Send
 from adapters.render.units import measure
 from core.agent.step import ReplyTextReset, TextEvent
 from core.bounded import BoundedMap
+from core.cancellation import CancellationToken
 from core.tasks import TaskSet
 from gateway.chats import Place
 from gateway.live_text import END_SECONDS, visible
@@ -84,8 +85,12 @@ class StreamedReply:
         end_timeout: float = END_SECONDS,
         finish_timeout: float = FINISH_SECONDS,
         first_update: float = FIRST_UPDATE_SECONDS,
+        token: CancellationToken | None = None,
     ) -> None:
         self._outbound, self._chat, self._mode = outbound, chat, mode
+        self._token = token
+        """The turn's: once it is cancelled (``/stop``, the stream's own Stop) nothing more
+        is drawn — no new text, no keepalive — until the stream is cleared."""
         self._first_update = first_update
         self._has_content_since: float | None = None
         """When the stream first had something to show (the first update waits for
@@ -127,7 +132,7 @@ class StreamedReply:
         self._kick()
 
     def _kick(self) -> None:
-        if self._ended or self._broken:
+        if self._ended or self._broken or self._stopped():
             return
         if self._has_content_since is None and (self._answer or self._status):
             self._has_content_since = self._clock()
@@ -183,13 +188,17 @@ class StreamedReply:
             logger.info("streamed answer in %s not ended (%s): %s", self._chat, mode, exc)
 
     # the writing task -------------------------------------------------------------------
+    def _stopped(self) -> bool:
+        """The turn was asked to stop: the stream draws nothing more."""
+        return self._token is not None and self._token.cancelled
+
     async def _run(self) -> None:
-        while not (self._ended or self._broken):
+        while not (self._ended or self._broken or self._stopped()):
             await self._due()
-            if self._ended:
+            if self._ended or self._stopped():
                 return
             await self._pace()
-            if self._ended:
+            if self._ended or self._stopped():
                 return
             await self._write()
 
@@ -257,7 +266,7 @@ class StreamedReply:
 
     def _newest(self) -> Send | Edit | LiveText | None:
         """The update to make now the budget let it start (None: nothing new to show)."""
-        if self._ended:
+        if self._ended or self._stopped():
             return None
         text = self._text()
         if not text and self._mode == "edit":
@@ -312,8 +321,11 @@ class Streams:
         self._refused: BoundedMap[ChatRef, None] = BoundedMap(REMEMBERED_REFUSALS)
         self._live: dict[str, StreamedReply] = {}
 
-    def open(self, session_key: str, place: Place) -> StreamedReply | None:
-        """The turn's stream in ``place`` (None: the chat keeps the whole reply)."""
+    def open(
+        self, session_key: str, place: Place, token: CancellationToken | None = None
+    ) -> StreamedReply | None:
+        """The turn's stream in ``place`` (None: the chat keeps the whole reply); once
+        ``token`` (the turn's) is cancelled it draws nothing more."""
         caps = place.outbound.capabilities
         if caps.live_text or caps.streaming == "off":
             return None
@@ -323,7 +335,7 @@ class Streams:
         stream = StreamedReply(
             place.outbound, place.chat, "native" if native else "edit",
             clock=self._clock, sleep=self._sleep, on_refused=self._refuse,
-            first_update=self._first_update,
+            first_update=self._first_update, token=token,
         )  # fmt: skip
         self._live[session_key] = stream
         return stream

@@ -194,7 +194,9 @@ async def test_stop_on_the_draft_during_a_tool_ends_the_turn(
         await asyncio.wait_for(asyncio.shield(tool_running), 5)
         await stop_on_the_draft(run, telegram_sim)
     shown = [v.text for v in the_draft(telegram_sim).versions]
-    assert all("Let me wait on the gate.".startswith(t) for t in shown)  # the preamble's
+    # the preamble's words, then (reset: it was a preamble to tool calls) the running tool
+    running = "💻 terminal: cat gate"
+    assert all(t == running or "Let me wait on the gate.".startswith(t) for t in shown)
     assert len(model_server.requests) == 1
     assert (stopped_replies(telegram_sim), await last_turn_status(store)) == (1, "interrupted")
     await the_next_message_runs(run, telegram_sim, model_server)
@@ -213,9 +215,12 @@ async def test_stop_on_the_draft_during_an_approval_ends_the_turn(
     run = await streaming(gateway)
     await telegram_sim.user_says(ALICE.id, "wipe the build")
     card = await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: bool(m.buttons))
-    # the card dismissed the draft (the first step's line); its keepalive draws it again
+    # the card dismissed the draft (the first step's line); it is drawn again at once,
+    # saying what it waits for
     await telegram_sim.wait_for(lambda: telegram_sim.drafts.live(ALICE.id))
-    assert "echo looked" in the_draft(telegram_sim).text
+    shown = [v.text for v in the_draft(telegram_sim).versions]
+    assert "💻 terminal: echo looked" in shown
+    assert shown[-1] == "⚠️ Waiting for approval: terminal"
     await stop_on_the_draft(run, telegram_sim)
     await telegram_sim.wait_for(lambda: not card.buttons)
     assert "Cancelled" in card.text
