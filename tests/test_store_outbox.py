@@ -1,13 +1,26 @@
 """The outbox in the store: a reply stored the first time comes back as stored (without a
-second read), and a later delivery of the same turn gets the first texts and sent marks."""
+second read), and a later delivery of the same turn gets the first texts and sent marks;
+through a store outage (issue 28) a reply is neither lost nor sent twice."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
-from core.store.base import OutboxChunk, Store
+from adapters.base import AdapterError, ChatRef
+from core.agent.turn import TurnResult
+from core.store.base import OutboxChunk, Store, StoreUnavailable
+from gateway.chats import ChatDirectory
+from gateway.delivery import Delivery
+from gateway.pipeline import Outbound
+from gateway.progress import ProgressConfig
+from gateway.replies import Replies
+from tests.gateway.fakes import FakeAdapter, Person, event
 
 TURN = "turn-1"
+CHAT = ChatRef("telegram", "42")
+ALICE = Person("1", "Alice")
 
 
 @pytest.fixture
@@ -52,3 +65,84 @@ async def test_a_chunk_started_and_never_marked_sent_reads_back_as_in_flight(
         (False, False),
     ]
     assert [c.key for c in replayed] == [f"{TURN}.0", f"{TURN}.1", f"{TURN}.2"]
+
+
+class Outage:
+    """The real store, except that while ``down`` its outbox marks are refused as an
+    unreachable store refuses them (``StoreUnavailable``); everything else passes through."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.down = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+    async def mark_outbox_started(self, turn_id: str, index: int) -> None:
+        self._refuse()
+        await self.store.mark_outbox_started(turn_id, index)
+
+    async def mark_outbox_sent(self, turn_id: str, index: int, message_id: str) -> None:
+        self._refuse()
+        await self.store.mark_outbox_sent(turn_id, index, message_id)
+
+    def _refuse(self) -> None:
+        if self.down:
+            raise StoreUnavailable("cannot update outbox chunk: [Errno 111] Connect call failed")
+
+
+async def test_a_chunk_sent_while_the_store_could_not_mark_it_is_not_sent_again(
+    store: Store,
+) -> None:
+    """A reply sent during an outage (its marks refused) and delivered again once the
+    store is back — its update replayed, as it was never marked done — sends nothing a
+    second time, and the marks are stored then."""
+    adapter, outage = FakeAdapter(), Outage(store)
+    delivery = Delivery(store=cast(Store, outage))
+    outage.down = True
+    first = await delivery.reply(Outbound(adapter), CHAT, "the answer", turn_id=TURN)
+    outage.down = False
+    again = await delivery.reply(Outbound(adapter), CHAT, "the answer", turn_id=TURN)
+    assert len(first) == 1 and again == []
+    assert adapter.texts() == ["the answer"]
+    [stored] = await store.put_outbox(chunks("the answer"))
+    assert stored.message_id == first[0].message_id
+
+
+async def test_a_chunk_lost_in_an_outage_is_sent_when_the_turn_is_delivered_again(
+    store: Store,
+) -> None:
+    """A chunk whose send failed (its relay refused by the unreachable store) is left
+    unsent in the outbox: the next delivery of the turn sends it, once."""
+    adapter = FakeAdapter()
+    delivery = Delivery(store=store)
+    refused = "Send to telegram not relayed: the store did not take it (CannotConnectNowError)"
+    adapter.fail("send", AdapterError(refused))
+    assert await delivery.reply(Outbound(adapter), CHAT, "kept", turn_id=TURN) == []
+    [sent] = await delivery.reply(Outbound(adapter), CHAT, "kept", turn_id=TURN)
+    assert await delivery.reply(Outbound(adapter), CHAT, "kept", turn_id=TURN) == []
+    assert adapter.texts() == ["kept", "kept"]  # the refused try, then the one that arrived
+    [stored] = await store.put_outbox(chunks("kept"))
+    assert stored.message_id == sent.message_id
+
+
+async def test_a_turn_reported_again_after_a_lost_reply_is_answered_not_dropped(
+    store: Store,
+) -> None:
+    """The Replies of a process whose reply was lost to an outage: when the turn's update is
+    replayed and its stored result reported again, the reply goes out (once), where a
+    memory of "answered" turns used to drop it."""
+    adapter = FakeAdapter()
+    directory = ChatDirectory([adapter])
+    said = event(ALICE, "question")
+    directory.record(said)
+    replies = Replies(directory, Delivery(store=store), ProgressConfig(mode="off"))
+    result = TurnResult(
+        turn_id=TURN, session_id="s-1", status="completed", exit_reason="final_answer",
+        reply="the answer", iterations=1,
+    )  # fmt: skip
+    adapter.fail("send", AdapterError("Send to fake not relayed: the store did not take it"))
+    await replies.deliver(str(said.session_key), result, None, None)
+    await replies.deliver(str(said.session_key), result, None, None)  # the update replayed
+    await replies.deliver(str(said.session_key), result, None, None)  # and once more
+    assert adapter.texts() == ["the answer", "the answer"]  # refused, then the one shown
