@@ -12,6 +12,8 @@ import contextlib
 import fcntl
 import io
 import os
+import re
+import struct
 import sys
 import termios
 from collections.abc import AsyncIterator
@@ -20,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from adapters.base import DownloadFailed
-from adapters.calls import SendFile
+from adapters.calls import Delete, LiveText, Send, SendFile
 from adapters.terminal import TerminalAdapter, TerminalSettings
+from adapters.terminal.screen import Screen
 from core.attachments import Attachment, OutgoingFile
 from core.tools.sandbox import Workspaces
 from gateway.messages import STOPPED
@@ -92,6 +95,7 @@ async def chat_process(
     home: Path, config: Path | None = None
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, Terminal]]:
     master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))  # rows, columns
     env = {**clean_env(home), "LOGNAME": USER, "USER": USER}
     options = ["--config", str(config)] if config is not None else []
     try:
@@ -128,9 +132,11 @@ async def test_chat_answers_a_message_in_plain_text(home: Path) -> None:
     async with chat_process(home) as (process, terminal):
         await terminal.expect(BANNER)
         terminal.type("hello there")
-        reply = await terminal.expect("Configure a real model")
-        assert "[demo model] Hello! You said: “hello there”." in reply
-        assert "`run: ls`" not in reply and "run: ls" in reply, "rendered as plain text"
+        reply = await terminal.expect("for real answers.")  # the end of the answer
+        assert "\x1b[" in reply  # the live text, written as the model wrote it, was replaced
+        shown = rendered(terminal.screen)
+        assert shown.count("[demo model] Hello! You said: “hello there”.") == 1, shown
+        assert "`run: ls`" not in shown and "run: ls" in shown, "rendered as plain text"
         terminal.type("/exit")
         assert await asyncio.wait_for(process.wait(), TIMEOUT) == 0, terminal.screen
 
@@ -282,3 +288,101 @@ async def test_attach_in_the_chat_puts_the_file_in_the_workspace_for_the_demo_mo
         assert (workspace / "inbox" / "notes.txt").read_text() == "first line\nsecond line\n"
         terminal.type("/exit")
         assert await asyncio.wait_for(process.wait(), TIMEOUT) == 0, terminal.screen
+
+
+# the screen: live text, and messages erased -------------------------------------------------
+class TtyOutput(io.StringIO):
+    """What the chat writes to a terminal (``isatty``), as bytes on the wire."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def rendered(raw: str) -> str:
+    """What a terminal shows after ``raw``: text, ``\\n``, ``\\r``, ``ESC [ n A`` (up) and
+    ``ESC [ J`` (clear to the end of the screen); lines never wrap (short texts)."""
+    lines, row, col, at = [""], 0, 0, 0
+    while at < len(raw):
+        if escape := re.match(r"\x1b\[(\d*)([AJ])", raw[at:]):
+            if escape[2] == "A":
+                row = max(0, row - int(escape[1] or 1))
+            else:
+                lines[row] = lines[row][:col]
+                del lines[row + 1 :]
+            at += escape.end()
+            continue
+        char, at = raw[at], at + 1
+        if char == "\n":
+            row, col = row + 1, 0
+            lines += [""] * (row + 1 - len(lines))
+        elif char == "\r":
+            col = 0
+        else:
+            line = lines[row].ljust(col)
+            lines[row], col = line[:col] + char + line[col + 1 :], col + 1
+    return "\n".join(lines)
+
+
+def _tty_terminal() -> tuple[TerminalAdapter, TtyOutput]:
+    screen = TtyOutput()
+    return TerminalAdapter(TerminalSettings(user=USER), output=screen), screen
+
+
+SLOW = "⏳ The model has not answered for 5 s; still waiting. Send /stop to give up."
+
+
+async def test_live_text_shows_as_the_model_writes_and_the_answer_takes_its_place() -> None:
+    terminal, screen = _tty_terminal()
+    chat = terminal.chat
+    await terminal.perform(LiveText(chat, "The answer ", "append"))
+    assert rendered(screen.getvalue()) == "\nThe answer "
+    await terminal.perform(LiveText(chat, "is forty ", "append"))
+    assert rendered(screen.getvalue()) == "\nThe answer is forty "
+    await terminal.perform(LiveText(chat, "The answer is 42 ", "replace"))
+    assert rendered(screen.getvalue()) == "\nThe answer is 42 "
+    await terminal.perform(LiveText(chat, "", "seal"))
+    await terminal.perform(Send(chat, "The answer is 42, computed."))
+    assert rendered(screen.getvalue()) == "\nThe answer is 42, computed.\n"  # shown once
+
+
+async def test_the_slow_notice_is_erased_when_the_answer_comes() -> None:
+    terminal, screen = _tty_terminal()
+    chat = terminal.chat
+    notice = await terminal.perform(Send(chat, SLOW))
+    await terminal.perform(LiveText(chat, "Here it ", "append"))  # below the notice
+    assert rendered(screen.getvalue()) == f"\n{SLOW}\n\nHere it "
+    assert notice is not None
+    await terminal.perform(Delete(notice))
+    assert rendered(screen.getvalue()) == "\nHere it "
+    await terminal.perform(LiveText(chat, "comes. ", "append"))
+    await terminal.perform(LiveText(chat, "", "seal"))
+    await terminal.perform(Send(chat, "Here it comes."))
+    assert rendered(screen.getvalue()) == "\nHere it comes.\n"
+
+
+async def test_a_notice_removed_after_the_reply_is_erased_and_the_reply_stays() -> None:
+    terminal, screen = _tty_terminal()
+    chat = terminal.chat
+    notice = await terminal.perform(Send(chat, SLOW))
+    await terminal.perform(Send(chat, "The reply."))
+    assert notice is not None
+    await terminal.perform(Delete(notice))
+    assert rendered(screen.getvalue()) == "\nThe reply.\n"
+    output = TtyOutput()
+    typed = Screen(output, width=80)
+    typed.print(SLOW, key="7")
+    typed.typed()  # the person pressed Enter: what is above their line stays
+    typed.remove("7")
+    assert rendered(output.getvalue()) == f"\n{SLOW}\n"
+
+
+async def test_without_a_terminal_no_live_text_is_written_and_nothing_erased() -> None:
+    terminal, screen = _terminal()
+    chat = terminal.chat
+    await terminal.perform(LiveText(chat, "The answer ", "append"))
+    notice = await terminal.perform(Send(chat, SLOW))
+    assert notice is not None
+    await terminal.perform(Delete(notice))
+    await terminal.perform(LiveText(chat, "", "seal"))
+    await terminal.perform(Send(chat, "The answer."))
+    assert screen.getvalue() == f"\n{SLOW}\n\nThe answer.\n"

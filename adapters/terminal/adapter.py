@@ -21,12 +21,16 @@ handler): the first stops the running turn exactly as ``/stop`` does; a second w
 (:attr:`TerminalAdapter.closed` is set), as does end of input (Ctrl-D).
 
 Outbound text is plain (``markup="plain"``: replies are rendered by the ``PLAIN``
-renderer). A terminal cannot change what it printed, so an edit prints what is new: the
-added tail when the new text extends the old (a progress line, a card's outcome), else
-the whole new text; a delete prints nothing. A file the agent sends (``SendFile``) is
-already on this machine: its line names it, its size and where it is (``📎 report.pdf
-(12.3 KB) saved at /abs/path``). Input is read from ``settings.input_fd``
-with the event loop's reader, so the descriptor's flags are never changed.
+renderer). An edit prints what is new: the added tail when the new text extends the old
+(a progress line, a card's outcome), else the whole new text. On a terminal
+(:mod:`adapters.terminal.screen`) the answer's text shows as the model writes it
+(``live_text``: ``LiveText`` calls), the rendered answer then taking its place, and a
+delete erases the message while it is still on the screen (the ⏳ notice of a slow model
+once the answer comes); without one (output to a file or pipe) a delete prints nothing.
+A file the agent sends (``SendFile``) is already on this machine: its line names it, its
+size and where it is (``📎 report.pdf (12.3 KB) saved at /abs/path``). Input is read from
+``settings.input_fd`` with the event loop's reader, so the descriptor's flags are never
+changed.
 
 Health (``adapter.health``, docs/architecture.md §10): ``up`` from ``start`` to ``stop``
 (``stopped`` after); a terminal has no connection to lose.
@@ -76,6 +80,7 @@ from adapters.calls import (
 from adapters.health import Health
 from adapters.offered import display_name, kind_of, shown_size
 from adapters.terminal.answers import Answer, answers_for, pressed, prompt_line
+from adapters.terminal.screen import Screen
 from core.attachments import Attachment, OutgoingFile
 from core.bounded import BoundedMap
 from core.tasks import TaskSet
@@ -122,6 +127,7 @@ def capabilities() -> Capabilities:
         edit_interval=0.0,
         markup="plain",
         upload_limit=UPLOAD_LIMIT,
+        live_text=True,
     )
 
 
@@ -151,6 +157,7 @@ class TerminalAdapter:
         self.closed = asyncio.Event()
         """Set when the person quits (Ctrl-C twice, Ctrl-D, ``/exit``)."""
         self._output = output
+        self._screen = Screen(output or sys.stdout)
         self._clock = clock
         user = self.settings.user
         self.session_key = SessionKey(PLATFORM, "dm", user)
@@ -217,6 +224,7 @@ class TerminalAdapter:
         *lines, self._pending = (self._pending + data).split(b"\n")
         if lines:  # a line typed in between: the next Ctrl-C is a first one again
             self._last_interrupt = None
+            self._screen.typed()
         for line in lines:
             self._lines.put_nowait(line.decode("utf-8", errors="replace"))
 
@@ -325,14 +333,16 @@ class TerminalAdapter:
                 self._delete(message)
             case AnswerPress(_, text) if text:
                 self._print(text)
-            case AnswerPress() | Typing() | LiveText() | React():
-                pass  # nothing to show (live_text is not declared)
+            case LiveText(_, text, mode):
+                self._screen.live(text, mode)
+            case AnswerPress() | Typing() | React():
+                pass  # nothing to show
         return None
 
     def _send(self, chat: ChatRef, text: str, buttons: ButtonRows) -> SentMessage:
         message_id = str(next(self._ids))
         self._shown.put(message_id, text)
-        self._print(text)
+        self._screen.print(text, key=message_id)
         self._open_prompt(message_id, buttons)
         return SentMessage(chat, message_id)
 
@@ -359,6 +369,7 @@ class TerminalAdapter:
         if self._shown.pop(message.message_id, None) is None:
             raise MessageGone(f"terminal message {message.message_id} is gone")
         self._prompts.pop(message.message_id, None)
+        self._screen.remove(message.message_id)
 
     def _open_prompt(self, message_id: str, buttons: ButtonRows) -> None:
         answers = answers_for(buttons)
@@ -368,9 +379,7 @@ class TerminalAdapter:
         self._print(prompt_line(answers) + "   (type the key and press Enter)")
 
     def _print(self, text: str) -> None:
-        out = self._output or sys.stdout
-        out.write(f"\n{text}\n")
-        out.flush()
+        self._screen.print(text)
 
 
 def _path_and_text(args: str) -> tuple[str, str]:
