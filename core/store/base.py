@@ -35,6 +35,7 @@ from core.store.records import (
     SessionRecord,
     SessionSettings,
     StoredMessage,
+    StreamRecord,
     ToolCallRecord,
     ToolCallStatus,
     TurnRecord,
@@ -62,6 +63,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "StoredMessage",
+    "StreamRecord",
     "ToolCallRecord",
     "ToolCallStatus",
     "TurnRecord",
@@ -241,6 +243,20 @@ class Store(Protocol):
 
     async def mark_outbox_sent(self, turn_id: str, index: int, message_id: str) -> None:
         """Chunk ``index`` of ``turn_id`` arrived as ``message_id``."""
+        ...
+
+    # live streams -----------------------------------------------------------
+    async def put_stream(self, record: StreamRecord) -> None:
+        """The session's streamed answer is being written into ``record.message_id``
+        (replaces the session's earlier record)."""
+        ...
+
+    async def stream_of(self, session_key: str) -> StreamRecord | None:
+        """The message the session's last stream was written into, while kept."""
+        ...
+
+    async def drop_stream(self, session_key: str, message_id: str) -> None:
+        """The stream of ``message_id`` ended (its answer delivered, or it was cleared)."""
         ...
 
     # attachments ------------------------------------------------------------

@@ -358,6 +358,23 @@ PAIRING_SETTINGS_AND_LINKS = Migration(
     ),
 )
 
+LIVE_STREAMS = Migration(
+    version=10,
+    name="live streams",
+    statements=(
+        # The message a session's streamed answer is being written into, until the answer
+        # is delivered: one left by a killed process is taken over after the restart.
+        """CREATE TABLE live_streams (
+            session_key TEXT PRIMARY KEY,
+            platform TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            thread_id TEXT,
+            message_id TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )""",
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = tuple(
     sorted(
         (
@@ -370,6 +387,7 @@ MIGRATIONS: tuple[Migration, ...] = tuple(
             COMMAND_SYNCS,
             ATTACHMENTS_AND_FILES,
             PAIRING_SETTINGS_AND_LINKS,
+            LIVE_STREAMS,
         ),
         key=lambda m: m.version,
     )

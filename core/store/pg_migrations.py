@@ -256,7 +256,22 @@ PG_CLUSTER = Migration(
     version=2, name="cluster: processes, leases, mail, turns.process_id", statements=CLUSTER_TABLES
 )
 
-PG_MIGRATIONS: tuple[Migration, ...] = (PG_INITIAL_SCHEMA, PG_CLUSTER)
+PG_LIVE_STREAMS = Migration(
+    version=3,
+    name="live streams",
+    statements=(
+        """CREATE TABLE live_streams (
+            session_key TEXT PRIMARY KEY,
+            platform TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            thread_id TEXT,
+            message_id TEXT NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL
+        )""",
+    ),
+)
+
+PG_MIGRATIONS: tuple[Migration, ...] = (PG_INITIAL_SCHEMA, PG_CLUSTER, PG_LIVE_STREAMS)
 PG_LATEST_VERSION = PG_MIGRATIONS[-1].version
 
 _CREATE_VERSION_TABLE = """CREATE TABLE IF NOT EXISTS schema_version (

@@ -276,3 +276,17 @@ class LinkCode:
     user_id: str
     created_at: float
     expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRecord:
+    """The message a session's streamed answer is being written into, kept from its first
+    send until the answer is delivered or the stream cleared: a process killed meanwhile
+    leaves it, and the turn that runs again after the restart takes that message's place
+    instead of leaving a cut copy beside a second one (docs/architecture.md §13)."""
+
+    session_key: str
+    platform: str
+    chat_id: str
+    thread_id: str | None
+    message_id: str

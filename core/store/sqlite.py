@@ -56,7 +56,7 @@ from typing import NamedTuple
 
 import aiosqlite
 
-from core.store import access, attachments, outbox, platforms, sessions, tool_calls
+from core.store import access, attachments, live_streams, outbox, platforms, sessions, tool_calls
 from core.store import settings as chat_settings
 from core.store.base import (
     ApprovalCard,
@@ -75,6 +75,7 @@ from core.store.base import (
     Store,
     StoredMessage,
     StoreError,
+    StreamRecord,
     ToolCallRecord,
     ToolCallStatus,
     TurnRecord,
@@ -295,6 +296,17 @@ class SqliteStore:
 
     async def mark_outbox_sent(self, turn_id: str, index: int, message_id: str) -> None:
         await self._update_one(*outbox.mark_outbox_sent(turn_id, index, message_id, time.time()))
+
+    # live streams (statements in core/store/live_streams.py) ------------------------
+    async def put_stream(self, record: StreamRecord) -> None:
+        await self._write(*live_streams.put_stream(record, time.time()))
+
+    async def stream_of(self, session_key: str) -> StreamRecord | None:
+        found = await self._read(live_streams.STREAM_OF, (session_key,))
+        return live_streams.stream_from_rows(found)
+
+    async def drop_stream(self, session_key: str, message_id: str) -> None:
+        await self._write(*live_streams.drop_stream(session_key, message_id))
 
     # attachments and files sent (statements in core/store/attachments.py) -----------
     async def put_attachment(self, record: AttachmentRecord) -> None:
