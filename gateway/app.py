@@ -36,11 +36,13 @@ from core.store.files import StoreFileInUse, StoreFileLock
 from gateway import telemetry
 from gateway.config import Config, ModelSection
 from gateway.containment import prepare_sandboxes, protect_process
+from gateway.mcp_servers import builtin_names, configured, start_mcp_servers
 from gateway.service import GatewayService
 from gateway.store_open import lock_store, new_process_id, open_configured_store, store_display
 from gateway.wiring import build_service, demo_model
 
 if TYPE_CHECKING:
+    from core.mcp.servers import McpServers
     from gateway.cluster.node import ClusterNode
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,7 @@ class Gateway:
         self._lock: StoreFileLock | None = None
         self._process_id = new_process_id(config.cluster.name)
         self._telemetry: telemetry.Telemetry | None = None
+        self._mcp: McpServers | None = None
 
     @property
     def process_id(self) -> str:
@@ -106,9 +109,10 @@ class Gateway:
         _check_profile(self.config)
         _make_workspaces(self.config)
         sandboxes = await prepare_sandboxes(self.config)
+        self._mcp = await _start_mcp(self.config)
         node = _cluster_node(self.config, self._store, self.process_id)
         self._service = build_service(
-            self.config, self._store, self._model, sandboxes=sandboxes, node=node
+            self.config, self._store, self._model, sandboxes=sandboxes, node=node, mcp=self._mcp
         )
         try:
             await self._service.start()
@@ -124,6 +128,9 @@ class Gateway:
         service, self._service = self._service, None
         if service is not None:
             await _close("service", service.stop())
+        mcp, self._mcp = self._mcp, None
+        if mcp is not None:
+            await _close("MCP servers", mcp.stop())
         model, self._model = self._model, None
         store, self._store = self._store, None
         if model is not None:
@@ -143,6 +150,18 @@ async def _close(what: str, closing: Awaitable[None]) -> None:
         await closing
     except Exception:
         log.exception("closing the %s failed", what)
+
+
+async def _start_mcp(config: Config) -> McpServers | None:
+    """The ``[mcp]`` servers, started (None: none configured; the SDK is not imported)."""
+    if not configured(config):
+        return None
+    from core.mcp.servers import McpStartError
+
+    try:
+        return await start_mcp_servers(config, builtin_names())
+    except McpStartError as exc:
+        raise StartupError(str(exc)) from exc
 
 
 def _lock(config: Config) -> StoreFileLock | None:

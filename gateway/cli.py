@@ -60,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _config_option(status)
     status.set_defaults(handler=status_command)
+    mcp = commands.add_parser("mcp", help="the configured MCP servers")
+    mcp_actions = mcp.add_subparsers(dest="mcp_action", metavar="ACTION", required=True)
+    listed = mcp_actions.add_parser("list", help="connect to each server; its state and tools")
+    _config_option(listed)
+    listed.set_defaults(handler=mcp_command)
     return parser
 
 
@@ -194,6 +199,12 @@ def status_command(args: argparse.Namespace) -> int:
     from gateway import status_cli
 
     return status_cli.command(args.config)
+
+
+def mcp_command(args: argparse.Namespace) -> int:
+    from gateway import mcp_cli
+
+    return mcp_cli.command(args.config)
 
 
 def run_command(args: argparse.Namespace) -> int:

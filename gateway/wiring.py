@@ -50,6 +50,7 @@ from gateway.web.compose import mount_web, web_operators
 from gateway.web.metrics import GatewayMetrics
 
 if TYPE_CHECKING:
+    from core.mcp.servers import McpServers
     from gateway.cluster.node import ClusterNode
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ def build_service(
     *,
     sandboxes: Mapping[str, Sandbox] | None = None,
     node: ClusterNode | None = None,
+    mcp: McpServers | None = None,
 ) -> GatewayService:
     """Compose the engine, the chat layer and every configured adapter.
 
@@ -77,10 +79,12 @@ def build_service(
     :func:`gateway.containment.prepare_sandboxes` probed them (default: chosen unprobed).
     ``node``: this process's cluster node (PostgreSQL store only, docs/cluster.md): the
     leasable bots are wrapped by it (``node.lease_bots``) and it joins the service.
+    ``mcp``: the started ``[mcp]`` servers (:mod:`gateway.mcp_servers`): their tools join
+    each profile's registry, their approval policy the hooks, their state the health page.
     The configured secrets are taught to the one redactor before anything can be sent."""
     remember_secrets(config_secrets(config))
     metrics = GatewayMetrics()
-    engine = _engine(config, store, model, sandboxes, metrics)
+    engine = _engine(config, store, model, sandboxes, metrics, mcp)
     service = GatewayService(
         engine, _chat(config), traffic=metrics.traffic, attachments=_attachments(config),
         presets=build_presets(config.models, config.model),
@@ -108,12 +112,16 @@ def _engine(
     model: ModelClient,
     sandboxes: Mapping[str, Sandbox] | None,
     metrics: GatewayMetrics,
+    mcp: McpServers | None = None,
 ) -> Engine:
+    hooks = _hooks(config.data_dir / "hooks")
+    if mcp is not None:
+        mcp.register_approval(hooks)
     return Engine(
         store=store,
         model=model,
-        tools=_tools(config, sandboxes or unprobed_sandboxes(config)),
-        hooks=metrics.observe(_hooks(config.data_dir / "hooks")),
+        tools=_tools(config, sandboxes or unprobed_sandboxes(config), mcp),
+        hooks=metrics.observe(hooks),
         profiles={name: config.agent_profile(name) for name in config.profiles},
         default_profile=config.gateway.default_profile,
         retry=_retry(config),
@@ -174,15 +182,19 @@ def _adapters(
     return built, builders
 
 
-def _tools(config: Config, sandboxes: Mapping[str, Sandbox]) -> dict[str, ToolRegistry]:
-    """Each profile's tools: its sessions' workspaces, its terminal sandbox."""
+def _tools(
+    config: Config, sandboxes: Mapping[str, Sandbox], mcp: McpServers | None = None
+) -> dict[str, ToolRegistry]:
+    """Each profile's tools: its sessions' workspaces, its terminal sandbox, the tools of
+    the MCP servers it names (``mcp_servers``; default: all)."""
     return {
         name: ToolRegistry(
             builtin_tools(
                 workspaces=profile_workspaces(profile),
                 sandbox=sandboxes.get(name, Unavailable("no sandbox was prepared")),
                 disk_quota=profile.sandbox_limits().disk_quota,
-            )
+            ),
+            sources=[] if mcp is None else [mcp.tools(profile.mcp_servers)],
         )
         for name, profile in config.profiles.items()
     }

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from adapters.platforms import platforms
 from gateway.config import load_config
+from gateway.config.mcp import McpServerSection, McpToolSection
 from gateway.config.render import warnings
 from gateway.config.schema import (
     AttachmentsSection,
@@ -54,6 +55,9 @@ def schema_keys() -> dict[str, set[str]]:
         "store": set(StoreSection.model_fields),
         "cluster": set(ClusterSection.model_fields),
         "telemetry": set(TelemetrySection.model_fields),
+        "mcp.servers.time": set(McpServerSection.model_fields) - {"from_variables"},
+        "mcp.servers.git": {"enabled", "command", "args", "directory"},
+        "mcp.servers.git.tools.git_commit": set(McpToolSection.model_fields),
         "approvals": set(platforms()),
         "access": set(platforms()),
     }

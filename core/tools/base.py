@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from core.attachments import OutgoingFile
 from core.cancellation import CancellationToken
@@ -71,9 +71,19 @@ class Tool:
     handler: ToolHandler
 
 
+class ToolSource(Protocol):
+    """Tools that may change while the process runs (an MCP server's, ``core.mcp``): a
+    registry asks its sources at every look-up; its own tools win a name."""
+
+    def tool(self, name: str) -> Tool | None: ...
+
+    def names(self) -> list[str]: ...
+
+
 class ToolRegistry:
-    def __init__(self, tools: Sequence[Tool] = ()) -> None:
+    def __init__(self, tools: Sequence[Tool] = (), sources: Sequence[ToolSource] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._sources = tuple(sources)
         for tool in tools:
             self.register(tool)
 
@@ -83,15 +93,25 @@ class ToolRegistry:
         self._tools[tool.spec.name] = tool
 
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        found = self._tools.get(name)
+        for source in self._sources:
+            if found is not None:
+                break
+            found = source.tool(name)
+        return found
 
     def names(self) -> list[str]:
-        return sorted(self._tools)
+        if not self._sources:
+            return sorted(self._tools)
+        return sorted({*self._tools, *(n for s in self._sources for n in s.names())})
 
     def specs(self, names: Sequence[str] | None = None) -> list[ToolSpec]:
         """Specs in stable (sorted) order, optionally restricted to ``names``."""
         chosen = self.names() if names is None else [n for n in self.names() if n in names]
-        return [self._tools[n].spec for n in chosen]
+        return [tool.spec for n in chosen if (tool := self.get(n)) is not None]
 
     def subset(self, names: Sequence[str]) -> ToolRegistry:
-        return ToolRegistry([self._tools[n] for n in self.names() if n in names])
+        """Only the own tools in ``names``; the sources stay whole (a profile's ``tools``
+        list names built-ins, its ``mcp_servers`` chose the sources)."""
+        own = [self._tools[n] for n in sorted(self._tools) if n in names]
+        return ToolRegistry(own, self._sources)

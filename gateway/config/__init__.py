@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError, create_model
 
 from adapters.config import NAME, ApproverIds, Section, UserIds, got, suggest
 from adapters.platforms import platforms
+from gateway.config.mcp import McpSection, profile_problems
 from gateway.config.render import mask, render_config
 from gateway.config.schema import (
     UNSET,
@@ -66,6 +67,7 @@ CORE: dict[str, type[Section]] = {
     "store": StoreSection,
     "cluster": ClusterSection,
     "telemetry": TelemetrySection,
+    "mcp": McpSection,
 }
 USER_LISTS = ("approvals", "access")
 Problem = tuple[str, str]
@@ -171,6 +173,8 @@ class _Reader:
         for name, profile in profiles.items():
             if problem := profile.workspace_problem(gateway.data_dir):
                 self.problems.append((f"{_join('profiles', name)}.workspace", problem))
+        servers = {name: profile.mcp_servers for name, profile in profiles.items()}
+        self.problems += profile_problems(servers, core["mcp"])
         if gateway.default_profile not in profiles:
             defined = ", ".join(sorted(profiles))
             self.problems.append(
@@ -194,6 +198,7 @@ class _Reader:
             access={p: ids for p, ids in lists["access"] if ids},
             sections=sections,
             models={n: _preset_defaults(m, core["model"]) for n, m in models.items()},
+            mcp=core["mcp"],
         )
 
     # one table ----------------------------------------------------------------------

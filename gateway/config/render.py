@@ -71,6 +71,8 @@ def _sections(config: Config) -> Iterator[tuple[str, object]]:
     yield "store", config.store
     yield "cluster", config.cluster
     yield "telemetry", config.telemetry
+    for name, server in config.mcp.servers.items():
+        yield f"mcp.servers.{_key(name)}", server.shown(mask)
     yield "approvals", config.approvals
     yield "access", config.access
     yield from config.sections.items()

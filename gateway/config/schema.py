@@ -42,6 +42,7 @@ from core.agent.profile import DEFAULT_MAX_ITERATIONS, AgentProfile, BusyPolicy
 from core.model.timeouts import Timeouts
 from core.tools import limits
 from core.tools.sandbox import SandboxKind, WorkspaceScope
+from gateway.config.mcp import McpSection
 from gateway.config.sections import (
     AttachmentsSection,
     ClusterSection,
@@ -276,6 +277,8 @@ class ProfileSection(Section):
     """Largest file a command may write, in MB. Default: the disk quota."""
     sandbox_disk_quota_mb: PositiveInt = limits.DEFAULT_DISK_QUOTA // limits.MiB
     """What one conversation's workspace may hold on disk, in MB."""
+    mcp_servers: Texts | None = None
+    """The ``[mcp.servers]`` whose tools this profile's agent gets. Default: all."""
 
     def problems(self) -> Iterator[tuple[str, str]]:
         if self.external_runtime == ():
@@ -397,6 +400,8 @@ class Config:
     sections: Mapping[str, PlatformSection] = field(default_factory=dict)
     models: Mapping[str, ModelPresetSection] = field(default_factory=dict)
     """``[models.<name>]``: the presets ``/model`` offers, by name."""
+    mcp: McpSection = field(default_factory=McpSection)
+    """``[mcp]``: the MCP servers (:mod:`gateway.config.mcp`)."""
 
     @property
     def data_dir(self) -> Path:
@@ -437,6 +442,7 @@ class Config:
     def secrets(self) -> list[str]:
         """Every configured secret value (for masking in logs and chat)."""
         found = self.model.secrets() + self.transcription.secrets() + self.store.secrets()
+        found += self.mcp.secrets()
         for preset in self.models.values():
             found += preset.secrets()
         for section in self.sections.values():

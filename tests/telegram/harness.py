@@ -127,6 +127,8 @@ class GatewaySetup:
     """The profile's debounce window (``debounce_ms``)."""
     debounce: Pace = REAL_TIME
     """The clock and sleep of the debounce window (a test's manual clock)."""
+    mcp: Any = None
+    """Started ``core.mcp.servers.McpServers``: their tools and approval policy join."""
 
 
 class ScaledClock(TestClock):
@@ -180,6 +182,9 @@ class Gateway:
     def _compose(self) -> GatewayService:
         hooks = HookRegistry()
         register_builtin_hooks(hooks)
+        mcp = self.setup.mcp
+        if mcp is not None:
+            mcp.register_approval(hooks)
         profile = AgentProfile(
             soul="You are a test agent.",
             workspace=self.workspace,
@@ -193,7 +198,10 @@ class Gateway:
         engine = Engine(
             store=self.store,
             model=self.model,
-            tools=ToolRegistry(builtin_tools(self.workspace, terminal_timeout=20)),
+            tools=ToolRegistry(
+                builtin_tools(self.workspace, terminal_timeout=20),
+                sources=[] if mcp is None else [mcp.tools()],
+            ),
             hooks=hooks,
             profiles={"default": profile},
             retry=self.setup.retry,

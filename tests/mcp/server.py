@@ -1,0 +1,93 @@
+"""A real MCP server, written with the SDK, that misbehaves on request (tests/mcp).
+
+Tools: ``echo`` (read-only), ``hang`` (never answers; in-process, :class:`Seen` records that
+it started and that the client cancelled it), ``crash`` (the process exits at once),
+``fail`` (an ``isError`` result), ``picture`` (a 1x1 PNG), ``environment`` (the server's
+own environment as JSON, to check from inside what reached it) and ``grow`` (adds the tool
+``extra`` and tells the client its tool list changed).
+
+Run over stdio (``python server.py``: the file is copied into the server's directory, as
+the sandbox shows nothing else) or served over streamable HTTP in the test's event loop
+(``build(seen).streamable_http_app()``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+from dataclasses import dataclass, field
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.types import Image
+from mcp_types import ToolAnnotations
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+
+
+@dataclass
+class Seen:
+    """What the server saw (in-process only)."""
+
+    hanging: asyncio.Event = field(default_factory=asyncio.Event)
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def build(seen: Seen | None = None) -> MCPServer:
+    """A fresh server with its own tool list."""
+    seen = seen or Seen()
+    server = MCPServer("misbehaving")
+
+    @server.tool(annotations=READ_ONLY)
+    def echo(text: str) -> str:
+        """Say the text back."""
+        return f"echo: {text}"
+
+    @server.tool(annotations=READ_ONLY)
+    async def hang() -> str:
+        """Never answer."""
+        seen.hanging.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen.cancelled.set()
+            raise
+        return "unreachable"
+
+    @server.tool(annotations=READ_ONLY)
+    def crash() -> str:
+        """Exit the server process at once."""
+        os._exit(3)
+
+    @server.tool(annotations=READ_ONLY)
+    def fail(why: str = "it broke") -> str:
+        """Always an error."""
+        raise ToolError(f"fail: {why}")
+
+    @server.tool(annotations=READ_ONLY)
+    def picture() -> Image:
+        """A 1x1 PNG."""
+        return Image(data=PNG, format="png")
+
+    @server.tool(annotations=READ_ONLY)
+    def environment() -> str:
+        """This process's environment."""
+        return json.dumps(dict(os.environ))
+
+    @server.tool(annotations=READ_ONLY)
+    async def grow(ctx: Context) -> str:
+        """Add the tool ``extra`` and say the list changed."""
+        server.add_tool(lambda: "extra here", name="extra", description="Added at run time.")
+        await ctx.session.send_tool_list_changed()
+        return "grown"
+
+    return server
+
+
+if __name__ == "__main__":
+    build().run()
