@@ -357,5 +357,5 @@ def _first_key(where: str, path: str) -> str:
 
 
 def _join(path: str, key: str) -> str:
-    part = key if NAME.match(key) else f'"{key}"'
+    part = key if all(NAME.match(k) for k in key.split(".")) else f'"{key}"'
     return f"{path}.{part}" if path else part
