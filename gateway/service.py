@@ -180,7 +180,7 @@ class GatewayService:
         self._clock = pacing.clock
         sleep = pacing.sleep
         self.turns = ChatTurns(self, _turn_pacing(chat, pacing))
-        self.streams = Streams(clock=pacing.clock, sleep=pacing.sleep)
+        self.streams = Streams(clock=pacing.clock, sleep=pacing.sleep, store=store)
         self.stopped_turns = StoppedTurns()
         self.directory = ChatDirectory(list(adapters), traffic=traffic)
         self.approver = ChatApprover(self.directory, sleep=sleep, store=store)

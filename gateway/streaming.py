@@ -26,6 +26,18 @@ line above the answer inside the stream (:meth:`StreamedReply.show_step`; the pr
 then sends no message). A ``ReplyTextReset`` replaces the text. A stopped or failed turn
 clears the stream (native: ``replace`` with ""; edit: its message deleted). Time is the
 service's injected clock and sleep (:class:`gateway.service.Pacing`).
+
+**A stream cut by a crash.** Given the store, the stream's message (edit mode: the first
+``Send``'s; native: the one the adapter answers a ``LiveText`` with — a Slack chat stream's,
+a Telegram draft has none) is recorded per session key (:class:`~core.store.base.StreamRecord`)
+once the platform has it, and forgotten when the stream is cleared or its answer delivered
+(:meth:`StreamedReply.clear`, which the turn's end always calls). A process killed between
+leaves the record; the session's next stream — the replayed turn's, after the restart —
+takes that message over before it shows anything: it streams by edits of it (a native
+stream too, this once), and the reply's first chunk replaces it (:meth:`hand_over`), or a
+stopped turn deletes it. The answer is shown once, in the cut message's place, never beside
+it. A recorded message that is gone (an edit of it fails) is forgotten and the stream goes
+on as if there were none; one in another chat is deleted.
 """
 
 from __future__ import annotations
@@ -39,6 +51,7 @@ from typing import Literal
 from adapters.base import (
     AdapterError,
     ChatRef,
+    MessageGone,
     NotModified,
     RateLimited,
     SentMessage,
@@ -49,6 +62,7 @@ from adapters.render.units import measure
 from core.agent.step import ReplyTextReset, TextEvent
 from core.bounded import BoundedMap
 from core.cancellation import CancellationToken
+from core.store.base import Store, StoreError, StreamRecord
 from core.tasks import TaskSet
 from gateway.chats import Place
 from gateway.live_text import END_SECONDS, visible
@@ -86,8 +100,17 @@ class StreamedReply:
         finish_timeout: float = FINISH_SECONDS,
         first_update: float = FIRST_UPDATE_SECONDS,
         token: CancellationToken | None = None,
+        session_key: str = "",
+        store: Store | None = None,
     ) -> None:
         self._outbound, self._chat, self._mode = outbound, chat, mode
+        self._session_key, self._store = session_key, store
+        self._recorded: str | None = None
+        """The message id the store keeps for this session's stream (see the module)."""
+        self._looked = store is None
+        """The store was asked for a message a cut stream left (once, before anything)."""
+        self._cut: SentMessage | None = None
+        """That message, taken over while no edit of it failed."""
         self._token = token
         """The turn's: once it is cancelled (``/stop``, the stream's own Stop) nothing more
         is drawn — no new text, no keepalive — until the stream is cleared."""
@@ -147,6 +170,7 @@ class StreamedReply:
         (None in native mode, or when none was sent)."""
         if not await self._stop():
             return None
+        await self._take_over_cut()
         if self._mode == "native":
             if self._shown is not None:
                 await self._end_call("seal")
@@ -154,9 +178,15 @@ class StreamedReply:
         return self._message
 
     async def clear(self) -> None:
-        """The turn stopped or failed: remove what the stream shows (nothing once handed over)."""
-        if not await self._stop():
-            return
+        """The turn ended: remove what the stream shows (nothing once handed over: its
+        answer was delivered); the stream's message is forgotten by the store either way."""
+        if await self._stop():
+            await self._take_over_cut()
+            await self._remove()
+        await self._forget()
+
+    async def _remove(self) -> None:
+        """Stopped or failed: the stream's text cleared, or its message deleted."""
         if self._mode == "native" and self._shown:
             await self._end_call("replace")
         elif self._mode == "edit" and self._message is not None:
@@ -164,6 +194,73 @@ class StreamedReply:
                 await self._outbound.perform(Delete(self._message))  # queued, not awaited
             except Exception as exc:
                 logger.info("streamed answer in %s not removed: %s", self._chat, exc)
+
+    # the message a crash may cut --------------------------------------------------------
+    async def _take_over_cut(self) -> None:
+        """Before anything is shown: the message a killed process's stream of this session
+        left (the store's record) becomes this stream's, edited from now on."""
+        if self._looked or self._store is None:
+            return
+        try:
+            record = await self._store.stream_of(self._session_key)
+        except StoreError as exc:
+            logger.warning("stream of %s: no record read (%s)", self._session_key, exc)
+            record = None
+        self._looked = True  # (a read cut by a cancellation is made again)
+        if record is None or self._message is not None:
+            return
+        self._recorded = record.message_id
+        cut = SentMessage(ChatRef(record.platform, record.chat_id, record.thread_id),
+                          record.message_id)  # fmt: skip
+        if cut.chat != self._chat:
+            await self._delete_cut(cut)
+            return
+        logger.info("stream of %s: takes over message %s a cut stream left",
+                    self._session_key, cut.message_id)  # fmt: skip
+        self._mode, self._shown, self.shows_progress = "edit", None, False
+        self._message = self._cut = cut
+
+    async def _delete_cut(self, cut: SentMessage) -> None:
+        try:
+            await self._outbound.perform(Delete(cut))
+        except Exception as exc:
+            logger.info("cut stream message %s not removed: %s", cut.message_id, exc)
+        await self._forget()
+
+    def _lost_cut(self, exc: AdapterError) -> bool:
+        """An edit of the taken-over message failed: it is gone (deleted at a graceful
+        shutdown, or by a person); the stream starts a message of its own."""
+        if self._cut is None or self._message is not self._cut:
+            return False
+        logger.info("cut stream message %s not edited (%s); a new one is sent",
+                    self._cut.message_id, exc)  # fmt: skip
+        self._message = self._cut = None
+        self._wake.set()
+        return True
+
+    async def _record(self, sent: SentMessage) -> None:
+        """The stream now writes into ``sent``: the store keeps it until the stream ends."""
+        if self._store is None or sent.message_id == self._recorded:
+            return
+        chat = sent.chat
+        record = StreamRecord(
+            self._session_key, chat.platform, chat.chat_id, chat.thread_id, sent.message_id
+        )
+        try:
+            await self._store.put_stream(record)
+        except StoreError as exc:
+            logger.warning("stream of %s: message not recorded (%s)", self._session_key, exc)
+            return
+        self._recorded = sent.message_id
+
+    async def _forget(self) -> None:
+        recorded, self._recorded = self._recorded, None
+        if self._store is None or recorded is None:
+            return
+        try:
+            await self._store.drop_stream(self._session_key, recorded)
+        except StoreError as exc:
+            logger.warning("stream of %s: record not dropped (%s)", self._session_key, exc)
 
     async def aclose(self) -> None:
         """Shutdown: stop writing at once."""
@@ -193,6 +290,7 @@ class StreamedReply:
         return self._token is not None and self._token.cancelled
 
     async def _run(self) -> None:
+        await self._take_over_cut()
         while not (self._ended or self._broken or self._stopped()):
             await self._due()
             if self._ended or self._stopped():
@@ -247,13 +345,17 @@ class StreamedReply:
             logger.info("streamed answer in %s: update skipped (%s)", self._chat, exc)
             return
         except AdapterError as exc:
+            if isinstance(exc, MessageGone) and self._lost_cut(exc):
+                return
             logger.warning("streamed answer in %s stopped: %s", self._chat, exc)
             self._broken = True
             return
         finally:
             self._in_flight = False
-        if isinstance(sent, SentMessage) and self._mode == "edit":
-            self._message = sent
+        if isinstance(sent, SentMessage):
+            if self._mode == "edit":
+                self._message = sent
+            await self._record(sent)
         if self._writing is not None:
             self._shown, self._last_write = self._writing, self._clock()
 
@@ -315,9 +417,12 @@ class Streams:
         clock: Callable[[], float] = time.monotonic,
         sleep: Sleep = asyncio.sleep,
         first_update: float = FIRST_UPDATE_SECONDS,
+        store: Store | None = None,
     ) -> None:
         self._clock, self._sleep = clock, sleep
         self._first_update = first_update
+        self._store = store
+        """Where each stream's message is recorded until it ends (None: nowhere)."""
         self._refused: BoundedMap[ChatRef, None] = BoundedMap(REMEMBERED_REFUSALS)
         self._live: dict[str, StreamedReply] = {}
 
@@ -335,7 +440,8 @@ class Streams:
         stream = StreamedReply(
             place.outbound, place.chat, "native" if native else "edit",
             clock=self._clock, sleep=self._sleep, on_refused=self._refuse,
-            first_update=self._first_update, token=token,
+            first_update=self._first_update, token=token, session_key=session_key,
+            store=self._store,
         )  # fmt: skip
         self._live[session_key] = stream
         return stream

@@ -50,7 +50,7 @@ from adapters.slack.files import shared_file, upload
 from adapters.slack.normalize import PLATFORM, SlackIdentity
 from adapters.slack.render import neutralise_plain
 from adapters.slack.status import ThreadStatus
-from adapters.slack.streams import SlackStreams
+from adapters.slack.streams import SlackStreams, stop_cut
 from core.attachments import OutgoingFile
 from core.bounded import BoundedMap
 
@@ -65,6 +65,8 @@ LOOKUP_LIMIT = 100
 """Latest messages read when looking for a chunk that was in flight at a crash."""
 LOOKUP_MARGIN = 60.0
 """Seconds before the send began that the lookup starts from (clocks differ)."""
+CANT_UPDATE = "cant_update_message"
+"""``chat.update`` of a message that is not the bot's, or of a stream still live."""
 SLACK_REACTIONS = {"👀": "eyes", "✅": "white_check_mark", "❌": "x"}
 """Slack names its emoji: the status reactions' names."""
 
@@ -108,9 +110,9 @@ class SlackOutbound:
             case LiveText(chat, text, "seal"):
                 await self.streams.seal(chat)
             case LiveText(chat, text, "append"):
-                await self.streams.show(chat, self.streams.shown(chat) + text)
+                return await self.streams.show(chat, self.streams.shown(chat) + text)
             case LiveText(chat, text, _):
-                await self.streams.show(chat, text)
+                return await self.streams.show(chat, text)
             case React(message, emoji):
                 await self._react(message, emoji)
         return None
@@ -246,13 +248,32 @@ class SlackOutbound:
         self, message: SentMessage, text: str, buttons: ButtonRows, markup: bool
     ) -> None:
         body = text if markup else neutralise_plain(text)
-        with platform_errors():
-            await self.client.chat_update(
-                channel=message.chat.chat_id,
-                ts=message.message_id,
-                text=body,
-                blocks=message_blocks(body, buttons, markup=markup),
-            )
+        try:
+            with platform_errors():
+                await self._update(message, body, buttons, markup)
+        except AdapterError as exc:
+            if not self._cut_stream(exc, message):
+                raise
+            await stop_cut(self.client, message)  # a stream a killed process left live
+            with platform_errors():
+                await self._update(message, body, buttons, markup)
+
+    def _cut_stream(self, exc: AdapterError, message: SentMessage) -> bool:
+        """Was ``message`` not updated because it is a stream still live that this process
+        does not write (one a killed process left)?"""
+        cause = exc.__cause__
+        refused = isinstance(cause, SlackApiError) and error_code(cause) == CANT_UPDATE
+        return refused and not self.streams.writes(message)
+
+    async def _update(
+        self, message: SentMessage, body: str, buttons: ButtonRows, markup: bool
+    ) -> None:
+        await self.client.chat_update(
+            channel=message.chat.chat_id,
+            ts=message.message_id,
+            text=body,
+            blocks=message_blocks(body, buttons, markup=markup),
+        )
 
     async def _delete(self, message: SentMessage) -> None:
         with platform_errors():

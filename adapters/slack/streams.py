@@ -28,6 +28,12 @@ lookup finds it): the answer is one message, never a second ``chat.postMessage``
 notice or another keyless ``Send`` is posted as usual and leaves the stream's message as it
 is. A new stream, or a seal with no stream, forgets an unclaimed one.
 
+A ``LiveText`` is answered with the stream's message (``ts``): the gateway records it
+until the turn ends (:mod:`gateway.streaming`). After a process was killed mid-stream the
+stream stays live in Slack; the turn run again after the restart edits that message
+(:func:`stop_cut` first stops it: Slack refuses to update a live stream), so the answer
+replaces the cut stream in its own message.
+
 The native Stop button of the thread's agent session (``agent_session_stopped``): Slack
 stops the streams itself; :meth:`SlackStreams.stopped` answers which one of them is this
 adapter's live stream (None: an old or unknown one) and marks it ended; its text stays
@@ -48,7 +54,7 @@ from dataclasses import dataclass
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from adapters.base import ChatRef, StreamRefused
+from adapters.base import ChatRef, SentMessage, StreamRefused
 from adapters.slack.errors import error_code, translate
 from core.bounded import BoundedMap
 
@@ -97,24 +103,26 @@ class SlackStreams:
             self._askers.put((chat.chat_id, chat.thread_id), Asker(user, team))
 
     # showing ------------------------------------------------------------------------------
-    async def show(self, chat: ChatRef, text: str) -> None:
-        """Make the thread's stream show ``text`` (see the module)."""
+    async def show(self, chat: ChatRef, text: str) -> SentMessage | None:
+        """Make the thread's stream show ``text`` (see the module); the stream's message
+        (None when none is live), which the gateway records until the turn ends."""
         thread = _thread(chat)
         self._sealed.pop(thread, None)
         stream = self._streams.get(thread)
         if stream is not None and not stream.live:
             if not text:  # the turn ended (stopped): Slack keeps what it showed
                 self._streams.pop(thread, None)
-            return  # else Slack ended it: the reply takes its place when the turn ends
+            return None  # else Slack ended it: the reply takes its place when the turn ends
         if stream is not None and text.startswith(stream.shown):
             await self._append(stream, text[len(stream.shown) :])
-            return
+            return _message(stream)
         if stream is not None:
             await self._discard(thread, stream)
         if text:
-            await self._start(chat, thread, text)
+            return _message(await self._start(chat, thread, text))
+        return None
 
-    async def _start(self, chat: ChatRef, thread: Thread, text: str) -> None:
+    async def _start(self, chat: ChatRef, thread: Thread, text: str) -> Stream:
         first, rest = text[:MAX_MARKDOWN], text[MAX_MARKDOWN:]
         asker = self._askers.get(thread)
         await self._clear_status(chat)
@@ -131,6 +139,7 @@ class SlackStreams:
         async with self._started:
             self._started.notify_all()
         await self._append(stream, rest)
+        return stream
 
     async def _append(self, stream: Stream, new: str) -> None:
         for piece in _pieces(new):
@@ -219,6 +228,11 @@ class SlackStreams:
         stream = None if chat.thread_id is None else self._streams.get(_thread(chat))
         return stream.shown if stream is not None and stream.live else ""
 
+    def writes(self, message: SentMessage) -> bool:
+        """Is ``message`` this adapter's live stream?"""
+        stream = self._streams.get(_thread(message.chat)) if message.chat.thread_id else None
+        return stream is not None and stream.live and stream.ts == message.message_id
+
     def live(self, chat: ChatRef) -> bool:
         """Is a stream live in ``chat`` (tests and logs)?"""
         stream = None if chat.thread_id is None else self._streams.get(_thread(chat))
@@ -250,6 +264,21 @@ def _refusals(what: str) -> Iterator[None]:
         raise StreamRefused(f"slack: stream {what} refused ({code or 'no code'})") from exc
     except SlackClientError as exc:
         raise translate(exc) from exc
+
+
+def _message(stream: Stream) -> SentMessage | None:
+    return SentMessage(stream.chat, stream.ts) if stream.live else None
+
+
+async def stop_cut(client: AsyncWebClient, message: SentMessage) -> None:
+    """``message`` is a stream still live that no process of this bot writes (a process
+    killed while it streamed): stop it, so it can be updated (``chat.update`` refuses a
+    live stream with ``cant_update_message``). One that ended already is no error."""
+    try:
+        with _refusals("stop"):
+            await client.chat_stopStream(channel=message.chat.chat_id, ts=message.message_id)
+    except _Ended:
+        pass
 
 
 def _thread(chat: ChatRef) -> Thread:
