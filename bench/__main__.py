@@ -15,6 +15,7 @@ from bench import (
     cluster,
     dispatch,
     files,
+    mcp,
     message_path,
     model_client,
     press,
@@ -46,6 +47,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "attachments": attachments.run,
     "streaming": streaming.run,
     "cluster": cluster.run,
+    "mcp": mcp.run,
 }
 
 
