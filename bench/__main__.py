@@ -15,6 +15,7 @@ from bench import (
     cluster,
     dispatch,
     files,
+    kill_streams,
     mcp,
     message_path,
     model_client,
@@ -48,6 +49,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "streaming": streaming.run,
     "cluster": cluster.run,
     "mcp": mcp.run,
+    "kill_streams": kill_streams.run,
 }
 
 
