@@ -21,6 +21,7 @@ from pathlib import Path
 import aiosqlite
 
 from core.store.base import StoreError
+from core.store.memory import SQLITE_TABLES as MEMORY_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -375,6 +376,12 @@ LIVE_STREAMS = Migration(
     ),
 )
 
+MEMORY = Migration(
+    version=12,
+    name="memory entries (FTS5) and memory settings",
+    statements=MEMORY_TABLES,  # core/store/memory.py
+)
+
 MIGRATIONS: tuple[Migration, ...] = tuple(
     sorted(
         (
@@ -388,6 +395,7 @@ MIGRATIONS: tuple[Migration, ...] = tuple(
             ATTACHMENTS_AND_FILES,
             PAIRING_SETTINGS_AND_LINKS,
             LIVE_STREAMS,
+            MEMORY,
         ),
         key=lambda m: m.version,
     )

@@ -29,6 +29,7 @@ import asyncpg
 from core.store.base import StoreError
 from core.store.migrations import Migration, refuse_newer
 from core.store.pg_cluster_tables import CLUSTER_TABLES
+from core.store.pg_memory import PG_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +272,13 @@ PG_LIVE_STREAMS = Migration(
     ),
 )
 
-PG_MIGRATIONS: tuple[Migration, ...] = (PG_INITIAL_SCHEMA, PG_CLUSTER, PG_LIVE_STREAMS)
+PG_MEMORY = Migration(
+    version=5, name="memory entries (tsvector, GIN) and memory settings", statements=PG_TABLES
+)
+
+PG_MIGRATIONS: tuple[Migration, ...] = (
+    PG_INITIAL_SCHEMA, PG_CLUSTER, PG_LIVE_STREAMS, PG_MEMORY,
+)
 PG_LATEST_VERSION = PG_MIGRATIONS[-1].version
 
 _CREATE_VERSION_TABLE = """CREATE TABLE IF NOT EXISTS schema_version (
