@@ -378,6 +378,14 @@ class PgStore:
     async def unlink_identity(self, platform: str, user_id: str) -> bool:
         return await self._write(access.unlink_identity(platform, user_id)) == 1
 
+    # statements of feature modules (core/store/jobs.py) -------------------------
+    async def run_statement(self, statement: Statement) -> int:
+        """Run one writing statement, committed (fenced when under a fence); its row count."""
+        return await self._write(statement)
+
+    async def read_rows(self, sql: str, params: Params) -> list[Any]:
+        return await self._read(sql, params)
+
     # plumbing ---------------------------------------------------------------
     def _open_pool(self) -> asyncpg.Pool:
         if self._closed:

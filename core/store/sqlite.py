@@ -81,7 +81,7 @@ from core.store.base import (
     TurnRecord,
 )
 from core.store.connection import open_connection, translated
-from core.store.statements import storable
+from core.store.statements import Statement, storable
 from core.types import ApprovalState, ChatMessage, Content, ExitReason, TurnStatus
 
 log = logging.getLogger(__name__)
@@ -400,6 +400,14 @@ class SqliteStore:
 
     async def unlink_identity(self, platform: str, user_id: str) -> bool:
         return (await self._write(*access.unlink_identity(platform, user_id))).rowcount == 1
+
+    # statements of feature modules (core/store/jobs.py) -------------------------
+    async def run_statement(self, statement: Statement) -> int:
+        """Run one writing statement alone, committed; its row count."""
+        return (await self._write(*statement)).rowcount
+
+    async def read_rows(self, sql: str, params: Params) -> list[sqlite3.Row]:
+        return await self._read(sql, params)
 
     # plumbing ---------------------------------------------------------------
     def _open_connection(self) -> aiosqlite.Connection:
