@@ -85,6 +85,8 @@ def build_service(
     remember_secrets(config_secrets(config))
     metrics = GatewayMetrics()
     engine = _engine(config, store, model, sandboxes, metrics, mcp)
+    if mcp is not None:
+        metrics.watch_mcp(mcp.status)
     service = GatewayService(
         engine, _chat(config), traffic=metrics.traffic, attachments=_attachments(config),
         presets=build_presets(config.models, config.model),

@@ -276,8 +276,60 @@ PG_MEMORY = Migration(
     version=5, name="memory entries (tsvector, GIN) and memory settings", statements=PG_TABLES
 )
 
+PG_SCHEDULED_TURNS = Migration(
+    version=4,
+    name="scheduled turns",
+    statements=(
+        # Scheduled turns (core/store/jobs.py): a job, its claimed occurrences (unique per
+        # job and scheduled time: the claim is the run's row), each person's time zone.
+        """CREATE TABLE jobs (
+            id TEXT PRIMARY KEY,
+            person TEXT NOT NULL,
+            creator_user_id TEXT NOT NULL,
+            platform TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            thread_id TEXT,
+            session_key TEXT NOT NULL,
+            prompt TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            spec TEXT NOT NULL,
+            timezone TEXT NOT NULL,
+            profile TEXT NOT NULL,
+            model TEXT,
+            state TEXT NOT NULL,
+            state_reason TEXT,
+            next_at DOUBLE PRECISION,
+            created_at DOUBLE PRECISION NOT NULL,
+            delivery_failures INTEGER NOT NULL DEFAULT 0
+        )""",
+        "CREATE INDEX jobs_due ON jobs (next_at) WHERE state = 'active'",
+        "CREATE INDEX jobs_by_person ON jobs (person)",
+        """CREATE TABLE job_runs (
+            id TEXT PRIMARY KEY,
+            job_id TEXT NOT NULL,
+            scheduled_at DOUBLE PRECISION NOT NULL,
+            status TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            lease_until DOUBLE PRECISION NOT NULL,
+            started_at DOUBLE PRECISION NOT NULL,
+            finished_at DOUBLE PRECISION,
+            note TEXT,
+            error TEXT,
+            session_key TEXT,
+            delivery TEXT,
+            delivery_reason TEXT,
+            UNIQUE (job_id, scheduled_at)
+        )""",
+        "CREATE INDEX job_runs_running ON job_runs (lease_until) WHERE status = 'running'",
+        """CREATE TABLE person_timezones (
+            person TEXT PRIMARY KEY,
+            timezone TEXT NOT NULL
+        )""",
+    ),
+)
+
 PG_MIGRATIONS: tuple[Migration, ...] = (
-    PG_INITIAL_SCHEMA, PG_CLUSTER, PG_LIVE_STREAMS, PG_MEMORY,
+    PG_INITIAL_SCHEMA, PG_CLUSTER, PG_LIVE_STREAMS, PG_SCHEDULED_TURNS, PG_MEMORY,
 )
 PG_LATEST_VERSION = PG_MIGRATIONS[-1].version
 

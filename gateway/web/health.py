@@ -10,6 +10,10 @@ platform's state, since when (ISO 8601, UTC) and why::
                                 "reason": "Telegram rejected the bot token ..."},
                    "web": {"state": "up", "since": "...", "reason": ""}}}
 
+With ``[mcp]`` servers the body also has ``"mcp"``: each server's state, reason, tools
+count, restarts, calls and failures (:mod:`gateway.web.mcp_status`); a server that is down
+does not make the gateway unhealthy.
+
 ``/metrics`` is the Prometheus text exposition of :class:`~gateway.web.metrics.GatewayMetrics`.
 """
 
@@ -25,6 +29,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from adapters.health import Health
 from gateway.service import GatewayService
+from gateway.web.mcp_status import mcp_health
 from gateway.web.metrics import GatewayMetrics
 
 _log = logging.getLogger(__name__)
@@ -52,12 +57,15 @@ async def health(service: GatewayService, metrics: GatewayMetrics) -> dict[str, 
     platforms = metrics.health()
     failing = [platform for platform, state in platforms.items() if not state.ok]
     store_ok = await store_answers(service)
-    return {
+    body: dict[str, Any] = {
         "ok": store_ok and not failing,
         "store": "ok" if store_ok else "not answering",
         "platforms": {platform: health_json(state) for platform, state in platforms.items()},
         "not_ok": ([] if store_ok else ["store"]) + failing,
     }
+    if metrics.mcp is not None:
+        body["mcp"] = mcp_health(metrics.mcp)
+    return body
 
 
 def install_health(app: web.Application, service: GatewayService, metrics: GatewayMetrics) -> None:

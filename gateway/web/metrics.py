@@ -35,6 +35,7 @@ from adapters.calls import Call, Edit, Send
 from adapters.health import Health, HealthState
 from core.hooks.registry import HookRegistry
 from gateway.cluster.stats import ClusterStats
+from gateway.web.mcp_status import McpCollector, McpStatus
 
 if TYPE_CHECKING:
     from gateway.chats import ChatDirectory
@@ -109,6 +110,8 @@ class GatewayMetrics:
         """The counting step of every bot's pipeline (``GatewayService(traffic=...)``)."""
         self._directory: ChatDirectory | None = None
         self._model_started: dict[tuple[str, int], float] = {}
+        self.mcp: McpStatus | None = None
+        """The MCP servers' status (:meth:`watch_mcp`); None without ``[mcp]``."""
 
     # wiring ---------------------------------------------------------------------------
     def observe(self, hooks: HookRegistry) -> HookRegistry:
@@ -137,6 +140,12 @@ class GatewayMetrics:
         """Expose ``stats()`` (this process's part in the cluster) as ``commonos_cluster_*``
         at every scrape; None: nothing (not started yet, or stopped). Call it once."""
         self.registry.register(ClusterCollector(stats))
+
+    def watch_mcp(self, status: McpStatus) -> None:
+        """Show each MCP server (``status()``, read when asked) on ``/metrics`` and
+        ``/healthz`` (:mod:`gateway.web.mcp_status`). Call it once."""
+        self.mcp = status
+        self.registry.register(McpCollector(status))
 
     def health(self) -> dict[str, Health]:
         """Each platform's connection health now."""
