@@ -19,6 +19,7 @@ from bench import (
     mcp,
     message_path,
     model_client,
+    outage,
     press,
     render,
     sandbox,
@@ -50,6 +51,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "cluster": cluster.run,
     "mcp": mcp.run,
     "kill_streams": kill_streams.run,
+    "outage": outage.run,
 }
 
 

@@ -302,13 +302,15 @@ class ClusterNode:
             if holder is not None and holder.owner != self.process_id:
                 self._takeovers += 1
                 logger.warning("cluster: took over bot %s from %s", name, holder.owner)
-                await self._retake_calls(name)
+            await self._retake_calls(name)  # also this process's own, after it lapsed
             await self._take(bot, fence)
 
     async def _retake_calls(self, bot: str) -> None:
         """Calls relayed to the old owner that it took but never answered (it died with
-        them) are made again by this process: their askers still wait (a call the old
-        owner made just before it died may show twice, as far as the platform allows)."""
+        them, or a database outage cut its take off after the store had marked them
+        taken) are made again by this process: their askers still wait (a call the old
+        owner made just before it died may show twice, as far as the platform allows; one
+        this process is still making is made once, :class:`Relay` knows its id)."""
         status = await self.store.pool.execute(_RETAKE, bot, self.relay.timeout)
         count = int(status.rsplit(" ", 1)[-1]) if status.startswith("UPDATE") else 0
         if count:

@@ -233,6 +233,35 @@ async def test_a_call_the_old_owner_took_and_never_answered_is_made_by_the_new_o
     assert b.node.stats().calls_served == 1
 
 
+async def test_a_call_whose_take_an_outage_cut_off_is_made_when_the_owner_takes_its_bot_back(
+    cluster: Cluster, telegram_sim: TelegramSim, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The owner's take of a call committed but its rows never came back (the database
+    went away): the call is marked taken and nobody makes it. When its lapsed bot lease is
+    taken again — by the same process — the call is made, once."""
+    a = await cluster.start("a")
+    b = await cluster.start("b")
+    cut_off: list[Mail] = []
+
+    async def never_handed_over(mail: Mail) -> None:
+        cut_off.append(mail)
+
+    a.node.mailbox.unserve(cluster.bot)
+    a.node.mailbox.serve(cluster.bot, never_handed_over)
+    chat = ChatRef("telegram", str(ALICE.id))
+    sending = asyncio.create_task(b.bot.perform(Send(chat, "made after the outage")))
+    await until(lambda: bool(cut_off))
+
+    await cluster.expire_process(a)  # the outage outlasted the lease
+    with caplog.at_level(logging.WARNING, logger="gateway.cluster.node"):
+        await a.node.tick()  # renewal refused: the bot lost; then taken back, epoch 2
+    sent = await asyncio.wait_for(sending, 10)
+
+    assert a.bot.owned and sent is not None and sent.chat == chat
+    assert len(replies(telegram_sim, ALICE.id, "made after the outage")) == 1
+    assert "1 call(s) the old owner never answered made again" in caplog.text
+
+
 async def test_a_message_sent_while_the_last_reply_is_relayed_starts_a_turn_not_a_queue(
     cluster: Cluster, telegram_sim: TelegramSim, model_server: ScriptedModelServer
 ) -> None:
