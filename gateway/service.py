@@ -61,6 +61,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from adapters.base import Adapter, ChatRef, InboundEvent
 from adapters.session_keys import parse_session_key
@@ -101,6 +102,9 @@ from gateway.running_steps import RunningSteps
 from gateway.session_settings import SessionSettingsBook, SettingsCommands
 from gateway.streaming import Streams
 
+if TYPE_CHECKING:
+    from gateway.memory import MemoryFeature
+
 logger = logging.getLogger(__name__)
 
 ABANDONED_GRACE = 2.0
@@ -123,6 +127,8 @@ class Engine:
     profiles: Mapping[str, AgentProfile]
     default_profile: str = "default"
     retry: RetryPolicy | None = None
+    memory: MemoryFeature | None = None
+    """``[memory]`` when on (:mod:`gateway.memory`): the prompt section and ``/memory``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +211,7 @@ class GatewayService:
                 profile,
                 retry=engine.retry,
                 choose_model=self.settings.choose,
+                context_section=engine.memory.section(name) if engine.memory else None,
             )
             for name, profile in engine.profiles.items()
         }
@@ -222,6 +229,8 @@ class GatewayService:
             self.router, links=self.links, pairing=self.pairing, reactions=self.reactions,
             settings=self.chat_settings,
         )  # fmt: skip
+        if engine.memory is not None:
+            self.router.command_handlers.update(engine.memory.commands(approvers_of))
         self.cluster: ClusterPart | None = None
         """Set (before :meth:`start`) when several processes share the store."""
 

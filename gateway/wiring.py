@@ -52,6 +52,7 @@ from gateway.web.metrics import GatewayMetrics
 if TYPE_CHECKING:
     from core.mcp.servers import McpServers
     from gateway.cluster.node import ClusterNode
+    from gateway.memory import MemoryFeature
 
 log = logging.getLogger(__name__)
 
@@ -119,15 +120,26 @@ def _engine(
     hooks = _hooks(config.data_dir / "hooks")
     if mcp is not None:
         mcp.register_approval(hooks)
+    memory = _memory(config, store)
     return Engine(
         store=store,
         model=model,
-        tools=_tools(config, sandboxes or unprobed_sandboxes(config), mcp),
+        tools=_tools(config, sandboxes or unprobed_sandboxes(config), mcp, memory),
+        memory=memory,
         hooks=metrics.observe(hooks),
         profiles={name: config.agent_profile(name) for name in config.profiles},
         default_profile=config.gateway.default_profile,
         retry=_retry(config),
     )
+
+
+def _memory(config: Config, store: Store) -> MemoryFeature | None:
+    """``[memory]`` when enabled; off, nothing of it is imported."""
+    if not config.memory.enabled:
+        return None
+    from gateway.memory import MemoryFeature
+
+    return MemoryFeature.build(store, config.memory)
 
 
 def _chat(config: Config) -> ChatPolicy:
@@ -185,17 +197,23 @@ def _adapters(
 
 
 def _tools(
-    config: Config, sandboxes: Mapping[str, Sandbox], mcp: McpServers | None = None
+    config: Config,
+    sandboxes: Mapping[str, Sandbox],
+    mcp: McpServers | None = None,
+    memory: MemoryFeature | None = None,
 ) -> dict[str, ToolRegistry]:
     """Each profile's tools: its sessions' workspaces, its terminal sandbox, the tools of
-    the MCP servers it names (``mcp_servers``; default: all)."""
+    the MCP servers it names (``mcp_servers``; default: all), the web tools its ``tools``
+    list names (``[web_tools]``)."""
     return {
         name: ToolRegistry(
             builtin_tools(
                 workspaces=profile_workspaces(profile),
                 sandbox=sandboxes.get(name, Unavailable("no sandbox was prepared")),
                 disk_quota=profile.sandbox_limits().disk_quota,
-            ),
+            )
+            + ([] if memory is None else memory.tools(name))
+            + config.web_tools.tools(profile.tools),
             sources=[] if mcp is None else [mcp.tools(profile.mcp_servers)],
         )
         for name, profile in config.profiles.items()

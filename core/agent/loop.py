@@ -78,7 +78,7 @@ from core.agent.model_call import ModelCaller
 from core.agent.model_choice import ModelChoice, ModelChooser, SessionModel
 from core.agent.opening import Opening, OpenTurn, TurnOpener
 from core.agent.profile import AgentProfile
-from core.agent.prompt import SoulFile
+from core.agent.prompt import ContextSection, SoulFile
 from core.agent.scope import TurnScope
 from core.agent.session_hooks import after_turn, session_end, session_hooks, session_start
 from core.agent.session_lock import SessionLocks
@@ -118,6 +118,7 @@ class CommonAgent:
         clock: Callable[[], float] = time.time,
         retry: RetryPolicy | None = None,
         choose_model: ModelChooser | None = None,
+        context_section: ContextSection | None = None,
     ) -> None:
         self.store = store
         self.model = model
@@ -132,7 +133,9 @@ class CommonAgent:
         self.retry = retry or RetryPolicy()
         self.locks = SessionLocks()
         self.soul = SoulFile(profile.soul, profile.soul_path)
-        self.opener = TurnOpener(store, model, self.tools, profile, self.soul, clock)
+        self.opener = TurnOpener(
+            store, model, self.tools, profile, self.soul, clock, context_section
+        )
         """Steps 2–3 (:mod:`core.agent.opening`)."""
         self.compactor = _compactor(store, model, self.retry, profile)
         """Context management (``docs/turn-loop.md`` §18); None when the window is unknown."""

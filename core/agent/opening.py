@@ -28,6 +28,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from core.agent.attachment_content import current_images, link_attachments, user_content
 from core.agent.budget import IterationBudget, LoopGate
@@ -35,6 +36,7 @@ from core.agent.context import summary_first
 from core.agent.control import TurnControl
 from core.agent.profile import AgentProfile
 from core.agent.prompt import (
+    ContextSection,
     Runtime,
     SoulFile,
     clock_note,
@@ -99,6 +101,8 @@ class TurnOpener:
     profile: AgentProfile
     soul: SoulFile
     clock: Callable[[], float]
+    context_section: ContextSection | None = None
+    """More of the context tier (memory), built with the prefix and frozen with it."""
 
     async def open(
         self,
@@ -145,7 +149,7 @@ class TurnOpener:
         user = turn.transcript.user_entry.message
         turn.transcript.images = await current_images(user.content, workspace, self.profile.vision)
         await record_redirects(turn.control, turn.transcript, self.store)
-        await self._system_prompt(turn.session, turn.transcript)
+        await self._system_prompt(turn.session, turn.transcript, turn.scope.requested_by)
 
     async def _session(self, key: str) -> tuple[SessionRecord, bool]:
         session = await self.store.get_active_session(key)
@@ -196,7 +200,9 @@ class TurnOpener:
         await link_attachments(self.store, message, user_id)
         turn.transcript.add(user, user_id)
 
-    async def _system_prompt(self, session: SessionRecord, transcript: Transcript) -> None:
+    async def _system_prompt(
+        self, session: SessionRecord, transcript: Transcript, speaker: str | None
+    ) -> None:
         """The cached prefix as the system message; the volatile tier as the clock note on
         this turn's user message — in the system message only for the external runtime
         (``docs/turn-loop.md`` §2 step 3)."""
@@ -205,7 +211,9 @@ class TurnOpener:
         soul = self.soul.current()
         workspace = str(profile.session_workspace(session.key))
         runtime = Runtime(self.model.model, tools, soul, profile.name, workspace)
-        prefix = await restore_or_build_prefix(self.store, session, self.profile, runtime)
+        add = self.context_section
+        section = partial(add, session, speaker) if add is not None else None
+        prefix = await restore_or_build_prefix(self.store, session, profile, runtime, section)
         now = self.clock()
         if profile.external_runtime:
             transcript.system_prompt = system_prompt(prefix, now)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,6 +40,11 @@ from core.agent.profile import AgentProfile
 from core.store.base import SessionRecord, Store
 
 logger = logging.getLogger(__name__)
+
+ContextSection = Callable[[SessionRecord, str | None], Awaitable[str]]
+"""An extra part of the context tier (the session's memory, :mod:`core.memory`): called
+with the session and the speaker only when the prefix is built, so it is frozen with it;
+``""`` adds nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +76,14 @@ def stored_prompt_matches_runtime(session: SessionRecord, runtime: Runtime) -> b
     )
 
 
-def build_context_tier(session: SessionRecord, profile: AgentProfile, runtime: Runtime) -> str:
+def build_context_tier(
+    session: SessionRecord, profile: AgentProfile, runtime: Runtime, extra: str = ""
+) -> str:
     """The context tier; its workspace is the session's (``runtime.workspace``), where the
-    terminal and the file tools work (:meth:`AgentProfile.session_workspace`)."""
+    terminal and the file tools work (:meth:`AgentProfile.session_workspace`); ``extra``
+    (a :data:`ContextSection`'s text) follows as its own paragraph."""
     started = _utc(session.created_at).strftime("%Y-%m-%d")
-    return "\n".join(
+    tier = "\n".join(
         [
             "## Session",
             f"Session: {session.key}",
@@ -84,6 +93,7 @@ def build_context_tier(session: SessionRecord, profile: AgentProfile, runtime: R
             f"Session started: {started}",
         ]
     )
+    return f"{tier}\n\n{extra}" if extra else tier
 
 
 def join_prefix(stable: str, context: str) -> str:
@@ -113,12 +123,18 @@ def system_prompt(prefix: str, now: float) -> str:
 
 
 async def restore_or_build_prefix(
-    store: Store, session: SessionRecord, profile: AgentProfile, runtime: Runtime
+    store: Store,
+    session: SessionRecord,
+    profile: AgentProfile,
+    runtime: Runtime,
+    section: Callable[[], Awaitable[str]] | None = None,
 ) -> str:
-    """The stable+context prefix: restored byte-identical, or rebuilt when the runtime changed."""
+    """The stable+context prefix: restored byte-identical, or rebuilt when the runtime
+    changed (``section`` asked then, and only then)."""
     if stored_prompt_matches_runtime(session, runtime) and session.system_prompt is not None:
         return session.system_prompt
-    context = build_context_tier(session, profile, runtime)
+    extra = await section() if section is not None else ""
+    context = build_context_tier(session, profile, runtime, extra)
     prefix = join_prefix(runtime.soul, context)
     await store.save_session_prompt(
         session.id, frozen_context=context, system_prompt=prefix, fingerprint=runtime.fingerprint()

@@ -326,6 +326,7 @@ class ToolRunner:
             ask_choice=self._choice_asker(call, arguments),
             run_child=child,
             queue_file=env.queue_file,
+            requested_by=scope.requested_by,
         )
 
     def _choice_asker(self, call: ToolCall, arguments: dict[str, Any]) -> AskChoice:

@@ -60,6 +60,8 @@ class ToolContext:
     queue_file: QueueFile | None = None
     """Hand a file to the chat after the reply (None: this conversation cannot receive
     files, e.g. a run without a chat)."""
+    requested_by: str | None = None
+    """Who is speaking (``TurnScope.requested_by``, platform-qualified); None: nobody."""
 
 
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[ToolResult]]

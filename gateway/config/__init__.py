@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError, create_model
 from adapters.config import NAME, ApproverIds, Section, UserIds, got, suggest
 from adapters.platforms import platforms
 from gateway.config.mcp import McpSection, profile_problems
+from gateway.config.memory import MemorySection
 from gateway.config.render import mask, render_config
 from gateway.config.schema import (
     UNSET,
@@ -42,6 +43,7 @@ from gateway.config.sections import (
     TelemetrySection,
     TranscriptionSection,
 )
+from gateway.config.web_tools import WebToolsSection
 
 __all__ = [
     "Config",
@@ -68,6 +70,8 @@ CORE: dict[str, type[Section]] = {
     "cluster": ClusterSection,
     "telemetry": TelemetrySection,
     "mcp": McpSection,
+    "memory": MemorySection,
+    "web_tools": WebToolsSection,
 }
 USER_LISTS = ("approvals", "access")
 Problem = tuple[str, str]
@@ -199,6 +203,8 @@ class _Reader:
             sections=sections,
             models={n: _preset_defaults(m, core["model"]) for n, m in models.items()},
             mcp=core["mcp"],
+            memory=core["memory"],
+            web_tools=core["web_tools"],
         )
 
     # one table ----------------------------------------------------------------------

@@ -43,6 +43,7 @@ from core.model.timeouts import Timeouts
 from core.tools import limits
 from core.tools.sandbox import SandboxKind, WorkspaceScope
 from gateway.config.mcp import McpSection
+from gateway.config.memory import MemorySection
 from gateway.config.sections import (
     AttachmentsSection,
     ClusterSection,
@@ -51,6 +52,7 @@ from gateway.config.sections import (
     TelemetrySection,
     TranscriptionSection,
 )
+from gateway.config.web_tools import WebToolsSection
 
 Provider = Literal["openai", "demo"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -402,6 +404,10 @@ class Config:
     """``[models.<name>]``: the presets ``/model`` offers, by name."""
     mcp: McpSection = field(default_factory=McpSection)
     """``[mcp]``: the MCP servers (:mod:`gateway.config.mcp`)."""
+    memory: MemorySection = field(default_factory=MemorySection)
+    """``[memory]`` (:mod:`gateway.config.memory`)."""
+    web_tools: WebToolsSection = field(default_factory=WebToolsSection)
+    """``[web_tools]``: ``web_fetch`` and ``web_search`` (:mod:`gateway.config.web_tools`)."""
 
     @property
     def data_dir(self) -> Path:
@@ -443,6 +449,7 @@ class Config:
         """Every configured secret value (for masking in logs and chat)."""
         found = self.model.secrets() + self.transcription.secrets() + self.store.secrets()
         found += self.mcp.secrets()
+        found += self.web_tools.secrets()
         for preset in self.models.values():
             found += preset.secrets()
         for section in self.sections.values():

@@ -35,7 +35,9 @@ from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from gateway.access import AccessPolicy
 from gateway.chat_syntax import command_menu
+from gateway.config.memory import MemorySection
 from gateway.intake import DEFAULT_ATTACHMENTS, Attachments
+from gateway.memory import MemoryFeature
 from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
 from gateway.streaming import Streams
@@ -129,6 +131,8 @@ class GatewaySetup:
     """The clock and sleep of the debounce window (a test's manual clock)."""
     mcp: Any = None
     """Started ``core.mcp.servers.McpServers``: their tools and approval policy join."""
+    memory: bool = False
+    """``[memory] enabled`` with its defaults (:mod:`gateway.memory`)."""
 
 
 class ScaledClock(TestClock):
@@ -195,11 +199,14 @@ class Gateway:
             stream=self.setup.stream,
             debounce_ms=self.setup.debounce_ms,
         )
+        memory = MemoryFeature.build(self.store, MemorySection()) if self.setup.memory else None
         engine = Engine(
             store=self.store,
             model=self.model,
+            memory=memory,
             tools=ToolRegistry(
-                builtin_tools(self.workspace, terminal_timeout=20),
+                builtin_tools(self.workspace, terminal_timeout=20)
+                + (memory.tools("default") if memory else []),
                 sources=[] if mcp is None else [mcp.tools()],
             ),
             hooks=hooks,
