@@ -3,7 +3,8 @@
 Called by :class:`gateway.app.Gateway` only when ``[mcp]`` configures an enabled server (a
 gateway without one never imports the SDK). The stdio servers get the terminal's bubblewrap
 (probed here, without network unless a server's ``network`` says so, the data directory and
-the config file hidden); each one's ``directory`` is created. A start that fails on a name
+the config file hidden, the default profile's memory, file size and process limits); each
+one's ``directory`` is created. A start that fails on a name
 clash is a :class:`~gateway.app.StartupError`-worthy :class:`McpStartError`.
 """
 
@@ -57,5 +58,6 @@ async def mcp_sandbox(config: Config) -> Bubblewrap | str:
     """The probed bubblewrap for stdio servers, or why there is none."""
     from core.tools.sandbox import Unavailable, probe
 
-    found = await probe(hidden=hidden_paths(config))
+    limits = config.profile().sandbox_limits()
+    found = await probe(hidden=hidden_paths(config), limits=limits)
     return found.reason if isinstance(found, Unavailable) else found

@@ -12,9 +12,10 @@ left there); calls come from the turns' tasks. States, one at a time::
 * **ready**: calls go through. Each has a deadline (``timeout``): past it the call is
   abandoned, which sends MCP's ``notifications/cancelled``, and the model gets
   :class:`CallTimedOut`. The turn's token (``/stop``) cancels the call the same way. After a
-  timeout the server is asked for its tools within ``startup_timeout``; one that does not
-  answer is hung, and is restarted. ``notifications/tools/list_changed`` lists the tools
-  again (:attr:`ServerConnection.tools` changes; nothing restarts).
+  timeout the server is asked for its tools within ``startup_timeout`` (or ``timeout``, when
+  shorter); one that does not answer is hung, and is restarted.
+  ``notifications/tools/list_changed`` lists the tools again
+  (:attr:`ServerConnection.tools` changes; nothing restarts).
 * **unavailable**: the server exited, its stream broke, it hung or did not start. Its tools
   answer :class:`ServerUnavailable` at once; it is started again after a backoff
   (:class:`Backoff`: 1 s, doubling to 60 s; back to 1 s once a start succeeded).
@@ -312,10 +313,12 @@ class ServerConnection:
             await self._notify()
 
     async def _check_alive(self, client: Client) -> None:
-        """After a timeout: a server that cannot list its tools in time is hung."""
+        """After a timeout: a server that cannot list its tools in time (the shorter of
+        the start's and a call's deadline) is hung."""
         try:
             await CancellationToken.time_boxed(
-                client.list_tools(cache_mode="bypass"), self.spec.startup_timeout
+                client.list_tools(cache_mode="bypass"),
+                min(self.spec.startup_timeout, self.spec.timeout),
             )
         except Exception as error:
             if client is self._client and self.spec.kind == "stdio":

@@ -5,7 +5,10 @@
 read-write (working directory and ``HOME``), the Python environment the gateway runs from
 read-only (where ``pip install mcp-server-time`` put the server), and an environment built
 from scratch — the sandbox's ``PATH``/``HOME``/``LANG``/``TZ`` and the server's own ``env``,
-nothing of the gateway's (``--clearenv``). No network unless ``network`` is set. Without
+nothing of the gateway's (``--clearenv``). No network unless ``network`` is set. The
+sandbox's limits (the default profile's ``sandbox_memory``, ``sandbox_file_size`` and
+``sandbox_processes``) are set by ``prlimit`` inside it, before the server (:func:`capped`;
+no CPU-seconds limit, a server runs for days). Without
 the sandbox (``sandbox = false``) the SDK's allow-listed environment (``HOME``, ``PATH``,
 ``USER``, ...) plus ``env`` — still none of the gateway's secrets.
 
@@ -32,9 +35,13 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 
 from core.mcp.spec import HttpServer, StdioServer
+from core.tools.limits import Limits
 from core.tools.sandbox import SANDBOX_PATH, SYSTEM_PATHS, Bubblewrap, sandbox_environment
 
 HTTP_CONNECT_SECONDS = 10.0
+PRLIMIT = shutil.which("prlimit", path="/usr/bin:/bin")
+"""util-linux's ``prlimit``, seen from inside the sandbox (the system is mounted there);
+without it a server runs without the limits."""
 
 
 class NoSandbox(Exception):
@@ -71,9 +78,23 @@ def stdio_parameters(
     env = {**sandbox_environment(server.directory), "PATH": _path(), **server.env}
     for name, value in env.items():
         options += ["--setenv", name, value]
+    limited = [*capped(sandbox.limits), command] if PRLIMIT else [command]
     return StdioServerParameters(
-        command=sandbox.executable, args=[*options, "--", command, *server.args]
+        command=sandbox.executable, args=[*options, "--", *limited, *server.args]
     )
+
+
+def capped(limits: Limits) -> list[str]:
+    """``prlimit`` run inside the sandbox before the server: the profile's memory (address
+    space), file size and process limits. Not its CPU seconds: a server lives for days."""
+    size = limits.disk_quota if limits.file_size is None else limits.file_size
+    return [
+        PRLIMIT or "prlimit",
+        f"--as={limits.memory}",
+        f"--fsize={size}",
+        f"--nproc={limits.processes}",
+        "--",
+    ]
 
 
 def _readable(command: str) -> list[str]:

@@ -18,6 +18,7 @@ import uvicorn
 from core.mcp.connection import Backoff
 from core.mcp.servers import McpServers
 from core.mcp.spec import HttpServer, ServerSpec, StdioServer
+from core.tools.limits import DEFAULT_LIMITS, Limits
 from core.tools.sandbox import Bubblewrap, Unavailable, probe
 from tests.mcp.server import Seen, build
 
@@ -27,8 +28,8 @@ QUICK = Backoff(first=0.05, most=0.2)
 """Restarts within a test's patience."""
 
 
-async def sandbox() -> Bubblewrap:
-    found = await probe()
+async def sandbox(limits: Limits = DEFAULT_LIMITS) -> Bubblewrap:
+    found = await probe(limits=limits)
     assert not isinstance(found, Unavailable), found.reason
     return found
 

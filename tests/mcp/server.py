@@ -4,7 +4,10 @@ Tools: ``echo`` (read-only), ``hang`` (never answers; in-process, :class:`Seen` 
 it started and that the client cancelled it), ``crash`` (the process exits at once),
 ``fail`` (an ``isError`` result), ``picture`` (a 1x1 PNG), ``environment`` (the server's
 own environment as JSON, to check from inside what reached it) and ``grow`` (adds the tool
-``extra`` and tells the client its tool list changed).
+``extra`` and tells the client its tool list changed); ``freeze`` (blocks the whole server:
+nothing is answered any more, as a hung server), ``note`` (not read-only: asked first),
+``limits`` (the process's rlimits as JSON) and ``x__echo`` (whose registry name, under the
+server ``odd``, is the one ``echo`` gets under a server ``odd__x``: a name clash).
 
 Run over stdio (``python server.py``: the file is copied into the server's directory, as
 the sandbox shows nothing else) or served over streamable HTTP in the test's event loop
@@ -17,6 +20,8 @@ import asyncio
 import base64
 import json
 import os
+import resource
+import time
 from dataclasses import dataclass, field
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -85,6 +90,29 @@ def build(seen: Seen | None = None) -> MCPServer:
         server.add_tool(lambda: "extra here", name="extra", description="Added at run time.")
         await ctx.session.send_tool_list_changed()
         return "grown"
+
+    @server.tool(annotations=READ_ONLY)
+    async def freeze() -> str:
+        """Block the server's event loop: nothing is answered any more."""
+        time.sleep(3600)  # noqa: ASYNC251 - the point: the loop answers nothing more
+        return "unreachable"
+
+    @server.tool()
+    def note(text: str) -> str:
+        """Keep a note (not read-only)."""
+        return f"noted: {text}"
+
+    @server.tool(annotations=READ_ONLY)
+    def limits() -> str:
+        """This process's address-space, file-size and process rlimits."""
+        wanted = {"as": resource.RLIMIT_AS, "fsize": resource.RLIMIT_FSIZE,
+                  "nproc": resource.RLIMIT_NPROC}  # fmt: skip
+        return json.dumps({name: resource.getrlimit(which)[0] for name, which in wanted.items()})
+
+    @server.tool(name="x__echo", annotations=READ_ONLY)
+    def x_echo(text: str) -> str:
+        """Say the text back (a second name)."""
+        return f"echo: {text}"
 
     return server
 
