@@ -24,6 +24,7 @@ from gateway.config.schema import (
     TelemetrySection,
     TranscriptionSection,
 )
+from gateway.config.web_tools import WebToolsSection
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "config.example.toml"
 HEADER = re.compile(r"^\[([a-z_.]+)\]\s*$")
@@ -55,6 +56,7 @@ def schema_keys() -> dict[str, set[str]]:
         "store": set(StoreSection.model_fields),
         "cluster": set(ClusterSection.model_fields),
         "telemetry": set(TelemetrySection.model_fields),
+        "web_tools": set(WebToolsSection.model_fields),
         "mcp.servers.time": set(McpServerSection.model_fields) - {"from_variables"},
         "mcp.servers.git": {"enabled", "command", "args", "directory"},
         "mcp.servers.git.tools.git_commit": set(McpToolSection.model_fields),
