@@ -23,6 +23,7 @@ from bench import (
     press,
     render,
     sandbox,
+    schedule,
     stop,
     store,
     streaming,
@@ -52,6 +53,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "mcp": mcp.run,
     "kill_streams": kill_streams.run,
     "outage": outage.run,
+    "schedule": schedule.run,
 }
 
 
