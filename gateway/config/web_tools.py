@@ -78,10 +78,12 @@ class WebToolsSection(Section):
     def tools(self, wanted: tuple[str, ...] | None) -> list[Tool]:
         """The web tools a profile's ``tools`` list names (none when it names none, or
         lists no tools at all: these are never on by default)."""
+        named = [name for name in WEB_TOOLS if wanted is not None and name in wanted]
+        if not named:
+            return []  # nothing of core.web is imported
         from core.tools.web_fetch import web_fetch_tool
         from core.tools.web_search import web_search_tool
 
-        named = [name for name in WEB_TOOLS if wanted is not None and name in wanted]
         built: list[Tool] = []
         if "web_fetch" in named:
             built.append(web_fetch_tool(self.fetcher()))

@@ -3,6 +3,8 @@ secret; a provider without its URL or key is a config problem."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +66,16 @@ def test_a_provider_without_what_it_needs_is_a_problem(
     with pytest.raises(ConfigError) as raised:
         config(tmp_path, {"web_tools": section})
     assert any(problem in line for line in raised.value.errors), raised.value.errors
+
+
+def test_no_profile_naming_a_web_tool_imports_nothing_of_core_web(tmp_path: Path) -> None:
+    script = (
+        "import sys; from pathlib import Path; from gateway.config import parse_config;"
+        "from gateway.wiring import _tools;"
+        f"c = parse_config({{'gateway': {{'data_dir': {str(tmp_path)!r}}}}}, None, {{}});"
+        "_tools(c, {});"
+        "print(sorted(m for m in sys.modules if m.startswith('core.web') or m == 'trafilatura'))"
+    )
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "[]"
