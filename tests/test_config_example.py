@@ -12,6 +12,7 @@ from adapters.platforms import platforms
 from gateway.config import load_config
 from gateway.config.mcp import McpServerSection, McpToolSection
 from gateway.config.render import warnings
+from gateway.config.schedule import ScheduleSection
 from gateway.config.schema import (
     AttachmentsSection,
     ClusterSection,
@@ -57,6 +58,7 @@ def schema_keys() -> dict[str, set[str]]:
         "cluster": set(ClusterSection.model_fields),
         "telemetry": set(TelemetrySection.model_fields),
         "web_tools": set(WebToolsSection.model_fields),
+        "schedule": set(ScheduleSection.model_fields),
         "mcp.servers.time": set(McpServerSection.model_fields) - {"from_variables"},
         "mcp.servers.git": {"enabled", "command", "args", "directory"},
         "mcp.servers.git.tools.git_commit": set(McpToolSection.model_fields),

@@ -27,6 +27,7 @@ from adapters.platforms import platforms
 from gateway.config.mcp import McpSection, profile_problems
 from gateway.config.memory import MemorySection
 from gateway.config.render import mask, render_config
+from gateway.config.schedule import ScheduleSection
 from gateway.config.schema import (
     UNSET,
     Config,
@@ -71,6 +72,7 @@ CORE: dict[str, type[Section]] = {
     "telemetry": TelemetrySection,
     "mcp": McpSection,
     "memory": MemorySection,
+    "schedule": ScheduleSection,
     "web_tools": WebToolsSection,
 }
 USER_LISTS = ("approvals", "access")
@@ -204,6 +206,7 @@ class _Reader:
             models={n: _preset_defaults(m, core["model"]) for n, m in models.items()},
             mcp=core["mcp"],
             memory=core["memory"],
+            schedule=core["schedule"],
             web_tools=core["web_tools"],
         )
 

@@ -44,6 +44,7 @@ from core.tools import limits
 from core.tools.sandbox import SandboxKind, WorkspaceScope
 from gateway.config.mcp import McpSection
 from gateway.config.memory import MemorySection
+from gateway.config.schedule import ScheduleSection
 from gateway.config.sections import (
     AttachmentsSection,
     ClusterSection,
@@ -406,6 +407,8 @@ class Config:
     """``[mcp]``: the MCP servers (:mod:`gateway.config.mcp`)."""
     memory: MemorySection = field(default_factory=MemorySection)
     """``[memory]`` (:mod:`gateway.config.memory`)."""
+    schedule: ScheduleSection = field(default_factory=ScheduleSection)
+    """``[schedule]``: scheduled turns (:mod:`gateway.config.schedule`)."""
     web_tools: WebToolsSection = field(default_factory=WebToolsSection)
     """``[web_tools]``: ``web_fetch`` and ``web_search`` (:mod:`gateway.config.web_tools`)."""
 
