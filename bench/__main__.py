@@ -14,6 +14,7 @@ from bench import (
     budgets,
     cluster,
     dispatch,
+    edges,
     files,
     kill_streams,
     mcp,
@@ -54,6 +55,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "kill_streams": kill_streams.run,
     "outage": outage.run,
     "schedule": schedule.run,
+    "edges": edges.run,
 }
 
 
