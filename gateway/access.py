@@ -100,6 +100,10 @@ class AccessControl:
     def policy(self, platform: str) -> AccessPolicy:
         return self._policies.get(platform, AccessPolicy())
 
+    def allows(self, platform: str, user_id: str) -> bool:
+        """Whether ``user_id`` may use the bot on ``platform`` now (allowed or paired)."""
+        return self.policy(platform).allows(user_id) or self._paired(platform, user_id)
+
     def check(self, event: InboundEvent) -> Verdict:
         policy = self.policy(event.platform)
         if event.sender.is_bot and not policy.lets_in_bot(event.sender.id):

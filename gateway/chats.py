@@ -96,6 +96,12 @@ class ChatDirectory:
         user = f"{event.platform}:{event.sender.id}"
         self._names.put(user, event.sender.name)
 
+    def expect(self, origin: str, session_key: str, chat: ChatRef) -> None:
+        """A message that came from no platform update (a scheduled turn, ``origin``) runs
+        in ``session_key`` and answers in ``chat``."""
+        self._origins.put(origin, chat)
+        self._places.put(session_key, chat)
+
     def place(self, session_key: str) -> Place | None:
         """Where ``session_key`` lives (its running turn's chat, else where it spoke last);
         a child agent's key maps to its parent's chat."""

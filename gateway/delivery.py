@@ -49,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import replace
 from functools import partial
 from types import TracebackType
@@ -259,8 +260,16 @@ def _capped(chunks: list[str]) -> tuple[list[str], list[str]]:
     return chunks[: MAX_CHUNKS - 1], chunks[MAX_CHUNKS - 1 :]
 
 
+LOST_SENDS: ContextVar[list[str] | None] = ContextVar("lost_sends", default=None)
+"""Set by a caller that must know: the reason of each message the platform refused (a
+scheduled turn's delivery status, :mod:`gateway.schedule.runner`)."""
+
+
 def _lost(chat: ChatRef, text: str, why: object) -> SentMessage | None:
     logger.error("message to %s lost (%s): %d characters", chat, why, len(text))
+    lost = LOST_SENDS.get()
+    if lost is not None:
+        lost.append(str(why))
     return None
 
 

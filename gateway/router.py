@@ -120,6 +120,11 @@ class Router:
         self._bot_guard = BotGuard(lambda p: access.policy(p).bot_limits, clock)
 
     @property
+    def access(self) -> AccessControl:
+        """Who may use the bot (a scheduled turn checks its creator at run time)."""
+        return self._access
+
+    @property
     def command_handlers(self) -> dict[str, CommandHandler]:
         """Where a feature module adds its chat commands by name (``/pair``, ``/link``,
         ``/model`` ...): run like the built-ins, after the access check."""

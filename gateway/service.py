@@ -61,7 +61,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from adapters.base import Adapter, ChatRef, InboundEvent
 from adapters.session_keys import parse_session_key
@@ -69,10 +69,11 @@ from core.agent.compaction import Compacted
 from core.agent.context import ContextUse
 from core.agent.loop import CommonAgent
 from core.agent.profile import AgentProfile, BusyPolicy
+from core.agent.turn import TurnResult, UserMessage
 from core.approvals import Approvals
 from core.cancellation import drain_abandoned
 from core.debounce import REAL_TIME, Pace
-from core.dispatcher import SHUTDOWN_GRACE_SECONDS, Dispatcher
+from core.dispatcher import SHUTDOWN_GRACE_SECONDS, Dispatcher, ResultObserver
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
@@ -162,6 +163,15 @@ class Pacing:
     """Wall time, for what another process reads too (pairing codes' expiry)."""
 
 
+class ServicePart(Protocol):
+    """A feature that runs beside the chats (the scheduler of ``[schedule]``): started
+    last, closed first."""
+
+    async def start(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
 class GatewayService:
     def __init__(
         self,
@@ -186,12 +196,16 @@ class GatewayService:
         self._clock = pacing.clock
         sleep = pacing.sleep
         self.turns = ChatTurns(self, _turn_pacing(chat, pacing))
+        self.result_hook: ResultObserver = self.turns.on_result
+        """Where the Dispatcher reports each finished turn (a feature may wrap it)."""
+        self.parts: list[ServicePart] = []
+        """Features started after the adapters and closed before them."""
         self.streams = Streams(clock=pacing.clock, sleep=pacing.sleep, store=store)
         self.stopped_turns = StoppedTurns()
         self.directory = ChatDirectory(list(adapters), traffic=traffic)
         self.approver = ChatApprover(self.directory, sleep=sleep, store=store)
         self.links = Links(store, notify=self._notify)
-        approvers_of = ApproverRule(self._approvers, self.operators, self.links)
+        approvers_of = self.approvers_of = ApproverRule(self._approvers, self.operators, self.links)
         running = RunningSteps(self.turns.view_of)  # the first step shown in a stream
         running.observe(engine.hooks)
         self.approvals = Approvals(
@@ -244,7 +258,7 @@ class GatewayService:
             self.turns.run_turn,
             policy_for=self._policy_for,
             queue_limit=self._queue_limit,
-            on_result=self.turns.on_result,
+            on_result=self._on_result,
             stop_clears_queue=self._stop_clears_queue,
             debounce=self._debounce,
             debounce_pace=debounce,
@@ -294,6 +308,8 @@ class GatewayService:
         for record in stale:
             await self.approver.retire(record)
         await self.pairing.start()
+        for part in self.parts:
+            await part.start()
 
     async def _recover(self) -> list[ApprovalRecord]:
         """Turns left running by a crash are failed; their approvals can never be answered.
@@ -312,6 +328,8 @@ class GatewayService:
     async def stop(self, grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
         """Stop turns (running ones get ``grace`` seconds to end, then are cancelled;
         pending approvals end as cancelled), settle cards, stop adapters."""
+        for part in reversed(self.parts):
+            await part.aclose()
         await self.pairing.aclose()
         await self.dispatcher.aclose(grace)
         await self.approvals.aclose()
@@ -331,6 +349,9 @@ class GatewayService:
         still_running = await drain_abandoned(ABANDONED_GRACE)
         if still_running:
             logger.warning("%d stopped task(s) ignored cancellation at shutdown", still_running)
+
+    async def _on_result(self, session_key: str, message: UserMessage, result: TurnResult) -> None:
+        await self.result_hook(session_key, message, result)
 
     # per session key ------------------------------------------------------------------
     def profile_for(self, session_key: str) -> AgentProfile:

@@ -105,8 +105,17 @@ def build_service(
         metrics.watch_cluster(node.stats)
     for adapter in adapters:
         service.attach(adapter)
+    if config.schedule.enabled:
+        _schedule(service, config)
     mount_web(service, metrics)
     return service
+
+
+def _schedule(service: GatewayService, config: Config) -> None:
+    """``[schedule]`` when enabled; off, nothing of it is imported."""
+    from gateway.schedule.feature import ScheduleFeature
+
+    ScheduleFeature(service, config.schedule)
 
 
 def _engine(

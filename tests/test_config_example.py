@@ -11,6 +11,7 @@ from pathlib import Path
 from adapters.platforms import platforms
 from gateway.config import load_config
 from gateway.config.mcp import McpServerSection, McpToolSection
+from gateway.config.memory import MemorySection
 from gateway.config.render import warnings
 from gateway.config.schedule import ScheduleSection
 from gateway.config.schema import (
@@ -25,6 +26,7 @@ from gateway.config.schema import (
     TelemetrySection,
     TranscriptionSection,
 )
+from gateway.config.skills import SkillsSection
 from gateway.config.web_tools import WebToolsSection
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "config.example.toml"
@@ -59,6 +61,8 @@ def schema_keys() -> dict[str, set[str]]:
         "telemetry": set(TelemetrySection.model_fields),
         "web_tools": set(WebToolsSection.model_fields),
         "schedule": set(ScheduleSection.model_fields),
+        "memory": set(MemorySection.model_fields),
+        "skills": set(SkillsSection.model_fields),
         "mcp.servers.time": set(McpServerSection.model_fields) - {"from_variables"},
         "mcp.servers.git": {"enabled", "command", "args", "directory"},
         "mcp.servers.git.tools.git_commit": set(McpToolSection.model_fields),

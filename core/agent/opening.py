@@ -40,6 +40,7 @@ from core.agent.prompt import (
     Runtime,
     SoulFile,
     clock_note,
+    join_prefix,
     restore_or_build_prefix,
     system_prompt,
 )
@@ -209,6 +210,8 @@ class TurnOpener:
         profile = self.profile
         tools = tuple(self.tools.names())
         soul = self.soul.current()
+        if profile.skills_index:  # the stable tier: SOUL.md, then the skills' names
+            soul = join_prefix(soul, profile.skills_index)
         workspace = str(profile.session_workspace(session.key))
         runtime = Runtime(self.model.model, tools, soul, profile.name, workspace)
         add = self.context_section

@@ -24,6 +24,9 @@ class AgentProfile:
     soul: str = "You are a helpful assistant."
     """The stable prompt tier: the text of the profile's SOUL.md."""
     soul_path: Path | None = None
+    skills_index: str = ""
+    """The rest of the stable tier: the names and descriptions of the profile's skills
+    (:func:`core.skills.index.skills_index`); ``""``: none."""
     max_iterations: int = DEFAULT_MAX_ITERATIONS
     run_budget_seconds: float | None = None
     """Wall-clock budget; at 80 % a one-shot wrap-up reminder is injected. None: dormant."""

@@ -120,7 +120,9 @@ class Launch:
 class Bubblewrap:
     """The bubblewrap sandbox; ``executable`` is the absolute path of ``bwrap``.
     ``cgroups``: where processes are capped (``None``: by ``RLIMIT_NPROC``);
-    ``cap_tmp``: ``/tmp`` is a tmpfs no larger than the disk quota."""
+    ``cap_tmp``: ``/tmp`` is a tmpfs no larger than the disk quota; ``read_only``:
+    ``(host path, path inside)`` pairs mounted read-only (the profile's skills,
+    :func:`core.skills.tool.skill_mounts`)."""
 
     executable: str
     network: bool = False
@@ -128,6 +130,7 @@ class Bubblewrap:
     limits: Limits = DEFAULT_LIMITS
     cgroups: PidsCgroups | None = None
     cap_tmp: bool = True
+    read_only: tuple[tuple[Path, str], ...] = ()
 
     def launch(self, command: str, workspace: Path) -> Launch:
         argv = [self.executable, *self.arguments(workspace), "/bin/sh", "-c", command]
@@ -146,6 +149,8 @@ class Bubblewrap:
         args += ["--bind", str(workspace), str(workspace), "--chdir", str(workspace)]
         for path in inside:
             args += _mask(path, (str(workspace),))
+        for source, inside_path in self.read_only:
+            args += ["--ro-bind", str(source), inside_path]
         args += ["--remount-ro", "/"]  # the skeleton bwrap built around the mounts, too
         args += ["--unshare-all", *([] if not self.network else ["--share-net"])]
         args += ["--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv"]

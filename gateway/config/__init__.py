@@ -44,6 +44,7 @@ from gateway.config.sections import (
     TelemetrySection,
     TranscriptionSection,
 )
+from gateway.config.skills import SkillsSection
 from gateway.config.web_tools import WebToolsSection
 
 __all__ = [
@@ -73,6 +74,7 @@ CORE: dict[str, type[Section]] = {
     "mcp": McpSection,
     "memory": MemorySection,
     "schedule": ScheduleSection,
+    "skills": SkillsSection,
     "web_tools": WebToolsSection,
 }
 USER_LISTS = ("approvals", "access")
@@ -207,6 +209,7 @@ class _Reader:
             mcp=core["mcp"],
             memory=core["memory"],
             schedule=core["schedule"],
+            skills=core["skills"],
             web_tools=core["web_tools"],
         )
 

@@ -53,6 +53,7 @@ from gateway.config.sections import (
     TelemetrySection,
     TranscriptionSection,
 )
+from gateway.config.skills import SkillsSection
 from gateway.config.web_tools import WebToolsSection
 
 Provider = Literal["openai", "demo"]
@@ -282,6 +283,8 @@ class ProfileSection(Section):
     """What one conversation's workspace may hold on disk, in MB."""
     mcp_servers: Texts | None = None
     """The ``[mcp.servers]`` whose tools this profile's agent gets. Default: all."""
+    skills: Texts | None = None
+    """The skills (``[skills]``) this profile's agent has. Default: all of them."""
 
     def problems(self) -> Iterator[tuple[str, str]]:
         if self.external_runtime == ():
@@ -409,6 +412,8 @@ class Config:
     """``[memory]`` (:mod:`gateway.config.memory`)."""
     schedule: ScheduleSection = field(default_factory=ScheduleSection)
     """``[schedule]``: scheduled turns (:mod:`gateway.config.schedule`)."""
+    skills: SkillsSection = field(default_factory=SkillsSection)
+    """``[skills]`` (:mod:`gateway.config.skills`)."""
     web_tools: WebToolsSection = field(default_factory=WebToolsSection)
     """``[web_tools]``: ``web_fetch`` and ``web_search`` (:mod:`gateway.config.web_tools`)."""
 

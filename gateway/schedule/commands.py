@@ -43,6 +43,7 @@ class ScheduleCommands:
     book: JobBook
     config: ScheduleSection
     approvers: Callable[[str], Collection[str]]
+    """A session key's approvers, platform-qualified."""
     profile: str = "default"
     clock: Callable[[], float] = time.time
     run_now: RunNow | None = None
@@ -127,7 +128,7 @@ class ScheduleCommands:
             return "Usage: /jobs, or /jobs pause|resume|delete|run ID"
         action, job_id = words
         job = await self.book.job(job_id)
-        if job is None or not self._may_change(event, job):
+        if job is None or not self._may_change(event, key, job):
             return f"⚠️ No job {job_id} of yours."
         return await self._act(action, job)
 
@@ -161,10 +162,10 @@ class ScheduleCommands:
             return f"⚠️ Job {job.id} could not run now."
         return f"▶️ Job {job.id} runs now."
 
-    def _may_change(self, event: InboundEvent, job: Job) -> bool:
-        """Only the creator, or an approver of the platform."""
+    def _may_change(self, event: InboundEvent, key: str, job: Job) -> bool:
+        """Only the creator, or an approver of the chat's session."""
         me = _person(event)
-        return me == job.person or me in self.approvers(event.platform)
+        return me == job.person or me in self.approvers(key)
 
     async def _zone_of(self, event: InboundEvent) -> str:
         return await self.book.timezone_of(_person(event)) or self.config.timezone

@@ -30,7 +30,7 @@ def store(any_store: Store) -> Store:
 def commands(store: Store, **config: object) -> ScheduleCommands:
     return ScheduleCommands(
         job_book(store), ScheduleSection(enabled=True, **config),  # type: ignore[arg-type]
-        approvers=lambda platform: {"fake:9"}, clock=lambda: NOW,
+        approvers=lambda key: {"fake:9"}, clock=lambda: NOW,
     )  # fmt: skip
 
 

@@ -33,6 +33,7 @@ from core.model.retry import RetryPolicy
 from core.store.sqlite import SqliteStore
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
+from core.tools.sandbox import NoSandbox
 from gateway.access import AccessPolicy
 from gateway.chat_syntax import command_menu
 from gateway.config.memory import MemorySection
@@ -133,6 +134,8 @@ class GatewaySetup:
     """Started ``core.mcp.servers.McpServers``: their tools and approval policy join."""
     memory: bool = False
     """``[memory] enabled`` with its defaults (:mod:`gateway.memory`)."""
+    skills: Any = None
+    """A ``gateway.skills.SkillsFeature``: the ``default`` profile's skills join."""
 
 
 class ScaledClock(TestClock):
@@ -200,13 +203,17 @@ class Gateway:
             debounce_ms=self.setup.debounce_ms,
         )
         memory = MemoryFeature.build(self.store, MemorySection()) if self.setup.memory else None
+        skills = self.setup.skills
+        if skills is not None:
+            profile = skills.profile("default", profile)
         engine = Engine(
             store=self.store,
             model=self.model,
             memory=memory,
             tools=ToolRegistry(
                 builtin_tools(self.workspace, terminal_timeout=20)
-                + (memory.tools("default") if memory else []),
+                + (memory.tools("default") if memory else [])
+                + (skills.tools("default", NoSandbox()) if skills else []),
                 sources=[] if mcp is None else [mcp.tools()],
             ),
             hooks=hooks,

@@ -1,0 +1,87 @@
+"""``[schedule] enabled``: scheduled turns put together on a running service — the chat
+commands, ``/stop`` reaching isolated runs, the result watch and the scheduler as a
+service part (started after the adapters, closed before them). Off, nothing of this is
+imported (gateway/wiring.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from adapters.base import InboundEvent
+from core.schedule.scheduler import Scheduler, SchedulerConfig
+from core.store.jobs import JobBook, job_book
+from gateway.chat_commands import Reply
+from gateway.config.schedule import ScheduleSection
+from gateway.messages import NOTHING_TO_STOP
+from gateway.schedule.commands import ScheduleCommands
+from gateway.schedule.runner import ResultWatch, ScheduledTurns
+
+if TYPE_CHECKING:
+    from gateway.service import GatewayService
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def new_owner() -> str:
+    """Who claims runs here: host, pid and a random part (unique per process start)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class ScheduleFeature:
+    """Scheduled turns of one service (a :class:`gateway.service.ServicePart`)."""
+
+    def __init__(
+        self, service: GatewayService, config: ScheduleSection, *, clock: Clock = time.time,
+        sleep: Sleep = asyncio.sleep, owner: str | None = None,
+    ) -> None:  # fmt: skip
+        self.config = config
+        self.book: JobBook = job_book(service.store)
+        self.watch = ResultWatch(service.result_hook)
+        service.result_hook = self.watch
+        access = service.router.access
+        self.turns = ScheduledTurns(
+            service, self.book, self.watch, session=config.session,
+            may_run=access.allows,
+        )  # fmt: skip
+        self.scheduler = Scheduler(
+            self.book, self.turns, owner=owner or new_owner(), clock=clock, sleep=sleep,
+            config=SchedulerConfig(
+                missed=config.missed,
+                pause_after_failed_deliveries=config.pause_after_failed_deliveries,
+            ),
+        )  # fmt: skip
+        self.commands = ScheduleCommands(
+            self.book, config, service.approvers_of, clock=clock,
+            run_now=self.scheduler.run_now, changed=self.scheduler.wake,
+        )  # fmt: skip
+        self._service = service
+        self._task: asyncio.Task[None] | None = None
+        service.router.command_handlers.update(self.commands.handlers())
+        service.router.command_handlers["stop"] = self._stop
+        service.parts.append(self)
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self.scheduler.serve(), name="scheduler")
+
+    async def aclose(self) -> None:
+        """Stop claiming; cancel the runs going here (their leases lapse, and the next
+        scheduler marks them interrupted)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await self.scheduler.aclose()
+
+    async def _stop(self, event: InboundEvent, key: str, args: str) -> Reply:
+        """``/stop``: the chat's own turn as always, and its isolated scheduled runs."""
+        runs = self.turns.stop_in(key)
+        if await self._service.router.stop(key):
+            return None
+        return "⏹ Stopped the scheduled run." if runs else NOTHING_TO_STOP

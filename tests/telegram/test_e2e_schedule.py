@@ -1,0 +1,117 @@
+"""End to end (Telegram simulator, scripted model, a manual clock): scheduled turns
+(issue 31, README "Scheduled turns"). /every, /at and /cron from a chat make jobs that run
+and answer in that chat; /jobs shows them; a chat that now refuses (403) is recorded
+failed and the job pauses after the configured count; /stop stops a running scheduled
+turn; a run the gateway was killed during is marked, never run again."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from gateway.config.schedule import ScheduleSection
+from gateway.schedule.feature import ScheduleFeature
+from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
+from tests.support.manual_clock import ManualClock
+from tests.support.model_server import ScriptedModelServer, reply_text
+from tests.support.polling import until
+from tests.telegram.harness import Gateway, GatewayFactory
+
+UTC = ZoneInfo("UTC")
+START = datetime(2027, 1, 15, 8, 0, tzinfo=UTC).timestamp()  # a Friday
+
+
+async def scheduled(run: Gateway, **config: object) -> tuple[ScheduleFeature, ManualClock]:
+    clock = ManualClock()
+    clock.now_s = START
+    section = ScheduleSection(enabled=True, **config)  # type: ignore[arg-type]
+    feature = ScheduleFeature(
+        run.service, section, clock=clock.now, sleep=clock.sleep, owner="test"
+    )
+    await feature.start()
+    return feature, clock
+
+
+async def bot_says(sim: TelegramSim, chat: int, part: str) -> str:
+    message = await sim.wait_for_bot_message(chat, lambda m: part in (m.text or ""))
+    return message.text or ""
+
+
+async def test_every_at_and_cron_run_and_answer_in_the_chat_they_were_made_in(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(
+        reply_text("Stretch now."), reply_text("Call mum now."), reply_text("PR summary.")
+    )
+    run = await gateway()
+    feature, clock = await scheduled(run)
+    try:
+        await telegram_sim.user_says(ALICE.id, "/every 1h stretch")
+        made = await bot_says(telegram_sim, ALICE.id, "⏰ Job")
+        assert "next 2027-01-15 09:00" in made
+        await telegram_sim.user_says(ALICE.id, "/at 09:30 call mum")
+        await bot_says(telegram_sim, ALICE.id, "call mum; next 2027-01-15 09:30")
+        await telegram_sim.user_says(ALICE.id, '/cron "0 10 * * *" PR summary')
+        await bot_says(telegram_sim, ALICE.id, "PR summary; next 2027-01-15 10:00")
+        await clock.advance(3600)  # 09:00
+        await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "Stretch now.")
+        await clock.advance(1800)  # 09:30
+        await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "Call mum now.")
+        await feature.scheduler.drain()
+        assert model_server.requests[0].messages[-1]["content"] == "stretch"
+        await telegram_sim.user_says(ALICE.id, "/jobs")
+        listed = await bot_says(telegram_sim, ALICE.id, "last: succeeded, delivery sent")
+        assert "call mum" not in listed  # the one-shot ended
+        assert "stretch" in listed and "PR summary" in listed
+        await telegram_sim.user_says(BOB.id, "/jobs")
+        await bot_says(telegram_sim, BOB.id, "No jobs")
+    finally:
+        await feature.aclose()
+
+
+async def test_a_stranger_cannot_touch_a_job_the_creator_can(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_text("Ran now."))
+    run = await gateway()
+    feature, _ = await scheduled(run)
+    try:
+        await telegram_sim.user_says(ALICE.id, "/every 1h stretch")
+        made = await bot_says(telegram_sim, ALICE.id, "⏰ Job")
+        job_id = made.split()[2].rstrip(":")
+        await telegram_sim.user_says(BOB.id, f"/jobs delete {job_id}")
+        await bot_says(telegram_sim, BOB.id, f"No job {job_id} of yours")
+        await telegram_sim.user_says(ALICE.id, f"/jobs pause {job_id}")
+        await bot_says(telegram_sim, ALICE.id, "paused")
+        await telegram_sim.user_says(ALICE.id, f"/jobs run {job_id}")
+        await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "Ran now.")
+        await telegram_sim.user_says(ALICE.id, f"/jobs delete {job_id}")
+        await bot_says(telegram_sim, ALICE.id, "deleted")
+        assert await feature.book.jobs() == []
+    finally:
+        await feature.aclose()
+
+
+async def test_a_chat_that_refuses_403_is_recorded_and_the_job_pauses(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_text("One."), reply_text("Two."))
+    run = await gateway()
+    feature, clock = await scheduled(run, pause_after_failed_deliveries=2)
+    try:
+        await telegram_sim.user_says(ALICE.id, "/every 1h stretch")
+        await bot_says(telegram_sim, ALICE.id, "⏰ Job")
+        (job,) = await feature.book.jobs()
+        telegram_sim.block_bot(ALICE.id)
+        for started in (1, 2):
+            await clock.advance(3600)
+            await until(lambda n=started: len(feature.scheduler.lags) == n)  # type: ignore[misc]
+            await feature.scheduler.drain()
+        runs = await feature.book.runs_of(job.id)
+        assert [(r.status, r.delivery) for r in runs] == [("succeeded", "failed")] * 2
+        assert runs[0].delivery_reason is not None and "blocked" in runs[0].delivery_reason
+        paused = await feature.book.job(job.id)
+        assert paused is not None and paused.state == "paused"
+        assert "2 answers in a row undeliverable" in (paused.state_reason or "")
+    finally:
+        await feature.aclose()
