@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from adapters.base import Adapter
 from adapters.platforms import AdapterContext, platforms
+from core.agent.profile import AgentProfile
 from core.hooks.builtin import register_builtin_hooks
 from core.hooks.loader import load_hooks
 from core.hooks.registry import HookRegistry
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from core.mcp.servers import McpServers
     from gateway.cluster.node import ClusterNode
     from gateway.memory import MemoryFeature
+    from gateway.skills import SkillsFeature
 
 log = logging.getLogger(__name__)
 
@@ -130,13 +132,14 @@ def _engine(
     if mcp is not None:
         mcp.register_approval(hooks)
     memory = _memory(config, store)
+    skills = _skills(config)
     return Engine(
         store=store,
         model=model,
-        tools=_tools(config, sandboxes or unprobed_sandboxes(config), mcp, memory),
+        tools=_tools(config, sandboxes or unprobed_sandboxes(config), mcp, memory, skills),
         memory=memory,
         hooks=metrics.observe(hooks),
-        profiles={name: config.agent_profile(name) for name in config.profiles},
+        profiles=_profiles(config, skills),
         default_profile=config.gateway.default_profile,
         retry=_retry(config),
     )
@@ -149,6 +152,24 @@ def _memory(config: Config, store: Store) -> MemoryFeature | None:
     from gateway.memory import MemoryFeature
 
     return MemoryFeature.build(store, config.memory)
+
+
+def _profiles(config: Config, skills: SkillsFeature | None) -> dict[str, AgentProfile]:
+    """Each profile as the engine sees it, with its skills' index when skills are on."""
+    profiles = {name: config.agent_profile(name) for name in config.profiles}
+    if skills is None:
+        return profiles
+    return {name: skills.profile(name, profile) for name, profile in profiles.items()}
+
+
+def _skills(config: Config) -> SkillsFeature | None:
+    """``[skills]`` when a skills directory exists and holds a valid skill; else nothing
+    of it is imported."""
+    if not config.skills.present(config.data_dir):
+        return None
+    from gateway.skills import SkillsFeature
+
+    return SkillsFeature.build(config)
 
 
 def _chat(config: Config) -> ChatPolicy:
@@ -210,10 +231,14 @@ def _tools(
     sandboxes: Mapping[str, Sandbox],
     mcp: McpServers | None = None,
     memory: MemoryFeature | None = None,
+    skills: SkillsFeature | None = None,
 ) -> dict[str, ToolRegistry]:
     """Each profile's tools: its sessions' workspaces, its terminal sandbox, the tools of
     the MCP servers it names (``mcp_servers``; default: all), the web tools its ``tools``
-    list names (``[web_tools]``)."""
+    list names (``[web_tools]``), the ``skill`` tool over its skills (mounted read-only in
+    its sandbox)."""
+    if skills is not None:
+        sandboxes = {name: skills.sandbox(name, sandbox) for name, sandbox in sandboxes.items()}
     return {
         name: ToolRegistry(
             builtin_tools(
@@ -222,6 +247,7 @@ def _tools(
                 disk_quota=profile.sandbox_limits().disk_quota,
             )
             + ([] if memory is None else memory.tools(name))
+            + ([] if skills is None else skills.tools(name, sandboxes.get(name, Unavailable(""))))
             + config.web_tools.tools(profile.tools),
             sources=[] if mcp is None else [mcp.tools(profile.mcp_servers)],
         )
