@@ -54,6 +54,9 @@ from gateway.cluster.mailbox import Mail
 
 logger = logging.getLogger(__name__)
 
+#: What a lease check may raise while the store cannot answer: the reply still goes.
+_UNCHECKED: tuple[type[BaseException], ...] = (StoreError, *DRIVER_ERRORS)
+
 EVENT = "event"
 """The mail kind of a forwarded inbound event (payload: :func:`encode_event`)."""
 HERE_RETRY_SECONDS = 0.5
@@ -265,7 +268,7 @@ class ClusterSink:
         if self._leases.fence_of(fence.lease) == fence:
             try:
                 holder = await self._leases.holder(fence.lease)
-            except (StoreError, *DRIVER_ERRORS) as exc:  # unknown: the reply still goes
+            except _UNCHECKED as exc:  # unknown: the reply still goes
                 logger.warning("cluster: lease %s not checked (%s)", fence.lease, exc)
                 return False
             held = Fence(holder.name, holder.owner, holder.epoch) if holder else None
