@@ -26,6 +26,7 @@ ExitReason = Literal[
     "model_error",
     "external_runtime",
     "crashed",
+    "quota_exceeded",
 ]
 """Why the loop exited: an observable field, queryable from the store (``docs/turn-loop.md`` §8)."""
 
@@ -111,8 +112,18 @@ def tool_calls_from_json(raw: str | None) -> tuple[ToolCall, ...]:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """A model call's tokens as its server counted them (``cached_tokens``: the part of
+    the prompt served from the server's prompt cache), or estimated when it said none."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    estimated: bool = False
+
+    @property
+    def reported(self) -> bool:
+        """Whether the server gave any figure (all zero: it gave none)."""
+        return bool(self.prompt_tokens or self.completion_tokens or self.cached_tokens)
 
 
 @dataclass(frozen=True, slots=True)

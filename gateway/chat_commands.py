@@ -21,6 +21,7 @@ from core.agent.failure_text import compact_failure
 from core.agent.profile import BusyPolicy
 from core.agent.step import NoticeCallback
 from core.agent.turn import TurnResult, UserMessage
+from core.agent.usage import QuotaReached
 from core.approvals import Approvals, ResolveOutcome
 from core.approver import ApprovalRequest
 from core.bounded import BoundedMap
@@ -116,6 +117,8 @@ async def compact_now(
     except ModelError as error:
         logger.warning("/compact of %s: the summary call failed: %s", key, error)
         reply = compact_failure(error)
+    except QuotaReached as reached:  # the summary call would start over a quota
+        reply = reached.reply
     else:
         use = await agent.context_use(key) if done is not None else None
         described = use.describe() if use is not None else None
@@ -143,6 +146,8 @@ class ChatCommands:
         self._context = context
         self.extra: dict[str, CommandHandler] = dict(extra or {})
         """Commands of feature modules by name (a module adds its own at wiring)."""
+        self.session_ended: list[Callable[[str], Awaitable[None]]] = []
+        """Told of each session ``/new`` ended, by key (per-session MCP servers stop)."""
 
     async def run(self, event: InboundEvent) -> Reply:
         name = canonical(event.command or "")
@@ -182,6 +187,8 @@ class ChatCommands:
         session = await self._store.get_active_session(key)
         if session is not None:
             await self._store.end_session(session.id)
+        for ended in self.session_ended:
+            await ended(key)
         return NEW_SESSION
 
     async def _cmd_steer(self, event: InboundEvent, key: str, args: str) -> Reply:

@@ -105,6 +105,7 @@ from gateway.streaming import Streams
 
 if TYPE_CHECKING:
     from gateway.memory import MemoryFeature
+    from gateway.usage import UsageFeature
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +131,8 @@ class Engine:
     retry: RetryPolicy | None = None
     memory: MemoryFeature | None = None
     """``[memory]`` when on (:mod:`gateway.memory`): the prompt section and ``/memory``."""
+    usage: UsageFeature | None = None
+    """Usage and quotas (:mod:`gateway.usage`): each agent's meter and ``/usage``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +229,7 @@ class GatewayService:
                 retry=engine.retry,
                 choose_model=self.settings.choose,
                 context_section=engine.memory.section(name) if engine.memory else None,
+                meter=engine.usage.meter(name, approvers_of) if engine.usage else None,
             )
             for name, profile in engine.profiles.items()
         }
@@ -245,6 +249,8 @@ class GatewayService:
         )  # fmt: skip
         if engine.memory is not None:
             self.router.command_handlers.update(engine.memory.commands(approvers_of))
+        if engine.usage is not None:
+            self.router.command_handlers.update(engine.usage.commands(approvers_of))
         self.cluster: ClusterPart | None = None
         """Set (before :meth:`start`) when several processes share the store."""
 

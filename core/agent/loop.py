@@ -88,6 +88,7 @@ from core.agent.tool_runner import ToolEnvironment, ToolRunner
 from core.agent.transcript import Transcript
 from core.agent.turn import StepCallback, TurnResult, UserMessage
 from core.agent.turn_run import TurnEnd, TurnParts, TurnRun, stop_end
+from core.agent.usage import UsageMeter
 from core.approver import ApprovalGate
 from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry
@@ -119,6 +120,7 @@ class CommonAgent:
         retry: RetryPolicy | None = None,
         choose_model: ModelChooser | None = None,
         context_section: ContextSection | None = None,
+        meter: UsageMeter | None = None,
     ) -> None:
         self.store = store
         self.model = model
@@ -137,6 +139,8 @@ class CommonAgent:
             store, model, self.tools, profile, self.soul, clock, context_section
         )
         """Steps 2–3 (:mod:`core.agent.opening`)."""
+        self.meter = meter
+        """Usage and quotas of every model call (:mod:`core.agent.usage`); None: none kept."""
         self.compactor = _compactor(store, model, self.retry, profile)
         """Context management (``docs/turn-loop.md`` §18); None when the window is unknown."""
 
@@ -270,7 +274,9 @@ class CommonAgent:
             transcript = Transcript("", history)
             scope = TurnScope(session_key, session.id, "")
             model = self._model_of(session_key, (await self._choice(session_key)).client)
-            caller = ModelCaller(model, self.hooks, self.retry, scope, on_notice)
+            caller = ModelCaller(
+                model, self.hooks, self.retry, scope, on_notice, meter=self.meter
+            )
 
             def summarise(request: ModelRequest) -> Awaitable[ModelReply]:
                 return caller.call(request, 1, token)
@@ -370,7 +376,9 @@ class CommonAgent:
             queue_file=turn.on_file,
         )
         model = self._model_of(scope.session_key, opener.model)
-        caller = ModelCaller(model, self.hooks, self.retry, scope, on_notice, on_text)
+        caller = ModelCaller(
+            model, self.hooks, self.retry, scope, on_notice, on_text, meter=self.meter
+        )
         return TurnParts(
             store=self.store,
             hooks=self.hooks,

@@ -26,6 +26,10 @@ an attempt fails and is retried, when the answer turns out to be tool calls (not
 grace call, whose tool calls are dropped), and when the call is stopped or fails for
 good. The relay is drained before ``call`` returns or raises.
 
+With a :class:`core.agent.usage.UsageMeter`, the meter is asked before the call (its
+:class:`core.agent.usage.QuotaReached` propagates: no request is made) and told what the
+finished call spent (the server's usage, or the estimate).
+
 Each call is a ``model.call`` span (:mod:`core.tracing`): the model's name, the iteration,
 then its token counts, finish reason and how many tool calls it asked for; retries are
 inside it, a failure for good marks it failed (by the error's type).
@@ -45,6 +49,7 @@ from core.agent.reply_text import TextRelay
 from core.agent.scope import TurnScope
 from core.agent.slow_notice import SilenceWatch
 from core.agent.step import NoticeCallback, TextCallback, TurnNotice, notify_notice
+from core.agent.usage import ModelSpend, UsageMeter, spent
 from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient, ModelRequest
@@ -67,24 +72,33 @@ class ModelCaller:
         scope: TurnScope,
         on_notice: NoticeCallback | None = None,
         on_text: TextCallback | None = None,
+        meter: UsageMeter | None = None,
     ) -> None:
         self._model = model
         self._hooks = hooks
         self._policy = policy
+        self._turn = scope
         self._scope = scope.hook_args()
+        self._meter = meter
         self._on_notice = on_notice
         self._on_text = on_text
 
     async def call(
         self, request: ModelRequest, iteration: int, token: CancellationToken
     ) -> ModelReply:
-        """The reply, or :class:`ModelError` once retries are spent, or ``Cancelled``."""
+        """The reply, or :class:`ModelError` once retries are spent, or ``Cancelled``, or
+        :class:`core.agent.usage.QuotaReached` before any request."""
+        meter = self._meter
+        if meter is not None:
+            await token.guard(meter.admit(self._turn))
         with tracing.span(
             "model.call", **{"model.name": self._model.model}, iteration=iteration
         ) as span:
             reply = await self._relayed(request, iteration, token)
             _describe(span, reply)
-            return reply
+        if meter is not None:
+            await meter.record(ModelSpend(self._turn, self._model.model, spent(request, reply)))
+        return reply
 
     async def _relayed(
         self, request: ModelRequest, iteration: int, token: CancellationToken

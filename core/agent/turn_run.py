@@ -44,6 +44,7 @@ from core.agent.step import notify_step, prev_tools
 from core.agent.tool_runner import CallOutcome, ToolRunner
 from core.agent.transcript import Entry, Transcript, replace_reply_text, store_reply
 from core.agent.turn import StepCallback
+from core.agent.usage import QuotaReached
 from core.cancellation import Cancelled
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelRequest
@@ -75,6 +76,12 @@ def stop_end(reason: str | None) -> TurnEnd:
         "interrupted_by_user" if reason == "interrupted_by_user" else "cancelled"
     )
     return TurnEnd("interrupted", exit_reason, stopped_early=True)
+
+
+def quota_end(reached: QuotaReached) -> TurnEnd:
+    """A model call refused by the usage meter: the chat hears which quota, and when it
+    resets (``docs/turn-loop.md`` §4)."""
+    return TurnEnd("budget_exhausted", "quota_exceeded", reached.reply, stopped_early=True)
 
 
 def budget_end(calls: int) -> TurnEnd:
@@ -155,6 +162,8 @@ class TurnRun:
             reply = await self._call_model(kind)
         except Cancelled as stopped:
             return stop_end(stopped.reason)
+        except QuotaReached as reached:
+            return quota_end(reached)
         except SummaryRefused:  # an overflow with no model call left to compact and re-send
             return budget_end(self.gate.calls)
         except ContextOverflow as overflow:  # compacted and retried: still too long

@@ -109,7 +109,7 @@ class StreamAssembler:
         if "error" in chunk:
             raise ModelError(classify_error_object(chunk["error"]))
         if chunk.get("usage"):
-            self._usage = parse_usage(chunk["usage"])
+            self._usage = parse_usage(chunk["usage"], chunk.get("timings"))
         choices = chunk.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             return None

@@ -80,7 +80,7 @@ def parse_reply(payload: Any, status: int | None = None) -> ModelReply:
         content=_content(message.get("content")),
         tool_calls=tuple(_tool_call(raw, n) for n, raw in enumerate(_list(message, "tool_calls"))),
         finish_reason=finish_reason(choice.get("finish_reason")),
-        usage=parse_usage(payload.get("usage")),
+        usage=parse_usage(payload.get("usage"), payload.get("timings")),
     )
 
 
@@ -93,13 +93,23 @@ def first_choice(payload: Json, status: int | None = None) -> Json:
     return choice
 
 
-def parse_usage(raw: object) -> Usage:
+def parse_usage(raw: object, timings: object = None) -> Usage:
+    """``usage`` of a reply or chunk; its cached prompt tokens from OpenAI's (and
+    llama-server's) ``usage.prompt_tokens_details.cached_tokens``, else llama-server's
+    ``timings.cache_n`` beside it."""
     if not isinstance(raw, dict):
         return Usage()
     return Usage(
         prompt_tokens=_int(raw.get("prompt_tokens")),
         completion_tokens=_int(raw.get("completion_tokens")),
+        cached_tokens=_cached(raw.get("prompt_tokens_details"), timings),
     )
+
+
+def _cached(details: object, timings: object) -> int:
+    if isinstance(details, dict) and "cached_tokens" in details:
+        return _int(details.get("cached_tokens"))
+    return _int(timings.get("cache_n")) if isinstance(timings, dict) else 0
 
 
 def finish_reason(raw: object) -> FinishReason | None:

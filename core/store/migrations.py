@@ -22,6 +22,7 @@ import aiosqlite
 
 from core.store.base import StoreError
 from core.store.memory import SQLITE_TABLES as MEMORY_TABLES
+from core.store.usage import SQLITE_TABLES as USAGE_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -434,6 +435,12 @@ SCHEDULED_TURNS = Migration(
     ),
 )
 
+MODEL_USAGE = Migration(
+    version=13,
+    name="model usage per call",
+    statements=USAGE_TABLES,  # core/store/usage.py
+)
+
 MIGRATIONS: tuple[Migration, ...] = tuple(
     sorted(
         (
@@ -449,6 +456,7 @@ MIGRATIONS: tuple[Migration, ...] = tuple(
             LIVE_STREAMS,
             SCHEDULED_TURNS,
             MEMORY,
+            MODEL_USAGE,
         ),
         key=lambda m: m.version,
     )

@@ -30,6 +30,7 @@ from core.store.base import StoreError
 from core.store.migrations import Migration, refuse_newer
 from core.store.pg_cluster_tables import CLUSTER_TABLES
 from core.store.pg_memory import PG_TABLES
+from core.store.usage import PG_TABLES as PG_USAGE_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -328,8 +329,11 @@ PG_SCHEDULED_TURNS = Migration(
     ),
 )
 
+PG_MODEL_USAGE = Migration(version=6, name="model usage per call", statements=PG_USAGE_TABLES)
+
 PG_MIGRATIONS: tuple[Migration, ...] = (
     PG_INITIAL_SCHEMA, PG_CLUSTER, PG_LIVE_STREAMS, PG_SCHEDULED_TURNS, PG_MEMORY,
+    PG_MODEL_USAGE,
 )
 PG_LATEST_VERSION = PG_MIGRATIONS[-1].version
 

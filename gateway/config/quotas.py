@@ -1,0 +1,62 @@
+"""``[quotas]``: what a person and a chat may spend on model calls (:mod:`gateway.usage`).
+
+``[quotas.person]`` caps each person (the sender, platform-qualified), ``[quotas.chat]``
+each chat (every sender's calls there together); each holds ``daily_tokens``,
+``monthly_tokens``, ``daily_cost`` and ``monthly_cost`` (any of them; cost in the currency
+of the ``[models.<name>]`` prices). Approvers are exempt from both unless
+``[quotas.approvers]`` gives them their own person caps. Days and months start at midnight
+in ``timezone``. No cap set anywhere: quotas are off and no check runs before a model call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import Field
+
+from adapters.config import PositiveInt, PositiveNumber, Section
+
+Price = Annotated[float, Field(ge=0)]
+"""A ``[models.<name>]`` price per million tokens (0: free)."""
+LIMIT_KEYS = ("daily_tokens", "monthly_tokens", "daily_cost", "monthly_cost")
+
+
+class QuotaLimits(Section):
+    """One set of caps; unset: no cap of that kind."""
+
+    daily_tokens: PositiveInt | None = None
+    """Prompt plus completion tokens since midnight."""
+    monthly_tokens: PositiveInt | None = None
+    """Prompt plus completion tokens since the first of the month."""
+    daily_cost: PositiveNumber | None = None
+    monthly_cost: PositiveNumber | None = None
+
+    @property
+    def any(self) -> bool:
+        return any(getattr(self, key) is not None for key in LIMIT_KEYS)
+
+
+class QuotasSection(Section):
+    timezone: str = "UTC"
+    """Where a day and a month begin (an IANA zone name)."""
+    person: QuotaLimits = Field(default_factory=QuotaLimits)
+    chat: QuotaLimits = Field(default_factory=QuotaLimits)
+    approvers: QuotaLimits | None = None
+    """Approvers' own person caps; unset: approvers are exempt from every quota."""
+
+    @property
+    def enabled(self) -> bool:
+        """Some cap is set: model calls are checked."""
+        own = self.approvers is not None and self.approvers.any
+        return self.person.any or self.chat.any or own
+
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+    def problems(self) -> Iterator[tuple[str, str]]:
+        try:
+            self.zone()
+        except (ZoneInfoNotFoundError, ValueError):
+            yield "timezone", f"unknown time zone {self.timezone!r} (expected e.g. Europe/Berlin)"
