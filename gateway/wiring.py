@@ -47,6 +47,8 @@ from gateway.model_presets import build_presets
 from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService
 from gateway.transcription import Transcriber, TranscriptionConfig
+from gateway.usage import UsageFeature
+from gateway.usage.metrics import UsageCounters
 from gateway.web.compose import mount_web, web_operators
 from gateway.web.metrics import GatewayMetrics
 
@@ -138,11 +140,17 @@ def _engine(
         model=model,
         tools=_tools(config, sandboxes or unprobed_sandboxes(config), mcp, memory, skills),
         memory=memory,
+        usage=_usage(config, store, metrics),
         hooks=metrics.observe(hooks),
         profiles=_profiles(config, skills),
         default_profile=config.gateway.default_profile,
         retry=_retry(config),
     )
+
+
+def _usage(config: Config, store: Store, metrics: GatewayMetrics) -> UsageFeature | None:
+    """Every model call recorded and counted; ``[quotas]`` checked when it sets a cap."""
+    return UsageFeature.of(store, config, UsageCounters(metrics.registry))
 
 
 def _memory(config: Config, store: Store) -> MemoryFeature | None:

@@ -26,6 +26,7 @@ from adapters.config import NAME, ApproverIds, Section, UserIds, got, suggest
 from adapters.platforms import platforms
 from gateway.config.mcp import McpSection, profile_problems
 from gateway.config.memory import MemorySection
+from gateway.config.quotas import QuotasSection
 from gateway.config.render import mask, render_config
 from gateway.config.schedule import ScheduleSection
 from gateway.config.schema import (
@@ -76,6 +77,7 @@ CORE: dict[str, type[Section]] = {
     "schedule": ScheduleSection,
     "skills": SkillsSection,
     "web_tools": WebToolsSection,
+    "quotas": QuotasSection,
 }
 USER_LISTS = ("approvals", "access")
 Problem = tuple[str, str]
@@ -211,6 +213,7 @@ class _Reader:
             schedule=core["schedule"],
             skills=core["skills"],
             web_tools=core["web_tools"],
+            quotas=core["quotas"],
         )
 
     # one table ----------------------------------------------------------------------

@@ -44,6 +44,7 @@ from core.tools import limits
 from core.tools.sandbox import SandboxKind, WorkspaceScope
 from gateway.config.mcp import McpSection
 from gateway.config.memory import MemorySection
+from gateway.config.quotas import Price, QuotasSection
 from gateway.config.schedule import ScheduleSection
 from gateway.config.sections import (
     AttachmentsSection,
@@ -378,6 +379,11 @@ class ModelPresetSection(Section):
     """Ask for the answer as a stream (its text shows as it is written)."""
     owners_only: Flag = False
     """Only owners (the platform's owners and approvers, operators) may pick it."""
+    # prices (gateway/usage): cost per million tokens, in one currency of your choice
+    price_input_per_mtok: Price | None = None
+    price_cached_input_per_mtok: Price | None = None
+    """Default: ``price_input_per_mtok``."""
+    price_output_per_mtok: Price | None = None
 
     def secrets(self) -> list[str]:
         return [self.api_key] if self.api_key else []
@@ -416,6 +422,8 @@ class Config:
     """``[skills]`` (:mod:`gateway.config.skills`)."""
     web_tools: WebToolsSection = field(default_factory=WebToolsSection)
     """``[web_tools]``: ``web_fetch`` and ``web_search`` (:mod:`gateway.config.web_tools`)."""
+    quotas: QuotasSection = field(default_factory=QuotasSection)
+    """``[quotas]``: spending caps per person and chat (:mod:`gateway.config.quotas`)."""
 
     @property
     def data_dir(self) -> Path:

@@ -54,10 +54,12 @@ class UsageFeature:
     clock: Callable[[], float] = time.time
 
     @classmethod
-    def build(
+    def of(
         cls, store: Store, config: Config, counter: UsageCounter | None = None
-    ) -> UsageFeature:
-        assert isinstance(store, StatementRunner)
+    ) -> UsageFeature | None:
+        """The feature over ``store``; None for a store that runs no feature statements."""
+        if not isinstance(store, StatementRunner):
+            return None
         return cls(UsageBook(store), presets_of(config), config.quotas, counter)
 
     def meter(self, profile: str, approvers: Approvers) -> GatewayMeter:
