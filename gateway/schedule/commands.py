@@ -16,7 +16,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 
-from adapters.base import InboundEvent
+from adapters.base import ChatRef, InboundEvent
+from adapters.session_keys import parse_session_key
 from core.schedule.times import (
     Kind,
     Schedule,
@@ -28,12 +29,20 @@ from core.schedule.times import (
     zone,
 )
 from core.store.jobs import Job, JobBook, JobRun
+from core.tools.base import ToolContext
+from core.tools.schedule import ScheduleRequest
 from gateway.access import qualified
 from gateway.chat_commands import CommandHandler, Reply
 from gateway.config.schedule import ScheduleSection
 
 RunNow = Callable[[Job], Awaitable[JobRun | None]]
 ACTIONS = ("pause", "resume", "delete", "run")
+CHILD_MARK = "/child:"
+USAGE: dict[Kind, str] = {
+    "every": "Usage: /every 1h <prompt>",
+    "at": "Usage: /at 2027-01-15 09:00 <prompt> or /at 09:00 <prompt>",
+    "cron": 'Usage: /cron "0 9 * * 1" <prompt>',
+}
 
 
 @dataclass
@@ -59,37 +68,25 @@ class ScheduleCommands:
     # making jobs ------------------------------------------------------------
     async def every(self, event: InboundEvent, key: str, args: str) -> Reply:
         interval, _, prompt = args.partition(" ")
-        try:
-            seconds = parse_interval(interval)
-        except ScheduleError as exc:
-            return f"⚠️ {exc}. Usage: /every 1h <prompt>"
-        if seconds < self.config.min_interval_seconds:
-            return f"⚠️ The shortest interval is {self.config.min_interval_seconds} s."
-        return await self._add(event, key, "every", str(seconds), prompt)
+        return await self.make(_creator(event, key), "every", interval, prompt)
 
     async def at(self, event: InboundEvent, key: str, args: str) -> Reply:
         words = args.split()
-        tz = await self._zone_of(event)
-        dated = len(words) >= 2 and "-" in words[0]
-        when, prompt = (" ".join(words[:2]), words[2:]) if dated else (words[:1], words[1:])
-        try:
-            at = parse_at(when if isinstance(when, str) else " ".join(when), tz, self.clock())
-        except ScheduleError as exc:
-            return f"⚠️ {exc}. Usage: /at 2027-01-15 09:00 <prompt> or /at 09:00 <prompt>"
-        return await self._add(event, key, "at", repr(at), " ".join(prompt))
+        cut = 2 if len(words) >= 2 and "-" in words[0] else 1
+        when, prompt = " ".join(words[:cut]), " ".join(words[cut:])
+        return await self.make(_creator(event, key), "at", when, prompt)
 
     async def cron(self, event: InboundEvent, key: str, args: str) -> Reply:
         try:
             expression, *rest = shlex.split(args)
-            spec = check_cron(expression)
-        except (ValueError, ScheduleError) as exc:
+        except ValueError as exc:
             return f'⚠️ {exc}. Usage: /cron "0 9 * * 1" <prompt>'
-        return await self._add(event, key, "cron", spec, " ".join(rest))
+        return await self.make(_creator(event, key), "cron", expression, " ".join(rest))
 
     async def tz(self, event: InboundEvent, key: str, args: str) -> Reply:
         person = _person(event)
         if not args:
-            return f"🕘 Your time zone: {await self._zone_of(event)}"
+            return f"🕘 Your time zone: {await self._zone_of(person)}"
         try:
             zone(args.strip())
         except ScheduleError as exc:
@@ -97,27 +94,54 @@ class ScheduleCommands:
         await self.book.set_timezone(person, args.strip())
         return f"🕘 Your time zone is now {args.strip()}."
 
-    async def _add(
-        self, event: InboundEvent, key: str, kind: Kind, spec: str, prompt: str
-    ) -> Reply:
+    async def from_tool(self, request: ScheduleRequest, ctx: ToolContext) -> str:
+        """The ``schedule`` tool's job, in the context's chat for its speaker."""
+        if ctx.requested_by is None:
+            return "Nobody to schedule for in this session."
+        platform, _, user_id = ctx.requested_by.partition(":")
+        chat_key = ctx.session_key.partition(CHILD_MARK)[0]
+        key = parse_session_key(chat_key)
+        chat = ChatRef(key.platform, key.chat_id, key.thread_id)
+        creator = Creator(platform, user_id, chat, chat_key)
+        return await self.make(creator, request.kind, request.when, request.prompt)
+
+    async def make(self, creator: Creator, kind: Kind, when: str, prompt: str) -> str:
+        """Make a job from its schedule's text; what was made, or why not."""
         prompt = prompt.strip()
         if not prompt:
             return "⚠️ What should I do then? Add the prompt after the time."
-        person = _person(event)
-        if await self.book.count_of(person) >= self.config.max_jobs_per_person:
+        tz = await self._zone_of(creator.person)
+        try:
+            spec = self._spec(kind, when, tz)
+        except ScheduleError as exc:
+            return f"⚠️ {exc}. {USAGE[kind]}"
+        if await self.book.count_of(creator.person) >= self.config.max_jobs_per_person:
             return f"⚠️ You have {self.config.max_jobs_per_person} jobs already (/jobs)."
-        tz = await self._zone_of(event)
         now = self.clock()
         job = Job(
-            id=uuid.uuid4().hex[:8], person=person, creator_user_id=event.sender.id,
-            platform=event.platform, chat_id=event.chat.chat_id, thread_id=event.chat.thread_id,
-            session_key=key, prompt=prompt, kind=kind, spec=spec, timezone=tz,
-            profile=self.profile, model=None, state="active", state_reason=None,
-            next_at=Schedule(kind, spec, tz).first(now), created_at=now,
+            id=uuid.uuid4().hex[:8], person=creator.person, creator_user_id=creator.user_id,
+            platform=creator.chat.platform, chat_id=creator.chat.chat_id,
+            thread_id=creator.chat.thread_id, session_key=creator.key, prompt=prompt,
+            kind=kind, spec=spec, timezone=tz, profile=self.profile, model=None,
+            state="active", state_reason=None, next_at=Schedule(kind, spec, tz).first(now),
+            created_at=now,
         )  # fmt: skip
         await self.book.add(job)
         self.changed()
         return f"⏰ Job {job.id}: {describe(job)}; next {_next(job)}."
+
+    def _spec(self, kind: Kind, when: str, tz: str) -> str:
+        """The stored spec of ``when`` (``ScheduleError`` when it cannot be used)."""
+        if kind == "cron":
+            return check_cron(when)
+        if kind == "at":
+            if when.strip()[-1:].isalpha():  # a delay: "10m", "2h"
+                return repr(self.clock() + parse_interval(when))
+            return repr(parse_at(when, tz, self.clock()))
+        seconds = parse_interval(when)
+        if seconds < self.config.min_interval_seconds:
+            raise ScheduleError(f"the shortest interval is {self.config.min_interval_seconds} s")
+        return str(seconds)
 
     # /jobs ------------------------------------------------------------------
     async def jobs(self, event: InboundEvent, key: str, args: str) -> Reply:
@@ -167,12 +191,30 @@ class ScheduleCommands:
         me = _person(event)
         return me == job.person or me in self.approvers(key)
 
-    async def _zone_of(self, event: InboundEvent) -> str:
-        return await self.book.timezone_of(_person(event)) or self.config.timezone
+    async def _zone_of(self, person: str) -> str:
+        return await self.book.timezone_of(person) or self.config.timezone
 
 
 def _person(event: InboundEvent) -> str:
     return qualified(event.platform, event.sender.id)
+
+
+def _creator(event: InboundEvent, key: str) -> Creator:
+    return Creator(event.platform, event.sender.id, event.chat, key)
+
+
+@dataclass(frozen=True, slots=True)
+class Creator:
+    """Who makes a job and the chat (with its session key) it answers in."""
+
+    platform: str
+    user_id: str
+    chat: ChatRef
+    key: str
+
+    @property
+    def person(self) -> str:
+        return qualified(self.platform, self.user_id)
 
 
 def describe(job: Job) -> str:

@@ -1,6 +1,7 @@
 """``[schedule] enabled``: scheduled turns put together on a running service — the chat
-commands, ``/stop`` reaching isolated runs, the result watch and the scheduler as a
-service part (started after the adapters, closed before them). Off, nothing of this is
+commands, the ``schedule`` tool (for each profile whose ``tools`` list is unset or names
+it), ``/stop`` reaching isolated runs, the result watch and the scheduler as a service part
+(started after the adapters, closed before them). Off, nothing of this is
 imported (gateway/wiring.py)."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 from adapters.base import InboundEvent
 from core.schedule.scheduler import Scheduler, SchedulerConfig
 from core.store.jobs import JobBook, job_book
+from core.tools.schedule import schedule_tool
 from gateway.chat_commands import Reply
 from gateway.config.schedule import ScheduleSection
 from gateway.messages import NOTHING_TO_STOP
@@ -64,6 +66,11 @@ class ScheduleFeature:
         self._service = service
         self._task: asyncio.Task[None] | None = None
         service.router.command_handlers.update(self.commands.handlers())
+        tool = schedule_tool(self.commands.from_tool)
+        for agent in service.agents.values():
+            names = agent.profile.tools
+            if names is None or tool.spec.name in names:
+                agent.tools.register(tool)
         service.router.command_handlers["stop"] = self._stop
         service.parts.append(self)
 

@@ -13,7 +13,7 @@ from gateway.config.schedule import ScheduleSection
 from gateway.schedule.feature import ScheduleFeature
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
 from tests.support.manual_clock import ManualClock
-from tests.support.model_server import ScriptedModelServer, reply_text
+from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call
 from tests.support.polling import until
 from tests.telegram.harness import Gateway, GatewayFactory
 
@@ -113,5 +113,36 @@ async def test_a_chat_that_refuses_403_is_recorded_and_the_job_pauses(
         paused = await feature.book.job(job.id)
         assert paused is not None and paused.state == "paused"
         assert "2 answers in a row undeliverable" in (paused.state_reason or "")
+    finally:
+        await feature.aclose()
+
+
+async def test_the_models_schedule_tool_sets_a_reminder_that_fires_in_the_chat(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(
+        reply_tool_call("schedule", {"prompt": "Tell Alice to stretch.", "at": "10m"}),
+        reply_text("Reminder set."),
+        reply_text("Time to stretch, Alice!"),
+    )
+    run = await gateway()
+    feature, clock = await scheduled(run)
+    try:
+        await telegram_sim.user_says(ALICE.id, "remind me to stretch in 10 minutes")
+        await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "Reminder set.")
+        made = model_server.requests[1].messages[-1]["content"]
+        assert "Tell Alice to stretch.; next 2027-01-15 08:10" in made
+        await clock.advance(600)
+        await telegram_sim.wait_for_bot_message(
+            ALICE.id, lambda m: m.text == "Time to stretch, Alice!"
+        )
+        assert model_server.requests[2].messages[-1]["content"] == "Tell Alice to stretch."
+        await feature.scheduler.drain()
+        (job,) = await feature.book.jobs()
+        assert (job.person, job.chat_id, job.state) == (
+            f"telegram:{ALICE.id}",
+            str(ALICE.id),
+            "ended",
+        )
     finally:
         await feature.aclose()
