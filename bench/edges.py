@@ -2,9 +2,10 @@
 
 Two checkouts are measured in one run, side by side: ``before`` is a git worktree of the
 commit the issue names (``BENCH_EDGES_BEFORE``, default ``/tmp/before29``; made with
-``git worktree add /tmp/before29 785ada9``) and ``after`` this tree. Each runs in its own
-interpreter with ``PYTHONPATH`` and the working directory set to that checkout (the
-``core.__file__`` each resolves to is printed, so a wrong path shows).
+``git worktree add /tmp/before29 785ada9``) and ``after`` this tree (``BENCH_EDGES_AFTER``:
+another checkout, e.g. a worktree of HEAD while this tree holds someone's unfinished edits).
+Each runs in its own interpreter with ``PYTHONPATH`` and the working directory set to that
+checkout (the ``core.__file__`` each resolves to is printed, so a wrong path shows).
 
 **The message trace** (the method of the issue's review, research/code-review.md): the
 gateway is composed by the real wiring (config file → :class:`gateway.app.Gateway`:
@@ -22,7 +23,7 @@ and ``[profiles.default] stream = false``; "default" leaves both as configured b
 subprocess against the Telegram simulator and a 0 ms scripted model; RSS (``VmRSS``) read
 when it logs ready; then one warm-up message in a chat of its own, then 1 chat × 10
 (each message once the previous answer arrived) or 20 chats × 5 at once; CPU is the
-process's user + system time over the messages divided by the answers.
+process's CPU time (its threads' ``schedstat``) over the messages divided by the answers.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from bench.sizes import Sizes
 
 HERE = Path(__file__).resolve()
-AFTER = HERE.parent.parent
+AFTER = Path(os.environ.get("BENCH_EDGES_AFTER", HERE.parent.parent))
 BEFORE = Path(os.environ.get("BENCH_EDGES_BEFORE", "/tmp/before29"))
 LAYERS = ("core", "adapters", "gateway")
 RESUMABLE = 0x20 | 0x80 | 0x200
@@ -239,6 +240,12 @@ def _proc(pid: int, name: str) -> float:
 
 
 def _cpu_seconds(pid: int) -> float:
+    """User + system time of every live thread of ``pid`` (``schedstat``: nanoseconds, where
+    ``/proc/PID/stat`` counts 10 ms ticks, too coarse for 10 answers)."""
+    tasks = Path(f"/proc/{pid}/task")
+    with contextlib.suppress(OSError):
+        runs = [int((t / "schedstat").read_text().split()[0]) for t in tasks.iterdir()]
+        return sum(runs) / 1e9
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
