@@ -34,6 +34,8 @@ class Reply:
     done_marker: bool = True
     headers: Mapping[str, str] = field(default_factory=dict)
     usage: tuple[int, int] | None = None
+    cached_tokens: int | None = None
+    """Reported as ``usage.prompt_tokens_details.cached_tokens`` (OpenAI, llama-server)."""
     delay: float = 0.0
     hold: bool = False
     until: asyncio.Event | None = None

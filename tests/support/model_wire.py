@@ -101,11 +101,14 @@ def _usage(reply: Reply, request: ReceivedRequest) -> Json:
         counted = request.prompt_tokens
         prompt = counted if counted is not None else len(json.dumps(request.messages)) // 4
         completion = len(reply.content or "") // 4 + 10 * len(reply.tool_calls)
-    return {
+    usage: Json = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    if reply.cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": reply.cached_tokens}
+    return usage
 
 
 def _field(request: ReceivedRequest, key: str, default: Any) -> Any:
