@@ -12,6 +12,7 @@ from adapters.platforms import platforms
 from gateway.config import load_config
 from gateway.config.mcp import McpServerSection, McpToolSection
 from gateway.config.memory import MemorySection
+from gateway.config.quotas import QuotaLimits
 from gateway.config.render import warnings
 from gateway.config.schedule import ScheduleSection
 from gateway.config.schema import (
@@ -60,6 +61,10 @@ def schema_keys() -> dict[str, set[str]]:
         "cluster": set(ClusterSection.model_fields),
         "telemetry": set(TelemetrySection.model_fields),
         "web_tools": set(WebToolsSection.model_fields),
+        "quotas": {"timezone"},
+        "quotas.person": set(QuotaLimits.model_fields),
+        "quotas.chat": set(QuotaLimits.model_fields),
+        "quotas.approvers": set(QuotaLimits.model_fields),
         "schedule": set(ScheduleSection.model_fields),
         "memory": set(MemorySection.model_fields),
         "skills": set(SkillsSection.model_fields),
