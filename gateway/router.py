@@ -125,6 +125,11 @@ class Router:
         return self._access
 
     @property
+    def session_ended(self) -> list[Callable[[str], Awaitable[None]]]:
+        """Told of each session ``/new`` ended, by key (``ChatCommands.session_ended``)."""
+        return self._commands.session_ended
+
+    @property
     def command_handlers(self) -> dict[str, CommandHandler]:
         """Where a feature module adds its chat commands by name (``/pair``, ``/link``,
         ``/model`` ...): run like the built-ins, after the access check."""

@@ -103,6 +103,8 @@ def build_service(
         max_attachment_bytes=config.attachments.max_bytes,
     )
     adapters, builders = _adapters(config, context)
+    if mcp is not None:
+        service.router.session_ended.append(mcp.end_session)
     if node is not None:
         adapters = node.lease_bots(adapters, builders)
         service.cluster = node

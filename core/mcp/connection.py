@@ -151,6 +151,10 @@ class ServerConnection:
             await self._changed.wait_for(ready)
 
     # calls ------------------------------------------------------------------------
+    async def reach(self, session_key: str, session_id: str) -> ServerConnection:
+        """The connection every session's calls go to: this one (``scope = "process"``)."""
+        return self
+
     async def call(
         self, tool: str, arguments: dict[str, Any], token: CancellationToken
     ) -> types.CallToolResult:

@@ -16,11 +16,14 @@ Approval = Literal["annotations", "always", "never"]
 """When a person is asked before a tool runs: ``annotations`` (unless the tool says
 ``readOnlyHint``), ``always``, ``never``."""
 
-Scope = Literal["shared", "session"]
-"""``shared``: one server for the whole process; ``session``: one per chat session."""
+Scope = Literal["process", "session"]
+"""``process``: one server for the whole process, shared by every session; ``session``:
+one per chat session, started on its first call (:mod:`core.mcp.sessions`)."""
 
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_STARTUP_TIMEOUT = 30.0
+DEFAULT_SESSION_IDLE = 600.0
+DEFAULT_MAX_SESSIONS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +65,11 @@ class ServerSpec:
     """Per tool (the server's own name), over ``approval``."""
     left_out: frozenset[str] = frozenset()
     """The server's tools the agent never gets (``enabled = false`` per tool)."""
-    scope: Scope = "shared"
+    scope: Scope = "process"
+    session_idle: float = DEFAULT_SESSION_IDLE
+    """``scope = "session"``: seconds without a call after which a session's server stops."""
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    """``scope = "session"``: per-session servers running at once, at most."""
 
     @property
     def kind(self) -> str:

@@ -26,7 +26,7 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import mcp_types as types
 
@@ -34,6 +34,7 @@ from core.hooks.results import AskUser
 from core.mcp.connection import CallFailed, ServerConnection
 from core.mcp.names import description, tool_name
 from core.mcp.results import tool_result
+from core.mcp.spec import ServerSpec
 from core.redaction import redact
 from core.tools.base import Tool, ToolContext, ToolResult
 from core.types import ToolSpec
@@ -44,11 +45,26 @@ PREVIEW_CHARS = 600
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 
+class Server(Protocol):
+    """A configured server as the registry sees it: a :class:`ServerConnection` (one per
+    process) or a :class:`core.mcp.sessions.SessionServers` (one per session)."""
+
+    @property
+    def spec(self) -> ServerSpec: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def tools(self) -> tuple[types.Tool, ...]: ...
+    async def reach(self, session_key: str, session_id: str) -> ServerConnection:
+        """The connection a call of this session goes to (raises ``CallFailed``)."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class McpTool:
     """One server tool in the registry."""
 
-    connection: ServerConnection
+    connection: Server
     tool: types.Tool
     registered: Tool
 
@@ -61,7 +77,7 @@ class McpTool:
 class McpTools:
     """The current tools of ``connections``, by registry name (a ``ToolSource``)."""
 
-    def __init__(self, connections: Sequence[ServerConnection], reserved: Iterable[str] = ()):
+    def __init__(self, connections: Sequence[Server], reserved: Iterable[str] = ()):
         self._connections = tuple(connections)
         self._reserved = frozenset(reserved)
         self._seen: tuple[int, ...] = ()
@@ -99,7 +115,7 @@ class McpTools:
         return found
 
 
-def registered_tool(connection: ServerConnection, tool: types.Tool, name: str) -> Tool:
+def registered_tool(connection: Server, tool: types.Tool, name: str) -> Tool:
     """The registry's tool for ``tool`` of ``connection``."""
     hints = tool.annotations
     read_only = bool(hints is not None and hints.read_only_hint)
@@ -112,7 +128,8 @@ def registered_tool(connection: ServerConnection, tool: types.Tool, name: str) -
 
     async def handler(arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
-            result = await connection.call(tool.name, arguments, ctx.token)
+            reached = await connection.reach(ctx.session_key, ctx.session_id)
+            result = await reached.call(tool.name, arguments, ctx.token)
         except CallFailed as failure:
             return ToolResult(str(failure), is_error=True)
         return tool_result(result, ctx.workspace)
@@ -120,7 +137,7 @@ def registered_tool(connection: ServerConnection, tool: types.Tool, name: str) -
     return Tool(spec=spec, handler=handler)
 
 
-def clashes(connections: Sequence[ServerConnection], reserved: Iterable[str]) -> list[str]:
+def clashes(connections: Sequence[Server], reserved: Iterable[str]) -> list[str]:
     """One line per registry name two tools would share (built-ins in ``reserved``)."""
     owners: dict[str, str] = {name: f"the built-in tool {name}" for name in reserved}
     found: list[str] = []

@@ -3,7 +3,10 @@
 A server is either **stdio** (``command``, ``args``, ``env``, ``directory``, ``network``,
 ``sandbox``) or **streamable HTTP** (``url``, ``headers``); both have ``enabled``,
 ``timeout_seconds`` (one call, default 120), ``startup_timeout_seconds`` (default 30),
-``approval`` (``annotations``, ``always``, ``never``) and ``tools``: either an allow list of
+``approval`` (``annotations``, ``always``, ``never``), ``scope`` (``process``: one server
+shared by every session, the default; ``session``: one per session, stopped by ``/new``,
+after ``session_idle_seconds`` without a call (600) or on shutdown, at most
+``max_sessions`` (8) at once) and ``tools``: either an allow list of
 globs (``tools = ["git_status", "git_log*"]``) or one table per tool
 (``[mcp.servers.git.tools.git_commit] approval = "always"``, ``enabled = false`` to leave
 one out); TOML cannot hold both forms under one key.
@@ -26,6 +29,7 @@ from pydantic import BeforeValidator, Field, ValidationInfo, model_validator
 from adapters.config import (
     NAME,
     Flag,
+    PositiveInt,
     PositiveNumber,
     Section,
     Text,
@@ -39,8 +43,10 @@ if TYPE_CHECKING:
     from core.mcp.spec import ServerSpec
 
 Approval = Literal["annotations", "always", "never"]
+Scope = Literal["process", "session"]
 
 APPROVALS = ("annotations", "always", "never")
+SCOPES = ("process", "session")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -89,6 +95,7 @@ Expanded = Annotated[str, BeforeValidator(_expanded)]
 ExpandedTexts = Annotated[tuple[Expanded, ...], BeforeValidator(_texts)]
 ExpandedTable = Annotated[dict[str, Expanded], BeforeValidator(_strings)]
 ApprovalRule = Annotated[Approval, BeforeValidator(choice(*APPROVALS))]
+ScopeRule = Annotated[Scope, BeforeValidator(choice(*SCOPES))]
 
 
 class McpToolSection(Section):
@@ -130,6 +137,12 @@ class McpServerSection(Section):
     timeout_seconds: PositiveNumber = 120.0
     startup_timeout_seconds: PositiveNumber = 30.0
     approval: ApprovalRule = "annotations"
+    scope: ScopeRule = "process"
+    """``process``: started once, shared by every session; ``session``: one per session."""
+    session_idle_seconds: PositiveNumber = 600.0
+    """``scope = "session"``: a session's server stops after this long without a call."""
+    max_sessions: PositiveInt = 8
+    """``scope = "session"``: per-session servers running at once, at most."""
     tools: Annotated[ToolRules, BeforeValidator(_tools)] = Field(default_factory=ToolRules)
     from_variables: tuple[str, ...] = Field(default=(), exclude=True, repr=False)
     """Where the file said ``${VAR}`` (``env.TOKEN``, ``args.2``, ``url``): secrets."""
@@ -180,6 +193,9 @@ class McpServerSection(Section):
             approval=self.approval,
             tool_approvals={t: r.approval for t, r in rules.items() if r.approval is not None},
             left_out=frozenset(left_out),
+            scope=self.scope,
+            session_idle=self.session_idle_seconds,
+            max_sessions=self.max_sessions,
         )
 
     def shown(self, mask: Callable[[str], str]) -> dict[str, object]:

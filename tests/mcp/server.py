@@ -6,8 +6,10 @@ it started and that the client cancelled it), ``crash`` (the process exits at on
 own environment as JSON, to check from inside what reached it) and ``grow`` (adds the tool
 ``extra`` and tells the client its tool list changed); ``freeze`` (blocks the whole server:
 nothing is answered any more, as a hung server), ``note`` (not read-only: asked first),
-``limits`` (the process's rlimits as JSON) and ``x__echo`` (whose registry name, under the
-server ``odd``, is the one ``echo`` gets under a server ``odd__x``: a name clash).
+``limits`` (the process's rlimits as JSON), ``pid`` (the process's pid, a random id made
+at its start and a count of its calls: which process answered) and ``x__echo`` (whose
+registry name, under the server ``odd``, is the one ``echo`` gets under a server
+``odd__x``: a name clash).
 
 Run over stdio (``python server.py``: the file is copied into the server's directory, as
 the sandbox shows nothing else) or served over streamable HTTP in the test's event loop
@@ -22,6 +24,7 @@ import json
 import os
 import resource
 import time
+import uuid
 from dataclasses import dataclass, field
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -33,6 +36,8 @@ PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
 READ_ONLY = ToolAnnotations(read_only_hint=True)
+PROCESS = uuid.uuid4().hex
+"""This process's own id (a pid inside the sandbox's namespace repeats across sandboxes)."""
 
 
 @dataclass
@@ -47,6 +52,7 @@ def build(seen: Seen | None = None) -> MCPServer:
     """A fresh server with its own tool list."""
     seen = seen or Seen()
     server = MCPServer("misbehaving")
+    counted = {"pid": 0}
 
     @server.tool(annotations=READ_ONLY)
     def echo(text: str) -> str:
@@ -108,6 +114,12 @@ def build(seen: Seen | None = None) -> MCPServer:
         wanted = {"as": resource.RLIMIT_AS, "fsize": resource.RLIMIT_FSIZE,
                   "nproc": resource.RLIMIT_NPROC}  # fmt: skip
         return json.dumps({name: resource.getrlimit(which)[0] for name, which in wanted.items()})
+
+    @server.tool(annotations=READ_ONLY)
+    def pid() -> str:
+        """This process's id and how many times this tool was called in it."""
+        counted["pid"] += 1
+        return json.dumps({"pid": os.getpid(), "process": PROCESS, "calls": counted["pid"]})
 
     @server.tool(name="x__echo", annotations=READ_ONLY)
     def x_echo(text: str) -> str:

@@ -52,11 +52,11 @@ async def test_healthz_and_metrics_show_each_server_by_name_without_its_secrets(
             finally:
                 await close(running)
     notes, down = health["mcp"]["notes"], health["mcp"]["dead"]
-    assert notes["state"] == "ready" and notes["tools"] == 11 and notes["restarts"] == 0
+    assert notes["state"] == "ready" and notes["tools"] == 12 and notes["restarts"] == 0
     assert down["state"] == "unavailable" and down["tools"] == 0 and down["restarts"] >= 1
     assert samples[("commonos_mcp_server_up", (("server", "notes"),))] == 1.0
     assert samples[("commonos_mcp_server_up", (("server", "dead"),))] == 0.0
-    assert samples[("commonos_mcp_server_tools", (("server", "notes"),))] == 11.0
+    assert samples[("commonos_mcp_server_tools", (("server", "notes"),))] == 12.0
     ready = ("commonos_mcp_server_state", (("server", "notes"), ("state", "ready")))
     assert samples[ready] == 1.0
     assert samples[("commonos_mcp_server_restarts_total", (("server", "dead"),))] >= 1.0

@@ -334,3 +334,41 @@ async def test_a_server_environment_holds_none_of_the_gateway_secrets_and_it_has
     assert not {"COMMONOS_TELEGRAM_TOKEN", "COMMONOS_MODEL_API_KEY"} & set(inside)
     limits = json.loads(tool_results(model_server.requests[2])[-1])
     assert limits == {"as": LIMITS.memory, "fsize": LIMITS.file_size, "nproc": LIMITS.processes}
+
+
+async def test_a_session_scoped_server_runs_once_per_session_and_new_stops_it(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    spec = stdio_test_server("own", tmp_path / "own", scope="session", startup_timeout=5.0)
+    call = reply_tool_call("mcp__own__pid", {})
+    async with started([spec], await sandbox(LIMITS)) as mcp:
+        sessions = mcp.sessions["own"]
+        assert sessions.probe.state == "stopped" and "pid" in status_tools(mcp)
+        run = await gateway(mcp=mcp)
+        run.service.router.session_ended.append(mcp.end_session)
+        model_server.script(call, reply_text("A1."), call, reply_text("A2."))
+        await telegram_sim.user_says(ALICE.id, "which process?")
+        await reply(telegram_sim, "A1.")
+        await run.idle(KEY)
+        await telegram_sim.user_says(ALICE.id, "and again?")
+        await reply(telegram_sim, "A2.")
+        await run.idle(KEY)
+        model_server.script(call, reply_text("B1."))
+        await telegram_sim.user_says(BOB.id, "which process?")
+        await telegram_sim.wait_for_bot_message(BOB.id, lambda m: m.text == "B1.")
+        first, second, bobs = (
+            json.loads(tool_results(model_server.requests[i])[-1]) for i in (1, 3, 5)
+        )
+        assert first["process"] == second["process"] and second["calls"] == 2  # reused
+        assert bobs["process"] != first["process"] and bobs["calls"] == 1  # Bob's own
+        alices = sessions.live[KEY].connection
+        assert set(sessions.live) == {KEY, f"telegram:dm:{BOB.id}"}
+        await telegram_sim.user_says(ALICE.id, "/new")
+        await reply(telegram_sim, NEW_SESSION)
+        assert KEY not in sessions.live and alices.state == "stopped"
+        assert f"telegram:dm:{BOB.id}" in sessions.live  # Bob's goes on
+
+
+def status_tools(mcp: McpServers) -> tuple[str, ...]:
+    return mcp.status()[0].tools
