@@ -274,9 +274,7 @@ class CommonAgent:
             transcript = Transcript("", history)
             scope = TurnScope(session_key, session.id, "")
             model = self._model_of(session_key, (await self._choice(session_key)).client)
-            caller = ModelCaller(
-                model, self.hooks, self.retry, scope, on_notice, meter=self.meter
-            )
+            caller = ModelCaller(model, self.hooks, self.retry, scope, on_notice, meter=self.meter)
 
             def summarise(request: ModelRequest) -> Awaitable[ModelReply]:
                 return caller.call(request, 1, token)
@@ -370,7 +368,7 @@ class CommonAgent:
             store=self.store,
             scope=scope,
             token=turn.control.token,
-            workspace=self.profile.session_workspace(scope.session_key),
+            workspace=turn.workspace,
             clock=self.clock,
             child_runner=lambda call_id: self._child_runner(call_id, turn),
             queue_file=turn.on_file,

@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 from core.agent.attachment_content import current_images, link_attachments, user_content
 from core.agent.budget import IterationBudget, LoopGate
@@ -74,6 +75,9 @@ class OpenTurn:
     message: UserMessage
     session: SessionRecord
     is_new: bool
+    workspace: Path
+    """The session's workspace (:meth:`AgentProfile.session_workspace`), named once per turn:
+    the system prompt, the user's files and the tools' ``ToolContext.workspace`` read it."""
     gate: LoopGate | None = None
     session_started: bool = False
     """``on_session_start`` was fired (it fires once, in the new session's first turn)."""
@@ -137,7 +141,8 @@ class TurnOpener:
         await self.store.start_turn(scope.session_id, scope.turn_id)
         control.turn_id = scope.turn_id
         transcript = Transcript("", history, calls)
-        opened = OpenTurn(scope, transcript, control, budget, message, session, is_new)
+        workspace = self.profile.session_workspace(key)
+        opened = OpenTurn(scope, transcript, control, budget, message, session, is_new, workspace)
         opened.replayed = replayed
         return opened
 
@@ -146,11 +151,12 @@ class TurnOpener:
         a redirect that came meanwhile, build the system prompt."""
         if not self._resume_replayed(turn):
             await self._store_user_message(turn)
-        workspace = self.profile.session_workspace(turn.scope.session_key)
         user = turn.transcript.user_entry.message
-        turn.transcript.images = await current_images(user.content, workspace, self.profile.vision)
+        turn.transcript.images = await current_images(
+            user.content, turn.workspace, self.profile.vision
+        )
         await record_redirects(turn.control, turn.transcript, self.store)
-        await self._system_prompt(turn.session, turn.transcript, turn.scope.requested_by)
+        await self._system_prompt(turn)
 
     async def _session(self, key: str) -> tuple[SessionRecord, bool]:
         session = await self.store.get_active_session(key)
@@ -192,8 +198,7 @@ class TurnOpener:
 
     async def _store_user_message(self, turn: OpenTurn) -> None:
         scope, message = turn.scope, turn.message
-        workspace = self.profile.session_workspace(scope.session_key)
-        content = await user_content(message, workspace, self.profile)
+        content = await user_content(message, turn.workspace, self.profile)
         user = ChatMessage(role="user", content=content)
         user_id = await self.store.append_message(
             scope.session_id, scope.turn_id, user, origin=message.stored_origin
@@ -201,19 +206,17 @@ class TurnOpener:
         await link_attachments(self.store, message, user_id)
         turn.transcript.add(user, user_id)
 
-    async def _system_prompt(
-        self, session: SessionRecord, transcript: Transcript, speaker: str | None
-    ) -> None:
+    async def _system_prompt(self, turn: OpenTurn) -> None:
         """The cached prefix as the system message; the volatile tier as the clock note on
         this turn's user message — in the system message only for the external runtime
         (``docs/turn-loop.md`` §2 step 3)."""
+        session, transcript, speaker = turn.session, turn.transcript, turn.scope.requested_by
         profile = self.profile
         tools = tuple(self.tools.names())
         soul = self.soul.current()
         if profile.skills_index:  # the stable tier: SOUL.md, then the skills' names
             soul = join_prefix(soul, profile.skills_index)
-        workspace = str(profile.session_workspace(session.key))
-        runtime = Runtime(self.model.model, tools, soul, profile.name, workspace)
+        runtime = Runtime(self.model.model, tools, soul, profile.name, str(turn.workspace))
         add = self.context_section
         section = partial(add, session, speaker) if add is not None else None
         prefix = await restore_or_build_prefix(self.store, session, profile, runtime, section)
