@@ -247,6 +247,8 @@ class GatewayService:
             self.router, links=self.links, pairing=self.pairing, reactions=self.reactions,
             settings=self.chat_settings,
         )  # fmt: skip
+        self.memory = engine.memory
+        """``[memory]`` when on: ``/memory`` here, the counts on the dashboard."""
         if engine.memory is not None:
             self.router.command_handlers.update(engine.memory.commands(approvers_of))
         if engine.usage is not None:

@@ -43,6 +43,7 @@ from gateway.pairing import NOT_OWNER
 from gateway.previews import preview, redact, shorten
 from gateway.service import GatewayService
 from gateway.web.health import health_json
+from gateway.web.memory_counts import MemoryCounts
 from gateway.web.metrics import GatewayMetrics
 
 logger = logging.getLogger(__name__)
@@ -180,6 +181,9 @@ class Dashboard:
         self.service, self.metrics, self.host = service, metrics, host
         self.user = qualified("web", host.operator)
         self._store_down = False
+        memory = service.memory
+        self.memory = MemoryCounts(memory.memory.memory_counts) if memory is not None else None
+        """Entries per scope, never contents (``[memory]`` on only)."""
 
     @property
     def control(self) -> ClusterControl | None:
@@ -189,6 +193,8 @@ class Dashboard:
     async def state(self) -> dict[str, Any]:
         """This process's state, and with a cluster every process's (module docstring)."""
         state = dashboard_state(self.service, self.metrics)
+        if self.memory is not None:
+            state["memory"] = await self.memory.current()
         control = self.control
         if control is None:
             return state

@@ -50,7 +50,15 @@ function healthLine(name, health) {
   return li;
 }
 
+// "12 entries about people · 3 about chats · 1 for profiles": counts only, never contents.
+function memoryLine(counts) {
+  $("memory-section").hidden = !counts;
+  if (!counts) return;
+  $("memory").textContent = `${counts.person} entries about people · ${counts.chat} about chats · ${counts.profile} for profiles`;
+}
+
 function render(state) {
+  memoryLine(state.memory);
   $("platforms").replaceChildren(...Object.entries(state.platforms).map(([name, health]) =>
     healthLine(name, health)));
   $("running").replaceChildren(...state.running.map((turn) => {
