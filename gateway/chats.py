@@ -98,9 +98,9 @@ class ChatDirectory:
 
     def expect(self, origin: str, session_key: str, chat: ChatRef) -> None:
         """A message that came from no platform update (a scheduled turn, ``origin``) runs
-        in ``session_key`` and answers in ``chat``."""
+        in ``session_key`` (a child key: its parent's chat) and answers in ``chat``."""
         self._origins.put(origin, chat)
-        self._places.put(session_key, chat)
+        self._places.put(session_key.partition("/child:")[0], chat)
 
     def place(self, session_key: str) -> Place | None:
         """Where ``session_key`` lives (its running turn's chat, else where it spoke last);

@@ -45,7 +45,8 @@ class ScheduleFeature:
     ) -> None:  # fmt: skip
         self.config = config
         self.book: JobBook = job_book(service.store)
-        self.watch = ResultWatch(service.result_hook)
+        directory = service.directory
+        self.watch = ResultWatch(service.result_hook, lambda key: directory.place(key) is not None)
         service.result_hook = self.watch
         access = service.router.access
         self.turns = ScheduledTurns(

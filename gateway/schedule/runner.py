@@ -54,8 +54,8 @@ class ResultWatch:
     """Wraps the service's result hook: for a scheduled turn's message, notes how its reply
     was delivered; every other turn passes through untouched."""
 
-    def __init__(self, inner: ResultObserver) -> None:
-        self._inner = inner
+    def __init__(self, inner: ResultObserver, has_place: Callable[[str], bool]) -> None:
+        self._inner, self._has_place = inner, has_place
         self._waiting: dict[str, asyncio.Future[Finished]] = {}
         self._notes: dict[str, str] = {}
 
@@ -79,6 +79,10 @@ class ResultWatch:
         note = self._notes.pop(message.origin or "", None)
         if note and result.reply and result.status != "interrupted":
             result = replace(result, reply=f"{note}\n\n{result.reply}")
+        if not self._has_place(key):  # nowhere to answer: nothing would be sent
+            await self._inner(key, message, result)
+            _settle(waiter, Finished(result, "failed", "no chat to answer in"))
+            return
         lost: list[str] = []
         token = LOST_SENDS.set(lost)
         try:

@@ -13,7 +13,12 @@ from gateway.config.schedule import ScheduleSection
 from gateway.schedule.feature import ScheduleFeature
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
 from tests.support.manual_clock import ManualClock
-from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call
+from tests.support.model_server import (
+    ScriptedModelServer,
+    reply_hang,
+    reply_text,
+    reply_tool_call,
+)
 from tests.support.polling import until
 from tests.telegram.harness import Gateway, GatewayFactory
 
@@ -146,3 +151,68 @@ async def test_the_models_schedule_tool_sets_a_reminder_that_fires_in_the_chat(
         )
     finally:
         await feature.aclose()
+
+
+async def test_killed_mid_run_the_occurrence_is_marked_interrupted_never_run_again(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_hang(then=reply_text("Too late.")), reply_text("Stretch at 10."))
+    first = await gateway()
+    feature, clock = await scheduled(first)
+    await telegram_sim.user_says(ALICE.id, "/every 1h stretch")
+    await bot_says(telegram_sim, ALICE.id, "⏰ Job")
+    await clock.advance(3600)  # 09:00: the run starts, its model call hangs
+    await model_server.wait_for_requests(1)
+    await feature.aclose()  # the process dies: nothing after the claim is recorded
+    await first.stop(grace=0)
+    second = await gateway()
+    again = ScheduleFeature(
+        second.service, ScheduleSection(enabled=True), clock=clock.now, sleep=clock.sleep,
+        owner="second",
+    )  # fmt: skip
+    await again.start()
+    try:
+        (job,) = await again.book.jobs()
+        await clock.advance(61)  # the dead run's lease (60 s) has expired
+        await again.scheduler.tick()
+        (run,) = await again.book.runs_of(job.id)
+        assert (run.status, run.owner) == ("interrupted", "test")
+        await clock.advance(3600 - 61)  # 10:00
+        await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "Stretch at 10.")
+        await again.scheduler.drain()
+        runs = await again.book.runs_of(job.id)
+        assert [r.status for r in runs] == ["succeeded", "interrupted"]
+        assert len(model_server.requests) == 2  # 09:00 was asked once, never again
+        await telegram_sim.user_says(ALICE.id, "/jobs")
+        await bot_says(telegram_sim, ALICE.id, "last: succeeded")
+    finally:
+        await again.aclose()
+        model_server.release()
+
+
+async def test_down_across_three_occurrences_one_catch_up_says_what_was_missed(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_text("Stretch, late."))
+    first = await gateway()
+    feature, clock = await scheduled(first)
+    await telegram_sim.user_says(ALICE.id, "/every 1h stretch")
+    await bot_says(telegram_sim, ALICE.id, "⏰ Job")
+    await feature.aclose()
+    await first.stop()
+    clock.now_s += 3 * 3600 + 600  # down from 08:00 to 11:10: 09:00, 10:00, 11:00 missed
+    second = await gateway()
+    again = ScheduleFeature(
+        second.service, ScheduleSection(enabled=True), clock=clock.now, sleep=clock.sleep,
+        owner="second",
+    )  # fmt: skip
+    await again.start()
+    try:
+        note = "(missed 3 times from 09:00 while the gateway was down)"
+        answer = await bot_says(telegram_sim, ALICE.id, "Stretch, late.")
+        assert answer == f"{note}\n\nStretch, late."
+        await again.scheduler.drain()
+        assert len(model_server.requests) == 1  # one catch-up, not three
+        assert note in model_server.requests[0].messages[-1]["content"]
+    finally:
+        await again.aclose()
