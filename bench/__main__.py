@@ -22,6 +22,7 @@ from bench import (
     model_client,
     outage,
     press,
+    quota,
     render,
     sandbox,
     schedule,
@@ -56,6 +57,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "outage": outage.run,
     "schedule": schedule.run,
     "edges": edges.run,
+    "quota": quota.run,
 }
 
 
