@@ -47,12 +47,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.agent.context import (
     BYTES_PER_TOKEN,
     ContextMeter,
     ContextUse,
+    Fitted,
     cut_tool_result,
     fit_request,
     is_summary,
@@ -241,9 +242,8 @@ class Compactor:
         history = summary_first(await self.store.load_active_messages(session_id))
         transcript = Transcript(system_prompt, history)
         ratio = self.meter.ratio(session_id)
-        messages = fit_request(transcript.for_model(), self.limits.window, ratio, tools)
-        tokens = self.meter.estimate(session_id, messages, tools)
-        return ContextUse(tokens, self.limits.window)
+        fitted = fit_request(transcript.for_model(), self.limits.window, ratio, tools)
+        return ContextUse(scaled(fitted.raw, ratio), self.limits.window)
 
 
 def summary_request(source: str, window: int) -> ModelRequest:
@@ -327,6 +327,11 @@ def corrections(messages: Iterable[ChatMessage]) -> list[str]:
     return found
 
 
+def _estimated(build: Callable[[list[ChatMessage]], ModelRequest], fitted: Fitted) -> ModelRequest:
+    """The request of ``fitted``, carrying its estimate (:attr:`ModelRequest.estimated`)."""
+    return replace(build(fitted.messages), estimated=fitted.raw)
+
+
 class ContextKeeper:
     """One turn's side of context management: before each model call the request is
     fitted (long texts cut to the room left, compaction past the threshold); an overflow
@@ -358,45 +363,46 @@ class ContextKeeper:
         if compactor is None:
             return await send(build(self._transcript.for_model()))
         self._summarised = False
-        request = build(await self._fitted(compactor))
+        fitted = await self._fitted(compactor)
+        request = _estimated(build, fitted)
         try:
             reply = await send(request)
         except ModelError as error:
             if error.kind != "context_too_long":
                 raise
-            self._rescale(compactor, request, error)
-            refused = raw_estimate(request.messages, request.tools)
-            request = build(await self._after_overflow(compactor, error))
-            if not self._summarised and raw_estimate(request.messages, request.tools) >= refused:
+            self._rescale(compactor, fitted.raw, error)
+            refused = fitted.raw
+            fitted = await self._after_overflow(compactor, error)
+            request = _estimated(build, fitted)
+            if not self._summarised and fitted.raw >= refused:
                 raise ContextOverflow(error) from error  # nothing summarised, nothing cut
             try:
                 reply = await send(request)
             except ModelError as again:
                 if again.kind == "context_too_long":
-                    self._rescale(compactor, request, again)
+                    self._rescale(compactor, fitted.raw, again)
                     raise ContextOverflow(again, self._summarised) from again
                 raise
-        raw = raw_estimate(request.messages, request.tools)
-        compactor.meter.observe(self._scope.session_id, raw, reply.usage.prompt_tokens)
+        compactor.meter.observe(self._scope.session_id, fitted.raw, reply.usage.prompt_tokens)
         return reply
 
-    def _rescale(self, compactor: Compactor, request: ModelRequest, error: ModelError) -> None:
-        """Learn the refused request's size from the server (or at least past the window)."""
-        raw = raw_estimate(request.messages, request.tools)
+    def _rescale(self, compactor: Compactor, raw: int, error: ModelError) -> None:
+        """Learn the refused request's size (estimated ``raw``) from the server (or at least
+        past the window)."""
         counted = error.classification.prompt_tokens
         window = compactor.limits.window
         compactor.meter.overflowed(self._scope.session_id, raw, window, counted)
 
-    def _messages(self, compactor: Compactor) -> list[ChatMessage]:
+    def _messages(self, compactor: Compactor) -> Fitted:
         ratio = compactor.meter.ratio(self._scope.session_id)
         window = compactor.limits.window
         return fit_request(self._transcript.for_model(), window, ratio, self._tools)
 
-    async def _fitted(self, compactor: Compactor) -> list[ChatMessage]:
-        messages = self._messages(compactor)
-        tokens = compactor.meter.estimate(self._scope.session_id, messages, self._tools)
+    async def _fitted(self, compactor: Compactor) -> Fitted:
+        fitted = self._messages(compactor)
+        tokens = scaled(fitted.raw, compactor.meter.ratio(self._scope.session_id))
         if tokens <= compactor.limits.threshold:
-            return messages
+            return fitted
         logger.info(
             "turn %s: next request ~%d tokens of %d: compacting",
             self._scope.turn_id,
@@ -405,13 +411,13 @@ class ContextKeeper:
         )
         try:
             if await self._compact(compactor) is None:
-                return messages
+                return fitted
         except SummaryRefused:
             logger.info("turn %s: no model call left for a summary", self._scope.turn_id)
-            return messages
+            return fitted
         return self._messages(compactor)
 
-    async def _after_overflow(self, compactor: Compactor, error: ModelError) -> list[ChatMessage]:
+    async def _after_overflow(self, compactor: Compactor, error: ModelError) -> Fitted:
         logger.warning(
             "turn %s: the model found the request too long: %s", self._scope.turn_id, error
         )

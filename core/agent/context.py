@@ -177,20 +177,31 @@ def fit_tool_results(
     return fitted
 
 
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    """A request's messages fitted to the window, and their :func:`raw_estimate` (with the
+    tools): made once per model call, read by the threshold check, the ratio learnt from
+    the reply and the usage estimated when the server gives none."""
+
+    messages: list[ChatMessage]
+    raw: int
+
+
 def fit_request(
     messages: Iterable[ChatMessage],
     window: int,
     ratio: float = 1.0,
     tools: Sequence[ToolSpec] = (),
-) -> list[ChatMessage]:
+) -> Fitted:
     """The request's messages fitted to the room the window leaves (the module docstring):
     oversized texts cut to a share of the window, then the largest ones cut further until
     the estimate (scaled by ``ratio``) leaves :data:`REPLY_SHARE` of the window free."""
     originals = list(messages)
     fitted = fit_tool_results(originals, window, ratio)
     target = int(window * (1 - REPLY_SHARE))
+    raw = raw_estimate(fitted, tools)
     for _ in range(FIT_PASSES):
-        excess = scaled(raw_estimate(fitted, tools), ratio) - target
+        excess = scaled(raw, ratio) - target
         largest = _largest_cuttable(fitted)
         if excess <= 0 or largest is None:
             break
@@ -199,7 +210,8 @@ def fit_request(
         drop = math.ceil(excess * BYTES_PER_TOKEN / ratio / wire_per_char) + _NOTE_CHARS
         limit = max(MIN_KEPT_CHARS, len(text) - drop)
         fitted[largest] = _cut(originals[largest], limit)
-    return fitted
+        raw = raw_estimate(fitted, tools)
+    return Fitted(fitted, raw)
 
 
 _NOTE_CHARS = 200

@@ -62,7 +62,9 @@ def spent(request: ModelRequest, reply: ModelReply) -> Usage:
     """The reply's usage; estimated from the request and the answer when none was given."""
     if reply.usage.reported:
         return reply.usage
-    prompt = raw_estimate(request.messages, request.tools)
+    prompt = request.estimated
+    if prompt is None:
+        prompt = raw_estimate(request.messages, request.tools)
     answer = len((reply.content or "").encode()) + sum(
         len(call.name) + len(call.arguments.encode()) for call in reply.tool_calls
     )

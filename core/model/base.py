@@ -30,6 +30,9 @@ class ModelRequest:
     on_activity: ActivityCallback | None = None
     extra: dict[str, object] = field(default_factory=dict)
     """Extra top-level request fields (temperature, max_tokens, ...)."""
+    estimated: int | None = None
+    """The request's size as :func:`core.agent.context.raw_estimate` counts it, when the
+    turn's context keeper made it (once per call); never sent."""
 
 
 class ModelClient(Protocol):
