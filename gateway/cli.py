@@ -1,7 +1,8 @@
 """The ``commonos`` command line: ``run``, ``chat``, ``check-config``, ``inbox dead``,
 ``inbox drop ID``, ``pair list | approve CODE | revoke PLATFORM:USER`` (docs/pairing.md),
 ``status`` (the processes sharing the store, docs/cluster.md), ``memory export PERSON |
-add --profile NAME TEXT`` (:mod:`gateway.memory_cli`), ``--version``.
+add --profile NAME TEXT`` (:mod:`gateway.memory_cli`), ``jobs list | pause ID | delete
+ID`` (:mod:`gateway.schedule.cli`), ``--version``.
 
 Exit codes: 0 success (``run``: stopped by SIGINT/SIGTERM), 1 a problem the user can fix
 (bad config, store unusable) reported as one line per cause on stderr, 2 bad usage
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from core.tracing import TraceIds
 from gateway import memory_cli
+from gateway.schedule import cli as jobs_cli
 
 # Everything heavier (the platform SDKs, aiohttp, the store) is imported by the command
 # that needs it, so `commonos --help` and `check-config` stay fast.
@@ -68,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     _config_option(listed)
     listed.set_defaults(handler=mcp_command)
     memory_cli.register(commands, _config_option)
+    jobs_cli.register(commands, _config_option)
     return parser
 
 

@@ -128,7 +128,7 @@ class ScheduleCommands:
         )  # fmt: skip
         await self.book.add(job)
         self.changed()
-        return f"⏰ Job {job.id}: {describe(job)}; next {_next(job)}."
+        return f"⏰ Job {job.id}: {describe(job)}; next {next_run(job)}."
 
     def _spec(self, kind: Kind, when: str, tz: str) -> str:
         """The stored spec of ``when`` (``ScheduleError`` when it cannot be used)."""
@@ -163,9 +163,9 @@ class ScheduleCommands:
         lines = []
         for job in mine:
             runs = await self.book.runs_of(job.id, limit=1)
-            last = f"; last: {_outcome(runs[0])}" if runs else ""
+            last = f"; last: {outcome(runs[0])}" if runs else ""
             state = f" [{job.state_reason or job.state}]" if job.state != "active" else ""
-            lines.append(f"• {job.id} {describe(job)}; next {_next(job)}{last}{state}")
+            lines.append(f"• {job.id} {describe(job)}; next {next_run(job)}{last}{state}")
         return "\n".join(lines)
 
     async def _act(self, action: str, job: Job) -> Reply:
@@ -228,13 +228,13 @@ def describe(job: Job) -> str:
     return f"{when}: {job.prompt}"
 
 
-def _next(job: Job) -> str:
+def next_run(job: Job) -> str:
     if job.next_at is None or job.state != "active":
         return "—"
     return wall_clock(job.next_at, job.timezone, with_date=True)
 
 
-def _outcome(run: JobRun) -> str:
+def outcome(run: JobRun) -> str:
     delivery = f", delivery {run.delivery}" if run.delivery else ""
     reason = f" ({run.delivery_reason})" if run.delivery == "failed" and run.delivery_reason else ""
     return f"{run.status}{delivery}{reason}"
