@@ -48,14 +48,17 @@ def discord_config_data(
     web: dict[str, Any] | None = None,
     attachments: dict[str, Any] | None = None,
     transcription: dict[str, Any] | None = None,
+    memory: dict[str, Any] | None = None,
     **discord: Any,
 ) -> dict[str, Any]:
     """The config file's tables; ``discord`` keys override the ``[discord]`` defaults
     (``web={...}`` enables the web server, for ``/healthz``; ``attachments={...}`` and
-    ``transcription={...}`` are those sections, when given)."""
+    ``transcription={...}`` and ``memory={...}`` are those sections, when given)."""
     files = {"attachments": attachments} if attachments is not None else {}
     if transcription is not None:
         files["transcription"] = transcription
+    if memory is not None:
+        files["memory"] = memory
     return files | {
         "model": {"base_url": models.url, "model": "scripted", "api_key": "sk-test"},
         "profiles": {"default": {"sandbox": "none", "approval_timeout": 30, **(profile or {})}},

@@ -132,10 +132,14 @@ class GatewaySetup:
     """The clock and sleep of the debounce window (a test's manual clock)."""
     mcp: Any = None
     """Started ``core.mcp.servers.McpServers``: their tools and approval policy join."""
-    memory: bool = False
-    """``[memory] enabled`` with its defaults (:mod:`gateway.memory`)."""
+    memory: bool | MemorySection = False
+    """``[memory] enabled`` with its defaults, or with this section (:mod:`gateway.memory`)."""
     skills: Any = None
     """A ``gateway.skills.SkillsFeature``: the ``default`` profile's skills join."""
+
+
+def _section(memory: bool | MemorySection) -> MemorySection:
+    return memory if isinstance(memory, MemorySection) else MemorySection(enabled=True)
 
 
 class ScaledClock(TestClock):
@@ -202,7 +206,8 @@ class Gateway:
             stream=self.setup.stream,
             debounce_ms=self.setup.debounce_ms,
         )
-        memory = MemoryFeature.build(self.store, MemorySection()) if self.setup.memory else None
+        section = self.setup.memory
+        memory = None if section is False else MemoryFeature.build(self.store, _section(section))
         skills = self.setup.skills
         if skills is not None:
             profile = skills.profile("default", profile)
