@@ -203,6 +203,8 @@ class GatewayService:
         """Where the Dispatcher reports each finished turn (a feature may wrap it)."""
         self.parts: list[ServicePart] = []
         """Features started after the adapters and closed before them."""
+        self.dashboard_extras: dict[str, Callable[[], Awaitable[object]]] = {}
+        """Sections a feature adds to the dashboard's state, by name (``[schedule]``: jobs)."""
         self.streams = Streams(clock=pacing.clock, sleep=pacing.sleep, store=store)
         self.stopped_turns = StoppedTurns()
         self.directory = ChatDirectory(list(adapters), traffic=traffic)

@@ -112,16 +112,18 @@ def build_service(
     for adapter in adapters:
         service.attach(adapter)
     if config.schedule.enabled:
-        _schedule(service, config)
+        _schedule(service, config, metrics)
     mount_web(service, metrics)
     return service
 
 
-def _schedule(service: GatewayService, config: Config) -> None:
+def _schedule(service: GatewayService, config: Config, metrics: GatewayMetrics) -> None:
     """``[schedule]`` when enabled; off, nothing of it is imported."""
     from gateway.schedule.feature import ScheduleFeature
+    from gateway.web.schedule_status import ScheduleCollector
 
-    ScheduleFeature(service, config.schedule)
+    feature = ScheduleFeature(service, config.schedule)
+    metrics.registry.register(ScheduleCollector(feature.scheduler.figures))
 
 
 def _engine(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -38,6 +39,23 @@ GRACE = 120.0
 Missed = Literal["run_once", "skip"]
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
+
+
+class SchedulerFigures:
+    """The runs this scheduler ended by status, their deliveries by status, and the lag
+    between each run's scheduled time and its start (count, sum, the latest ones)."""
+
+    def __init__(self, recent: int = 1000) -> None:
+        self.runs: Counter[str] = Counter()
+        self.deliveries: Counter[str] = Counter()
+        self.starts = 0
+        self.lag_sum = 0.0
+        self.recent_lags: deque[float] = deque(maxlen=recent)
+
+    def started(self, lag: float) -> None:
+        self.starts += 1
+        self.lag_sum += lag
+        self.recent_lags.append(lag)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,8 +103,8 @@ class Scheduler:
         self._clock, self._sleep, self._config = clock, sleep, config
         self._running: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
-        self.lags: list[float] = []
-        """Seconds between each run's scheduled time and its start (for /metrics, benches)."""
+        self.figures = SchedulerFigures()
+        """What ran here and how (``/metrics``)."""
 
     @property
     def running(self) -> int:
@@ -192,7 +210,7 @@ class Scheduler:
         )  # fmt: skip
 
     def _start(self, job: Job, run: JobRun) -> None:
-        self.lags.append(max(0.0, run.started_at - run.scheduled_at))
+        self.figures.started(max(0.0, run.started_at - run.scheduled_at))
         task = asyncio.create_task(self._run(job, run), name=f"job {job.id}")
         self._running[run.id] = task
         task.add_done_callback(lambda _: self._running.pop(run.id, None))
@@ -207,6 +225,9 @@ class Scheduler:
             outcome = RunOutcome("failed", reason=str(exc) or type(exc).__name__)
         error = outcome.reason if outcome.status == "failed" else None
         await self._book.finish(run.id, outcome.status, self._clock(), error)
+        self.figures.runs[outcome.status] += 1
+        if outcome.delivery is not None:
+            self.figures.deliveries[outcome.delivery] += 1
         await self._delivered(job, run, outcome)
 
     async def _delivered(self, job: Job, run: JobRun, outcome: RunOutcome) -> None:

@@ -23,6 +23,7 @@ from gateway.config.schedule import ScheduleSection
 from gateway.messages import NOTHING_TO_STOP
 from gateway.schedule.commands import ScheduleCommands
 from gateway.schedule.runner import ResultWatch, ScheduledTurns
+from gateway.web.schedule_status import JobsPanel
 
 if TYPE_CHECKING:
     from gateway.service import GatewayService
@@ -74,6 +75,7 @@ class ScheduleFeature:
                 agent.tools.register(tool)
         service.router.command_handlers["stop"] = self._stop
         service.parts.append(self)
+        service.dashboard_extras["jobs"] = JobsPanel(self.book).current
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self.scheduler.serve(), name="scheduler")

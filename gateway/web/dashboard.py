@@ -195,6 +195,8 @@ class Dashboard:
         state = dashboard_state(self.service, self.metrics)
         if self.memory is not None:
             state["memory"] = await self.memory.current()
+        for name, read in self.service.dashboard_extras.items():
+            state[name] = await read()
         control = self.control
         if control is None:
             return state

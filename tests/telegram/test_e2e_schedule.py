@@ -110,7 +110,7 @@ async def test_a_chat_that_refuses_403_is_recorded_and_the_job_pauses(
         telegram_sim.block_bot(ALICE.id)
         for started in (1, 2):
             await clock.advance(3600)
-            await until(lambda n=started: len(feature.scheduler.lags) == n)  # type: ignore[misc]
+            await until(lambda n=started: feature.scheduler.figures.starts == n)  # type: ignore[misc]
             await feature.scheduler.drain()
         runs = await feature.book.runs_of(job.id)
         assert [(r.status, r.delivery) for r in runs] == [("succeeded", "failed")] * 2
@@ -118,6 +118,8 @@ async def test_a_chat_that_refuses_403_is_recorded_and_the_job_pauses(
         paused = await feature.book.job(job.id)
         assert paused is not None and paused.state == "paused"
         assert "2 answers in a row undeliverable" in (paused.state_reason or "")
+        figures = feature.scheduler.figures  # what /metrics shows
+        assert (figures.runs, figures.deliveries) == ({"succeeded": 2}, {"failed": 2})
     finally:
         await feature.aclose()
 

@@ -57,8 +57,21 @@ function memoryLine(counts) {
   $("memory").textContent = `${counts.person} entries about people · ${counts.chat} about chats · ${counts.profile} for profiles`;
 }
 
+// Scheduled jobs ([schedule] on): state (why paused), next run, last run and its delivery.
+function jobRows(jobs) {
+  $("jobs-section").hidden = !jobs;
+  if (!jobs) return;
+  $("jobs").replaceChildren(...jobs.map((job) => {
+    const tr = document.createElement("tr");
+    tr.dataset.testid = "job";
+    tr.append(cell(job.id), cell(job.who), cell(job.what), cell(job.state), cell(job.next), cell(job.last));
+    return tr;
+  }));
+}
+
 function render(state) {
   memoryLine(state.memory);
+  jobRows(state.jobs);
   $("platforms").replaceChildren(...Object.entries(state.platforms).map(([name, health]) =>
     healthLine(name, health)));
   $("running").replaceChildren(...state.running.map((turn) => {
