@@ -40,7 +40,7 @@ from gateway.live_text import live_reply
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.reactions import Reactions
 from gateway.replies import Replies, reply_text
-from gateway.session_settings import SessionSettingsBook
+from gateway.session_settings import SessionSettingsBook, progress_for
 from gateway.streaming import StreamedReply, Streams
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ class ChatTurns:
     ) -> TurnResult:
         host = self._host
         agent = host.agent_for(session_key)
-        await host.settings.load(session_key)  # from now on its /busy is known (at once)
+        settings = await host.settings.load(session_key)  # its /busy known from now (at once)
         place = host.directory.turn_place(session_key, message.origin)
         await host.reactions.started(message)
         taken = await self._take_in(session_key, message, place, agent, control)
@@ -140,14 +140,15 @@ class ChatTurns:
         stop_id = stops.register(session_key, control, message.sender_id)
         stream = host.streams.open(session_key, place, control.token)
         pacing = self._pacing
-        progress = await host.settings.progress(session_key, pacing.progress)
+        progress = progress_for(settings, pacing.progress)
         view = ProgressView(
             place.outbound, place.chat, progress, clock=pacing.clock, sleep=pacing.sleep,
             buttons=stops.buttons(stop_id, place.outbound.capabilities),
             shown_by=stream.show_step if stream is not None and stream.shows_progress else None,
         )  # fmt: skip
         self._views[session_key] = view
-        quiet = partial(self._typing_paused, session_key, view)
+        shared = parse_session_key(session_key).chat_type != "dm"
+        quiet = partial(self._typing_paused, session_key, view, shared=shared)
         typing = Typing(
             place.outbound,
             place.chat,
@@ -184,12 +185,12 @@ class ChatTurns:
         workspace = await asyncio.to_thread(workspaces.ensure, key)
         return await control.token.guard(self._host.intake.take_in(key, message, place, workspace))
 
-    def _typing_paused(self, session_key: str, view: ProgressView) -> bool:
-        """No typing while a card waits for a person, nor in a shared chat once the
-        progress message shows the turn is alive (chat actions count as group messages)."""
+    def _typing_paused(self, session_key: str, view: ProgressView, *, shared: bool) -> bool:
+        """No typing while a card waits for a person, nor in a ``shared`` chat (not a DM)
+        once the progress message shows the turn is alive (chat actions count as group
+        messages)."""
         if self._host.approvals.pending(session_key):
             return True
-        shared = parse_session_key(session_key).chat_type != "dm"
         return shared and view.message is not None
 
     async def on_result(self, session_key: str, message: UserMessage, result: TurnResult) -> None:

@@ -113,12 +113,17 @@ class SessionSettingsBook:
 
     async def progress(self, key: str, config: ProgressConfig) -> ProgressConfig:
         """``config`` with the session's ``/progress`` mode and ``/verbose`` applied."""
-        settings = await self.load(key)
-        mode = PROGRESS_MODES.get(settings.progress or "", config.mode)
-        length = config.preview_length
-        if settings.verbose is not None:
-            length = VERBOSE_PREVIEW if settings.verbose else 0
-        return replace(config, mode=mode, preview_length=length)
+        return progress_for(await self.load(key), config)
+
+
+def progress_for(settings: SessionSettings, config: ProgressConfig) -> ProgressConfig:
+    """``config`` with ``settings``' ``/progress`` mode and ``/verbose`` applied (a turn
+    loads its session's settings once and passes them here)."""
+    mode = PROGRESS_MODES.get(settings.progress or "", config.mode)
+    length = config.preview_length
+    if settings.verbose is not None:
+        length = VERBOSE_PREVIEW if settings.verbose else 0
+    return replace(config, mode=mode, preview_length=length)
 
 
 class SettingsCommands:
