@@ -372,6 +372,7 @@ class CommonAgent:
             clock=self.clock,
             child_runner=lambda call_id: self._child_runner(call_id, turn),
             queue_file=turn.on_file,
+            vision=opener.profile.vision,
         )
         model = self._model_of(scope.session_key, opener.model)
         caller = ModelCaller(

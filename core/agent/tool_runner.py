@@ -21,7 +21,8 @@ asked for them. For each call:
    raises blocks the call (a broken policy must not allow a dangerous call), and so does a
    result that is none of these (or a ``Modify`` whose args are not a dict):
    ``Blocked: invalid pre_tool_call result (<type>)``, logged;
-4. run the handler under the turn's token; an exception becomes an error result;
+4. run the handler under the turn's token; an exception becomes an error result; the
+   images its result names are read for a vision model (:mod:`core.agent.tool_images`);
 5. fire ``post_tool_call`` — for blocked, failed and cancelled calls too;
 6. ``transform_tool_result`` may replace the text;
 7. store the call's end (``Store.finish_tool_call``) with its approval id and outcome.
@@ -57,6 +58,7 @@ from typing import Any, TypeVar
 
 from core import tracing
 from core.agent.scope import TurnScope
+from core.agent.tool_images import ToolImage, loaded
 from core.approver import ApprovalGate, Decision, RequestKind
 from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry, InvalidDecision, Verdict
@@ -98,12 +100,15 @@ class CallOutcome:
     text: str
     is_error: bool
     cancelled: bool = False
+    images: tuple[ToolImage, ...] = ()
+    """The images the result returned, read for a vision model (memory only)."""
 
 
 @dataclass(slots=True)
 class _Attempt:
     text: str
     is_error: bool
+    images: tuple[ToolImage, ...] = ()
     arguments: dict[str, Any] | None = None
     blocked: bool = False
     cancelled: bool = False
@@ -127,6 +132,8 @@ class ToolEnvironment:
     child_runner: ChildRunnerFactory | None = None
     queue_file: QueueFile | None = None
     """``run_turn``'s ``on_file``: ``ToolContext.queue_file`` (the ``send_file`` tool)."""
+    vision: bool = False
+    """The turn's model accepts images: a result's images are read for it."""
 
 
 class ToolRunner:
@@ -170,7 +177,8 @@ class ToolRunner:
             await self._record(call, attempt, text, started)
         finally:
             self._rows.pop(id(call), None)
-        return CallOutcome(call, text, attempt.is_error, attempt.cancelled), attempt
+        outcome = CallOutcome(call, text, attempt.is_error, attempt.cancelled, attempt.images)
+        return outcome, attempt
 
     async def _advance(
         self, call: ToolCall, status: ToolCallStatus, approval_id: str | None = None
@@ -311,7 +319,8 @@ class ToolRunner:
         except Exception as error:
             text = f"Tool {call.name} failed: {type(error).__name__}: {error}"
             return _Attempt(text, is_error=True, arguments=arguments)
-        return _Attempt(result.text, is_error=result.is_error, arguments=arguments)
+        images = await loaded(result.images, self._env.workspace) if self._env.vision else ()
+        return _Attempt(result.text, result.is_error, images, arguments=arguments)
 
     def _context(self, call: ToolCall, arguments: dict[str, Any]) -> ToolContext:
         scope, env = self._env.scope, self._env

@@ -10,7 +10,11 @@ message, then everything the turn adds. It renders the request for the model:
   contains either (``docs/turn-loop.md`` §2, steps 3 and 4);
 * image references (``workspace:`` URLs, :mod:`core.agent.attachment_content`) of this
   turn's user message are sent as the ``data:`` URLs of :attr:`Transcript.images`; older
-  turns' are left out (their text notes stay): the store never holds the bytes.
+  turns' are left out (their text notes stay): the store never holds the bytes;
+* images a tool of this turn returned (:attr:`Entry.images`, read only for a vision model)
+  go in a user message right after the turn's tool messages
+  (:mod:`core.agent.tool_images`), built for each request; the stored tool message keeps
+  its text note.
 
 History from a process that died mid-tools may hold an assistant tool call without its
 result; providers reject such a request, so :func:`heal` adds a placeholder result (for the
@@ -48,6 +52,7 @@ from core.agent.context import as_sent
 from core.agent.prompt import user_for_model
 from core.agent.repair import alternating, repaired
 from core.agent.scope import TurnScope
+from core.agent.tool_images import ToolImage, latest, with_tool_images
 from core.store.base import Store, StoredMessage, ToolCallRecord
 from core.types import ChatMessage, Content, ToolCall
 
@@ -60,6 +65,8 @@ class Entry:
     message: ChatMessage
     stored_id: int | None
     turn_id: str | None = None
+    images: tuple[ToolImage, ...] = ()
+    """Images this tool result returned, for a vision model: memory only, never stored."""
 
 
 class Transcript:
@@ -84,8 +91,10 @@ class Transcript:
         """This turn's image references as ``data:`` URLs, sent in the user message only
         (:mod:`core.agent.attachment_content`); older turns send their notes."""
 
-    def add(self, message: ChatMessage, stored_id: int | None) -> Entry:
-        entry = Entry(message, stored_id)
+    def add(
+        self, message: ChatMessage, stored_id: int | None, images: tuple[ToolImage, ...] = ()
+    ) -> Entry:
+        entry = Entry(message, stored_id, images=images)
         self.entries.append(entry)
         return entry
 
@@ -139,8 +148,14 @@ class Transcript:
             else:
                 content = user_for_model(user.text(), context, note)
             messages[self.turn_start] = replace(user, content=content)
-        sent = as_sent(m for m in messages if not is_empty_reply(m))
-        return [system, *alternating(sent)]
+        sent = alternating(as_sent(m for m in messages if not is_empty_reply(m)))
+        return [system, *self._with_tool_images(sent)]
+
+    def _with_tool_images(self, sent: list[ChatMessage]) -> list[ChatMessage]:
+        """``sent`` with this turn's tool images after its tool messages (added after
+        :func:`alternating`, which would take them for a user message left unanswered)."""
+        returned = [(e.message, e.images) for e in self.entries[self.turn_start :] if e.images]
+        return with_tool_images(sent, latest(returned)) if returned else sent
 
 
 def is_empty_reply(message: ChatMessage) -> bool:

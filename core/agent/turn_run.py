@@ -251,16 +251,18 @@ class TurnRun:
             return replace(exhausted, reply=shown) if text else exhausted
         return TurnEnd("completed", "text_response", shown)
 
-    async def _store_tool_message(self, message: ChatMessage) -> None:
+    async def _store_tool_message(self, outcome: CallOutcome) -> None:
+        """Store the call's result; its images (a vision model's) stay in memory."""
+        message = _tool_message(outcome)
         stored_id = await self._parts.store.append_message(
             self._scope.session_id, self._scope.turn_id, message
         )
-        self._transcript.add(message, stored_id)
+        self._transcript.add(message, stored_id, outcome.images)
 
     async def _run_tools(self, reply: ModelReply) -> TurnEnd | None:
         outcomes = await self._parts.runner.run_batch(reply.tool_calls)
         for outcome in outcomes:
-            await self._store_tool_message(_tool_message(outcome))
+            await self._store_tool_message(outcome)
         if any(o.cancelled for o in outcomes):
             return stop_end(self._control.token.reason)
         if self.gate.grant_grace_if_closed():

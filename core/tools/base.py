@@ -22,6 +22,10 @@ from core.types import ToolSpec
 class ToolResult:
     text: str
     is_error: bool = False
+    images: tuple[str, ...] = ()
+    """Images the tool returned: paths in the session's workspace (PNG, JPEG, GIF or WebP),
+    each also named in ``text``. A vision model sees them after the turn's tool results
+    (:mod:`core.agent.tool_images`); otherwise the text's note is all it gets."""
 
 
 @dataclass(frozen=True, slots=True)
