@@ -2,7 +2,8 @@
 ``inbox drop ID``, ``pair list | approve CODE | revoke PLATFORM:USER`` (docs/pairing.md),
 ``status`` (the processes sharing the store, docs/cluster.md), ``memory export PERSON |
 add --profile NAME TEXT`` (:mod:`gateway.memory_cli`), ``jobs list | pause ID | delete
-ID`` (:mod:`gateway.schedule.cli`), ``--version``.
+ID`` (:mod:`gateway.schedule.cli`), ``usage [--since DATE]`` (:mod:`gateway.usage_cli`),
+``--version``.
 
 Exit codes: 0 success (``run``: stopped by SIGINT/SIGTERM), 1 a problem the user can fix
 (bad config, store unusable) reported as one line per cause on stderr, 2 bad usage
@@ -19,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 from core.tracing import TraceIds
-from gateway import memory_cli
+from gateway import memory_cli, usage_cli
 from gateway.schedule import cli as jobs_cli
 
 # Everything heavier (the platform SDKs, aiohttp, the store) is imported by the command
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     listed.set_defaults(handler=mcp_command)
     memory_cli.register(commands, _config_option)
     jobs_cli.register(commands, _config_option)
+    usage_cli.register(commands, _config_option)
     return parser
 
 
