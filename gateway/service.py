@@ -255,6 +255,7 @@ class GatewayService:
             self.router.command_handlers.update(engine.memory.commands(approvers_of))
         if engine.usage is not None:
             self.router.command_handlers.update(engine.usage.commands(approvers_of))
+            self.dashboard_extras["usage"] = engine.usage.panel().current
         self.cluster: ClusterPart | None = None
         """Set (before :meth:`start`) when several processes share the store."""
 

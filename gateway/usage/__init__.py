@@ -3,7 +3,8 @@
 :class:`UsageFeature` gives each profile's agent a :class:`gateway.usage.meter.GatewayMeter`
 (every model call recorded in ``model_usage``, priced from ``[models.<name>]``, counted on
 ``/metrics`` by profile and model; the ``[quotas]`` check before each call when a cap is
-set — no cap: no check, no read) and answers ``/usage``: the asker's tokens and cost today
+set — no cap: no check, no read), gives the dashboard its usage figures
+(:mod:`gateway.usage.panel`) and answers ``/usage``: the asker's tokens and cost today
 and this month; for an approver also the month's top people and chats.
 """
 
@@ -22,6 +23,7 @@ from gateway.chat_commands import CommandHandler, Reply
 from gateway.config.quotas import QuotasSection
 from gateway.config.schema import Config
 from gateway.usage.meter import GatewayMeter, Preset, Price, UsageCounter
+from gateway.usage.panel import UsagePanel
 from gateway.usage.quota import QuotaRule, Window
 from gateway.usage.report import figures, ranking
 
@@ -69,6 +71,10 @@ class UsageFeature:
         return GatewayMeter(
             self.book, profile, self.presets, quotas=rule, counter=self.counter, clock=self.clock
         )
+
+    def panel(self) -> UsagePanel:
+        """The dashboard's usage figures (totals by profile and model, never by person)."""
+        return UsagePanel(self.book, self.quotas.zone(), now=self.clock)
 
     def commands(self, approvers: Approvers) -> dict[str, CommandHandler]:
         return {"usage": UsageCommand(self, approvers).command}

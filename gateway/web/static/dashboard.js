@@ -69,8 +69,24 @@ function jobRows(jobs) {
   }));
 }
 
+// Model usage today and this month, and the month by profile and model: totals, never people.
+function usageLines(usage) {
+  $("usage-section").hidden = !usage || !usage.month;
+  if (!usage || !usage.month) return;
+  const figures = (t) => `${t.calls} calls · ${t.tokens} tokens (${t.cached} cached) · cost ${t.cost.toFixed(4)}`;
+  const rows = [["Today", usage.today], ["This month", usage.month],
+    ...Object.entries(usage.profiles).map(([name, t]) => [`Profile ${name}`, t]),
+    ...Object.entries(usage.models).map(([name, t]) => [`Model ${name}`, t])];
+  $("usage").replaceChildren(...rows.map(([label, t]) => {
+    const li = document.createElement("li");
+    li.textContent = `${label}: ${figures(t)}`;
+    return li;
+  }));
+}
+
 function render(state) {
   memoryLine(state.memory);
+  usageLines(state.usage);
   jobRows(state.jobs);
   $("platforms").replaceChildren(...Object.entries(state.platforms).map(([name, health]) =>
     healthLine(name, health)));
