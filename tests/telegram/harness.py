@@ -136,6 +136,8 @@ class GatewaySetup:
     """``[memory] enabled`` with its defaults, or with this section (:mod:`gateway.memory`)."""
     skills: Any = None
     """A ``gateway.skills.SkillsFeature``: the ``default`` profile's skills join."""
+    usage: Any = None
+    """A ``gateway.usage.UsageFeature``: model calls recorded, ``[quotas]`` checked."""
 
 
 def _section(memory: bool | MemorySection) -> MemorySection:
@@ -215,6 +217,7 @@ class Gateway:
             store=self.store,
             model=self.model,
             memory=memory,
+            usage=self.setup.usage,
             tools=ToolRegistry(
                 builtin_tools(self.workspace, terminal_timeout=20)
                 + (memory.tools("default") if memory else [])
