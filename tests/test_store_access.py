@@ -12,7 +12,12 @@ import aiosqlite
 import pytest
 
 from core.store.base import LinkCode, PairedUser, PairingCode, SessionSettings, Store, StoreError
-from core.store.migrations import MIGRATIONS, PAIRING_SETTINGS_AND_LINKS, apply_migrations
+from core.store.migrations import (
+    LATEST_VERSION,
+    MIGRATIONS,
+    PAIRING_SETTINGS_AND_LINKS,
+    apply_migrations,
+)
 from core.store.sqlite import open_store
 
 KEY = "telegram:dm:42"
@@ -197,4 +202,6 @@ async def test_a_version_8_file_gains_the_tables_and_keeps_its_data(tmp_path: Pa
     assert message.message.content == "kept"
     assert users == [paired("42")] and chosen == SessionSettings(busy="queue")
     with closing(sqlite3.connect(path)) as conn:
-        assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone() == (9,)
+        assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone() == (
+            LATEST_VERSION,
+        )
