@@ -23,6 +23,7 @@ from typing import Literal
 from adapters.base import InboundEvent
 from core.bounded import BoundedMap
 from gateway.bot_guard import BotLimits
+from gateway.inbound.stages import Next
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +117,12 @@ class AccessControl:
         if _needs_mention(event) and policy.require_mention:
             return "ignore"
         return "admit"
+
+    async def admit(self, event: InboundEvent, next: Next) -> None:
+        """Stage ``access`` (pairing off): only an admitted event goes on; a stranger, bot
+        chatter and a group message that does not mention the bot end here in silence."""
+        if self.check(event) == "admit":
+            await next(event)
 
     def _report_unknown(self, event: InboundEvent) -> None:
         who = (event.platform, event.sender.id)

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from adapters.base import InboundEvent
 from adapters.config import BOT_EXCHANGES_PER_MINUTE, BOT_MUTE_SECONDS
 from core.bounded import BoundedMap
+from gateway.inbound.stages import Next
+
+Say = Callable[[InboundEvent, str], Awaitable[None]]
+"""Tell the event's chat something (the one notice of a muted pair)."""
 
 BotVerdict = Literal["pass", "notice", "muted"]
 """``pass``: answer it; ``notice``: the pair just went over, say :func:`muted_notice`
@@ -54,8 +58,9 @@ class BotGuard:
         self,
         limits_for: Callable[[str], BotLimits],
         clock: Callable[[], float] = time.monotonic,
+        say: Say | None = None,
     ) -> None:
-        self._limits_for, self._clock = limits_for, clock
+        self._limits_for, self._clock, self._say = limits_for, clock, say
         self._pairs: BoundedMap[tuple[str, str], _Pair] = BoundedMap(PAIRS_CAPACITY)
 
     def check(self, event: InboundEvent) -> BotVerdict:
@@ -74,6 +79,16 @@ class BotGuard:
         pair.seen.clear()
         pair.muted_until = now + limits.mute_seconds
         return "notice"
+
+    async def pace(self, event: InboundEvent, next: Next) -> None:
+        """Stage ``bot_guard`` (only when some platform has ``allow_bots``): a human's
+        event goes on; a bot's goes on while its pair is under the limit, the one that
+        mutes the pair gets the notice, the rest end here in silence."""
+        verdict = self.check(event)
+        if verdict == "pass":
+            await next(event)
+        elif verdict == "notice" and self._say is not None:
+            await self._say(event, muted_notice(event, self._limits_for(event.platform)))
 
     def _pair(self, key: tuple[str, str]) -> _Pair:
         pair = self._pairs.get(key)

@@ -1,11 +1,8 @@
-"""The chat features the service plugs into its router, and who approves where.
+"""Who approves where, and who may always talk to the bot.
 
-:class:`gateway.service.GatewayService` builds each feature module once and
-:func:`install_features` hands them to its :class:`~gateway.router.Router`: identity links
-(``/link``, ``/unlink`` and the rekeying of a linked DM, docs/architecture.md §7),
-pairing's ``/pair`` and screen (docs/pairing.md; installed before the others), the
-reactions on each message (``[progress] reactions``) and the session settings' commands
-(``/model``, ``/busy``, ``/progress``, ``/verbose``).
+(The feature modules — links, pairing, reactions, the bot guard — reach the inbound path
+as stages of its fold, :mod:`gateway.inbound.stages`, built by
+:meth:`gateway.service.GatewayService.start` with only the stages that are on.)
 
 :class:`ApproverRule` is who may answer a session's approval cards: the approvers of its
 platform, platform-qualified (:func:`gateway.access.qualified`), and the operators; for a
@@ -20,26 +17,6 @@ from dataclasses import replace
 from adapters.session_keys import parse_session_key
 from gateway.access import AccessPolicy, qualified
 from gateway.links import LINK_PLATFORM, Links
-from gateway.pairing import Pairing
-from gateway.reactions import Reactions
-from gateway.router import Router
-from gateway.session_settings import SettingsCommands
-
-
-def install_features(
-    router: Router,
-    *,
-    links: Links,
-    pairing: Pairing,
-    reactions: Reactions,
-    settings: SettingsCommands,
-) -> None:
-    """Register each feature's commands and hooks on ``router``."""
-    router.linked = links.rekey
-    router.command_handlers.update(link=links.command_link, unlink=links.command_unlink)
-    pairing.install(router)
-    router.on_message = reactions.note
-    router.command_handlers.update(settings.handlers())
 
 
 def with_approvers(

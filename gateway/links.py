@@ -13,8 +13,8 @@
   :data:`WRONG_WINDOW` seconds that identity's attempts are refused until the window
   passes (nobody else is affected).
 * From then on every direct message of a linked identity belongs to the person's one
-  session, ``link:dm:<person>`` (:func:`linked_key`): the router rekeys the event
-  (:meth:`Links.rekey`) after the access check, so the history is shared, the
+  session, ``link:dm:<person>`` (:func:`linked_key`): the inbound stage ``link_rekey``
+  rekeys the event (:meth:`Links.rekeyed`) after the access check, so the history is shared, the
   dispatcher's per-key lane runs one turn at a time across the platforms, and ``/stop``
   from any of them stops it. Each turn answers in the chat its message came from
   (:meth:`gateway.chats.ChatDirectory.turn_place`). Groups, channels and threads are
@@ -43,6 +43,7 @@ from core.bounded import BoundedMap
 from core.store.base import LinkCode, Store
 from gateway.access import qualified
 from gateway.chat_commands import Reply
+from gateway.inbound.stages import Next
 
 LINK_PLATFORM = "link"
 """The platform part of a linked session's key: ``link:dm:<person>``."""
@@ -120,6 +121,15 @@ class Links:
         if person is None:
             return event
         return replace(event, session_key=linked_key(person))
+
+    @property
+    def any(self) -> bool:
+        """Whether some identity is linked (as of :meth:`load`)."""
+        return bool(self._persons)
+
+    async def rekeyed(self, event: InboundEvent, next: Next) -> None:
+        """Stage ``link_rekey`` (after access, before ``record``): :meth:`rekey`."""
+        await next(self.rekey(event))
 
     def person_of(self, platform: str, user_id: str) -> str | None:
         return self._persons.get(qualified(platform, user_id))

@@ -34,11 +34,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from adapters.base import ChatRef, InboundEvent
 from core.store.base import PairedUser, PairingCode, Store
-from gateway.access import AccessPolicy, Verdict, qualified, user_of
+from gateway.access import AccessControl, AccessPolicy, Verdict, qualified, user_of
+from gateway.inbound.stages import Next
 from gateway.pairing_codes import ALPHABET as ALPHABET
 from gateway.pairing_codes import (
     KEEP_EXPIRED,
@@ -50,9 +50,6 @@ from gateway.pairing_codes import (
 )
 from gateway.pairing_codes import PairingSettings as PairingSettings
 from gateway.pairing_codes import new_code as new_code
-
-if TYPE_CHECKING:
-    from gateway.router import Router
 
 logger = logging.getLogger(__name__)
 
@@ -220,12 +217,15 @@ class Pairing:
         owners = policy.owners | policy.approvers
         return any(qualified(platform, owner) == by for owner in owners)
 
-    def install(self, router: Router) -> None:
-        """``/pair`` among the router's commands; with pairing on somewhere, the screen
-        every event passes after the access check."""
-        if self.enabled:
-            router.screen = self.screen
-        router.command_handlers["pair"] = self.command
+    async def admit(self, access: AccessControl, event: InboundEvent, next: Next) -> None:
+        """Stage ``access_pairing`` (pairing on somewhere; ``partial(pairing.admit,
+        access)``): the access check, then :meth:`screen` — a stranger's DM gets its code,
+        a user paired since is told they are in; only an admitted event goes on."""
+        verdict, notice = await self.screen(event, access.check(event))
+        if notice and self.notify is not None:
+            await self.notify(event.chat, notice)
+        if verdict == "admit":
+            await next(event)
 
     # lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -279,9 +279,9 @@ class Pairing:
             self._unannounced.add(who)
         return told
 
-    # the router's screen --------------------------------------------------------------
+    # the access stage's screen -------------------------------------------------------
     async def screen(self, event: InboundEvent, verdict: Verdict) -> tuple[Verdict, Reply]:
-        """The router asks before routing: a paired user's first message after an
+        """Asked after the access check: a paired user's first message after an
         approval the gateway could not announce carries the "you're in" notice; a
         stranger's DM with pairing on gets their code (and stays denied)."""
         who = (event.platform, event.sender.id)

@@ -9,8 +9,9 @@ delays a reply nor waits behind one, and a refused one (an emoji the platform la
 already there) is logged, never fatal.
 
 A turn's message is found by its origins (``UserMessage.origins``: a merged turn marks
-every message it holds): the router notes each submitted event's own message id under its
-origin (:meth:`Reactions.note`), a bounded memory that a replayed update fills again.
+every message it holds): the inbound stage ``reactions`` notes each text or command event's
+own message id under its origin (:meth:`Reactions.noted`), a bounded memory that a replayed
+update fills again.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from collections import OrderedDict
 from adapters.base import InboundEvent, SentMessage
 from adapters.calls import DONE, FAILED, WORKING, React
 from core.agent.turn import TurnResult, UserMessage
-from gateway.chats import ChatDirectory
+from gateway.chats import ChatDirectory, origin_of
+from gateway.inbound.stages import Next
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +47,13 @@ class Reactions:
         self._messages.move_to_end(origin)
         while len(self._messages) > self._capacity:
             self._messages.popitem(last=False)
+
+    async def noted(self, event: InboundEvent, next: Next) -> None:
+        """Stage ``reactions`` (only with ``[progress] reactions``): a text or command
+        event's own message is remembered under its origin before it is dispatched."""
+        if event.kind in ("text", "command"):
+            self.note(event, origin_of(event))
+        await next(event)
 
     async def started(self, message: UserMessage) -> None:
         """The turn of ``message`` started: 👀 on each message it holds."""

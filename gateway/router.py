@@ -6,16 +6,14 @@ plane* and acts at once, never queued behind a running turn: ``/stop``, ``/steer
 platforms' own Stop controls on a streamed answer (``kind == "stop"``: ``/stop`` for the
 running turn, silent when none runs; docs/architecture.md §13).
 
-* Access first: a stranger gets no turn (one log line tells the operator how to allow
-  them); a button press from a stranger is refused politely. Bot chatter and group text
-  that does not mention the bot are ignored. A bot let in by ``allow_bots`` is paced by
-  :class:`gateway.bot_guard.BotGuard`: over its exchanges a minute, one notice, then muted.
-* Every event first passes its bot (:meth:`ChatDirectory.received`: the scheduler learns
-  the chat's kind, the traffic is counted), once, whatever becomes of it.
-* Every admitted event records where its session lives (:class:`ChatDirectory`), so the
-  reply, the progress view and approval cards find the chat.
-  A linked identity's direct message is first moved into its person's one session
-  (``link:dm:<person>``, :mod:`gateway.links`); its turn still answers in its own chat.
+* The router is the home of four stages of the inbound fold (:mod:`gateway.inbound.stages`):
+  ``received`` (every event first passes its bot, :meth:`ChatDirectory.received`: the
+  scheduler learns the chat's kind, the traffic is counted, once, whatever becomes of it),
+  ``press``, ``record`` (every admitted event records where its session lives,
+  :class:`ChatDirectory`, so the reply, the progress view and approval cards find the chat)
+  and the last, :meth:`Router.dispatch`. Access, pairing, the bot guard, the rekeying of a
+  linked DM and the status reactions are stages of their own modules, in the list only
+  when on; a stranger gets no turn, a button press from a stranger is refused politely.
 * A button press is answered (an ``AnswerPress`` call) exactly once, whatever happens.
 * A message with files carries them *offered* (``UserMessage.attachments``): they are
   downloaded in its turn's lane (:mod:`gateway.intake`), only for an admitted sender, and
@@ -42,8 +40,7 @@ from core.agent.turn import UserMessage
 from core.approvals import Approvals
 from core.dispatcher import Dispatcher, SubmitOutcome
 from core.store.base import Store
-from gateway.access import AccessControl, Verdict, user_of
-from gateway.bot_guard import BotGuard, muted_notice
+from gateway.access import AccessControl, user_of
 from gateway.chat_commands import (
     ChatCommands,
     CommandHandler,
@@ -63,6 +60,7 @@ from gateway.chat_syntax import (
 )
 from gateway.chats import ChatDirectory, origin_of
 from gateway.delivery import Delivery
+from gateway.inbound.stages import Next
 from gateway.messages import (
     ACKS,
     NO_LONGER_VALID,
@@ -74,10 +72,6 @@ from gateway.messages import (
 from gateway.pipeline import Outbound
 
 logger = logging.getLogger(__name__)
-
-Screen = Callable[[InboundEvent, Verdict], Awaitable[tuple[Verdict, Reply]]]
-"""``screen(event, verdict) -> (verdict, notice)``: may turn a stranger away with a notice
-(their pairing code) or admit a user paired since, telling them they are in."""
 
 ACK_INTERVAL = 30.0
 MAX_ACK_KEYS = 10_000
@@ -110,14 +104,6 @@ class Router:
         self._ack_interval, self._clock = ack_interval, clock
         self._policy_for = policy_for
         self._last_ack: dict[str, float] = {}
-        self.on_message: Callable[[InboundEvent, str], None] | None = None
-        """Told of each event submitted as a turn's message, with its origin (the status
-        reactions remember the user's message: :meth:`gateway.reactions.Reactions.note`)."""
-        self.linked: Callable[[InboundEvent], InboundEvent] | None = None
-        """An admitted event in its linked session (:meth:`gateway.links.Links.rekey`)."""
-        self.screen: Screen | None = None
-        """Asked after the access check (:meth:`gateway.pairing.Pairing.screen`)."""
-        self._bot_guard = BotGuard(lambda p: access.policy(p).bot_limits, clock)
 
     @property
     def access(self) -> AccessControl:
@@ -145,30 +131,36 @@ class Router:
         """The same menu as ``(name, description)`` pairs."""
         return command_menu()
 
-    async def __call__(self, event: InboundEvent) -> None:
-        """The adapter's sink. Never raises: a failure is logged and the adapter goes on.
-        The event's receipt is settled as it returns, unless a turn took it over."""
+    # stages of the inbound fold (gateway.inbound.stages) ------------------------------
+    async def received(self, event: InboundEvent, next: Next) -> None:
+        """Stage ``received``, first: the bot learns the chat's kind and counts the event
+        (:meth:`ChatDirectory.received`), once, whatever becomes of it. Never raises: a
+        failure is logged and the adapter goes on. The event's receipt is settled as it
+        returns, unless a turn took it over."""
         try:
             self._directory.received(event)
-            await self._route(event)
+            await next(event)
         except Exception:
             logger.exception("event %s:%s could not be handled", event.platform, event.update_id)
         finally:
             event.receipt.sink_returned()
 
-    async def _route(self, event: InboundEvent) -> None:
+    async def press(self, event: InboundEvent, next: Next) -> None:
+        """Stage ``press``: a button press is answered here, exactly once (it checks access
+        itself); every other event goes on."""
         if event.kind == "button":
             await self._press(event)
-            return
-        verdict = self._access.check(event)
-        if self.screen is not None:  # pairing: a stranger's DM gets a code (docs/pairing.md)
-            verdict, notice = await self.screen(event, verdict)
-            await self._say(event, notice)
-        if verdict != "admit" or not await self._bot_paced(event):
-            return
-        if self.linked is not None:
-            event = self.linked(event)
+        else:
+            await next(event)
+
+    async def record(self, event: InboundEvent, next: Next) -> None:
+        """Stage ``record``: where an admitted event's session lives (the reply, the
+        progress view and approval cards find the chat), who its sender is."""
         self._directory.record(event)
+        await next(event)
+
+    async def dispatch(self, event: InboundEvent) -> None:
+        """The last stage: the platform's Stop control, a command, or text for a turn."""
         if event.kind == "stop":
             await self._native_stop(str(event.session_key))
         elif event.kind == "command" and event.command:
@@ -176,16 +168,6 @@ class Router:
             await self._say(event, reply)
         else:
             await self.submit_text(event, event.text)
-
-    async def _bot_paced(self, event: InboundEvent) -> bool:
-        """Whether the bot guard lets ``event`` through (a human's always); the message that
-        mutes a bot pair gets the one notice."""
-        verdict = self._bot_guard.check(event)
-        if verdict == "notice":
-            await self._say(
-                event, muted_notice(event, self._access.policy(event.platform).bot_limits)
-            )
-        return verdict == "pass"
 
     async def stop(self, session_key: str) -> bool:
         """``/stop`` for ``session_key`` from outside its chat (the dashboard's Stop): the
@@ -223,8 +205,6 @@ class Router:
             attachments=event.attachments,
         )  # fmt: skip
         key = str(event.session_key)
-        if self.on_message is not None:
-            self.on_message(event, origin)
         policy = self._unfolded(key, message, policy)
         merge = event.kind == "text"  # a plain message may wait to merge; commands never
         outcome = self._dispatcher.submit(key, message, policy=policy, merge=merge)

@@ -61,6 +61,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from adapters.base import Adapter, ChatRef, InboundEvent
@@ -81,13 +82,15 @@ from core.store.base import ApprovalRecord, Store
 from core.tools.base import ToolRegistry
 from gateway.access import AccessControl, AccessPolicy, user_of
 from gateway.approval_card import ChatApprover
+from gateway.bot_guard import BotGuard
 from gateway.chat_commands import StoppedTurns
-from gateway.chat_features import ApproverRule, install_features, with_approvers
+from gateway.chat_features import ApproverRule, with_approvers
 from gateway.chat_turns import ChatTurns, TurnPacing
 from gateway.chats import ChatDirectory
 from gateway.cluster.port import ClusterPart
 from gateway.delivery import TYPING_INTERVAL, Delivery
 from gateway.file_delivery import FileDelivery, Spool
+from gateway.inbound.stages import Inbound, InboundFeatures, Named
 from gateway.intake import DEFAULT_ATTACHMENTS, Attachments, Intake
 from gateway.links import Links
 from gateway.model_presets import NO_PRESETS, ModelPresets
@@ -245,10 +248,11 @@ class GatewayService:
         self.router = self._router(chat.access)
         self.reactions = Reactions(self.directory, chat.progress.reactions)
         self.chat_settings = SettingsCommands(self.settings, self._model_name, self._is_owner)
-        install_features(
-            self.router, links=self.links, pairing=self.pairing, reactions=self.reactions,
-            settings=self.chat_settings,
+        self.router.command_handlers.update(
+            link=self.links.command_link, unlink=self.links.command_unlink,
+            pair=self.pairing.command, **self.chat_settings.handlers(),
         )  # fmt: skip
+        self._bots_allowed = any(bool(p.allow_bots) for p in chat.access.values())
         self.memory = engine.memory
         """``[memory]`` when on: ``/memory`` here, the counts on the dashboard."""
         if engine.memory is not None:
@@ -258,6 +262,9 @@ class GatewayService:
             self.dashboard_extras["usage"] = engine.usage.panel().current
         self.cluster: ClusterPart | None = None
         """Set (before :meth:`start`) when several processes share the store."""
+        self.inbound: Inbound | None = None
+        """The inbound fold every adapter's events pass, built once at :meth:`start`
+        (:meth:`_inbound`): its ``names`` are the stage list."""
 
     def attach(self, adapter: Adapter) -> None:
         """Add a platform's adapter (before :meth:`start`): its events reach the router,
@@ -297,6 +304,47 @@ class GatewayService:
             notify=self._notify,
         )  # fmt: skip
 
+    def features(self) -> InboundFeatures:
+        """Which optional inbound stages are on: the cluster (a PostgreSQL store), pairing
+        (some platform pairs), the bot guard (some platform lets bots in), links (two
+        platforms or more — a link joins identities on different platforms —, a link
+        already stored, or a cluster, whose links may be made by another process),
+        reactions."""
+        return InboundFeatures(
+            cluster=self.cluster is not None, pairing=self.pairing.enabled,
+            bot_guard=self._bots_allowed, links=self._links_matter(),
+            reactions=self.reactions.enabled,
+        )  # fmt: skip
+
+    def _links_matter(self) -> bool:
+        many = len(self.directory.adapters) > 1
+        return many or self.links.any or self.cluster is not None
+
+    def _inbound(self) -> Inbound:
+        """The inbound fold (:mod:`gateway.inbound.stages`), built once: only the stages
+        of the features that are on."""
+        on, router, access = self.features(), self.router, self.router.access
+        stages = [Named("received", router.received)]
+        if self.cluster is not None:
+            stages.append(Named("cluster_claim", self.cluster.claim))
+        stages.append(Named("press", router.press))
+        if on.pairing:
+            stages.append(Named("access_pairing", partial(self.pairing.admit, access)))
+        else:
+            stages.append(Named("access", access.admit))
+        if on.bot_guard:
+            guard = BotGuard(lambda p: access.policy(p).bot_limits, self._clock, self._tell)
+            stages.append(Named("bot_guard", guard.pace))
+        if on.links:
+            stages.append(Named("link_rekey", self.links.rekeyed))
+        stages.append(Named("record", router.record))
+        if on.reactions:
+            stages.append(Named("reactions", self.reactions.noted))
+        return Inbound(stages, router.dispatch)
+
+    async def _tell(self, event: InboundEvent, text: str) -> None:
+        await self._notify(event.chat, text)
+
     async def _notify(self, chat: ChatRef, text: str) -> bool:
         outbound = self.directory.outbound(chat.platform)
         return outbound is not None and await self.delivery.notice(outbound, chat, text) is not None
@@ -309,9 +357,9 @@ class GatewayService:
         stale = await self._recover()
         await self.links.load()
         cluster = self.cluster
-        sink = self.router if cluster is None else cluster.sink(self.router)
+        inbound = self.inbound = self._inbound()
         for adapter in self.directory.adapters:
-            await adapter.start(sink)
+            await adapter.start(inbound.enter)
             if adapter.health.state != "down":  # down: reported by the adapter or the gateway
                 logger.info("%s adapter started", adapter.platform)
         if cluster is not None:

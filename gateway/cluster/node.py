@@ -7,10 +7,11 @@ The node
 * wraps each leasable bot (Telegram, Discord, Slack) in a
   :class:`~gateway.cluster.leased.LeasedAdapter` (:meth:`ClusterNode.lease_bots`); the
   web chat and the terminal are per process and stay as they are;
-* gives every adapter the :class:`~gateway.cluster.sink.ClusterSink` (claim-or-forward)
-  in front of the router (:meth:`ClusterNode.sink`);
+* holds the inbound stage ``cluster_claim`` (:attr:`ClusterNode.claim`, a
+  :class:`~gateway.cluster.sink.ClusterClaim`: claim-or-forward), which the service puts
+  second in its inbound fold;
 * at :meth:`start`: joins (``processes``), serves its mail (its process id: ``event`` →
-  the sink, ``result`` → the relay, ``control`` → the dashboard's actions:
+  the service's inbound fold, ``result`` → the relay, ``control`` → the dashboard's actions:
   :mod:`gateway.cluster.control`), tries to take every bot at once, then beats every
   ``lease_seconds / 3``;
 * each tick (:meth:`tick`): beats, renews every lease it holds in one statement — a bot
@@ -43,7 +44,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from adapters.base import Adapter, EventSink, InboundEvent
+from adapters.base import Adapter, InboundEvent
 from adapters.inbox import DurableInbox
 from core.store.base import ApprovalRecord
 from core.store.fencing import Fence, fenced
@@ -54,7 +55,7 @@ from gateway.cluster.leases import SESSION_PREFIX, Leases
 from gateway.cluster.mailbox import Mail, Mailbox
 from gateway.cluster.members import Members
 from gateway.cluster.relay import RESULT, Relay
-from gateway.cluster.sink import EVENT, ClusterSink
+from gateway.cluster.sink import EVENT, ClusterClaim
 from gateway.cluster.stats import ClusterStats
 from gateway.cluster.sweeper import Sweeper
 from gateway.config.sections import ClusterSection
@@ -131,8 +132,13 @@ class ClusterNode:
         self.bots: dict[str, LeasedAdapter] = {}
         """Leased bots by lease name."""
         self._sleep, self._clock = sleep, clock
-        self._sink: ClusterSink | None = None
         self._service: GatewayService | None = None
+        self.claim = ClusterClaim(
+            store=store, leases=self.leases, members=self.members, mailbox=self.mailbox,
+            process_id=process_id, leased_platforms=self._leased_platforms, busy=self._busy,
+            delivered=self._delivered, key_of=self._key_of,
+        )  # fmt: skip
+        """The inbound stage ``cluster_claim`` (claim-or-forward)."""
         self.sweeper = Sweeper(store, self.leases, self._in_flight, age=self.tick_seconds)
         self._loop = TaskSet(logger)
         self._ticks = 0
@@ -160,20 +166,9 @@ class ClusterNode:
             wrapped.append(leased)
         return wrapped
 
-    def sink(self, router: EventSink) -> ClusterSink:
-        """The claim-or-forward sink in front of ``router`` (every adapter gets it)."""
-        if self._sink is None:
-            self._sink = ClusterSink(
-                router, store=self.store, leases=self.leases, members=self.members,
-                mailbox=self.mailbox, process_id=self.process_id,
-                leased_platforms=self._leased_platforms, busy=self._busy,
-                delivered=self._delivered, key_of=self._key_of,
-            )  # fmt: skip
-        return self._sink
-
     async def fenced_out(self) -> bool:
         """The session of the work running in this context is no longer this process's."""
-        return self._sink is not None and await self._sink.fenced_out()
+        return await self.claim.fenced_out()
 
     # lifecycle ------------------------------------------------------------------------------
     async def start(self, service: GatewayService) -> None:
@@ -206,8 +201,7 @@ class ClusterNode:
             for name, bot in self.bots.items():
                 self.mailbox.unserve(name)
                 await _quietly(f"giving up {name}", bot.give_up())
-            if self._sink is not None:
-                await self._sink.aclose()
+            await self.claim.aclose()
             await _quietly("closing the relay", self.relay.aclose())
             await _quietly("closing the mailbox", self.mailbox.aclose())
             await _quietly("leaving", self.members.leave())
@@ -254,8 +248,7 @@ class ClusterNode:
         if self._service is not None:  # links made on other processes (gateway/links.py)
             await self._service.links.load()
         await self.sweeper.sweep(self._owned_inboxes())
-        if self._sink is not None:
-            await self._sink.release_idle()
+        await self.claim.release_idle()
         self._live = len(await self.members.live())
         if self._ticks % MAIL_SWEEP_TICKS == 0:
             await self.mailbox.sweep()
@@ -269,7 +262,7 @@ class ClusterNode:
         kept = await self.leases.renew(held)
         self._renewals += 1
         self._last_renewal = self._clock()
-        released = self._sink.take_released() if self._sink is not None else set()
+        released = self.claim.take_released()
         for fence in held:
             if fence.lease not in kept and fence not in released:
                 self._lost += 1
@@ -284,8 +277,8 @@ class ClusterNode:
             self.mailbox.unserve(fence.lease)
             await bot.give_up()
             return
-        if fence.lease.startswith(SESSION_PREFIX) and self._sink is not None:
-            self._sink.lost(fence)
+        if fence.lease.startswith(SESSION_PREFIX):
+            self.claim.lost(fence)
             if self._service is not None:
                 self._service.dispatcher.stop(fence.lease.removeprefix(SESSION_PREFIX))
 
@@ -332,8 +325,8 @@ class ClusterNode:
 
     # mail -----------------------------------------------------------------------------------
     async def _receive(self, mail: Mail) -> None:
-        if mail.kind == EVENT and self._sink is not None:
-            await self._sink.on_mail(mail)
+        if mail.kind == EVENT and self._service is not None:
+            await self.claim.on_mail(mail, self._service.inbound.enter)
         elif mail.kind == RESULT:
             await self.relay.on_result(mail)
         elif mail.kind == CONTROL:
@@ -371,7 +364,7 @@ class ClusterNode:
             await asyncio.wait_for(service.dispatcher.wait_idle(session_key), DELIVERY_WAIT)
 
     def _in_flight(self) -> frozenset[tuple[str, str]]:
-        return self._sink.in_flight if self._sink is not None else frozenset()
+        return self.claim.in_flight
 
     def _owned_inboxes(self) -> list[DurableInbox[Any]]:
         inboxes = [bot.durable_inbox for bot in self.bots.values() if bot.owned]
@@ -379,18 +372,18 @@ class ClusterNode:
 
     def stats(self) -> ClusterStats:
         """What this process reports of its part (``/metrics``, logs)."""
-        sink = self._sink.stats if self._sink is not None else None
+        sink = self.claim.stats
         age = self._clock() - self._last_renewal if self._last_renewal is not None else 0.0
         return ClusterStats(
             process_id=self.process_id,
             live_processes=self._live,
             bots_owned=tuple(sorted(name for name, bot in self.bots.items() if bot.owned)),
-            sessions_held=len(self._sink.held()) if self._sink is not None else 0,
+            sessions_held=len(self.claim.held()),
             lease_renewals=self._renewals,
             leases_lost=self._lost,
             takeovers=self._takeovers,
-            events_forwarded=sink.forwarded if sink else 0,
-            events_received=sink.received if sink else 0,
+            events_forwarded=sink.forwarded,
+            events_received=sink.received,
             calls_relayed=self.relay.stats.relayed,
             calls_served=self.relay.stats.served,
             mail_reconnects=self.mailbox.stats.reconnects,

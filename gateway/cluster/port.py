@@ -2,24 +2,26 @@
 
 :class:`gateway.service.GatewayService` knows a cluster only through :class:`ClusterPart`
 (set as ``service.cluster`` when the store is PostgreSQL; None with SQLite, where nothing
-of the cluster runs): the sink every adapter gets, the start once the adapters started,
-the stop once turns and adapters stopped, and whether a finished turn's session is still
-this process's. :class:`gateway.cluster.node.ClusterNode` is the one implementation.
+of the cluster runs): the inbound stage ``cluster_claim`` (claim-or-forward), the start
+once the adapters started, the stop once turns and adapters stopped, and whether a
+finished turn's session is still this process's. :class:`gateway.cluster.node.ClusterNode`
+is the one implementation.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from adapters.base import EventSink
+from gateway.inbound.stages import Stage
 
 if TYPE_CHECKING:
     from gateway.service import GatewayService
 
 
 class ClusterPart(Protocol):
-    def sink(self, router: EventSink) -> EventSink:
-        """The sink every adapter gets, in front of ``router`` (claim-or-forward)."""
+    @property
+    def claim(self) -> Stage:
+        """The inbound stage ``cluster_claim``: claim-or-forward, second in the fold."""
         ...
 
     async def start(self, service: GatewayService) -> None:

@@ -3,9 +3,10 @@
 With several processes on one PostgreSQL store (docs/cluster.md) a session's turns run in
 one process at a time: the holder of the lease ``session:<session key>``. Every event of a
 leased bot, on whichever process receives it (the bot's owner polls it; another process
-may be forwarded it), passes :class:`ClusterSink` before the router::
+may be forwarded it), passes the inbound stage ``cluster_claim`` (:class:`ClusterClaim`,
+right after ``received``, :mod:`gateway.inbound.stages`) before the rest of the fold::
 
-    per-process platform (web, terminal)  → the router, here (never leased) — but a
+    per-process platform (web, terminal)  → the rest of the fold, here (never leased) — but a
                                             linked person's DM (``link:dm:``) takes
                                             its session lease, here: waits for it
     the session is held here (valid)      → run here
@@ -19,19 +20,20 @@ Running here: an event already done in the store, or the same (platform, update 
 flight here (a replay racing its first delivery), is dropped. A text message that comes
 while the session's last reply is still being delivered (a relayed reply takes a round
 trip through the bot's owner, and its user may answer it at once) waits for that delivery
-to end, so it starts a turn instead of queueing behind one that is over. Otherwise the router gets a
-copy of the event with a receipt of its own, under ``fenced(session fence)`` — the router
-call, the dispatcher's turn it starts and everything that turn writes or relays carry the
-fence, so a process that lost the lease (paused past its ttl) is refused. Once the copy's
-receipt is True the item is marked done *under the session fence*: that write is the
+to end, so it starts a turn instead of queueing behind one that is over. Otherwise the rest
+of the fold gets a copy of the event with a receipt of its own, under ``fenced(session
+fence)`` — that call, the dispatcher's turn it starts and everything that turn writes or
+relays carry the fence, so a process that lost the lease (paused past its ttl) is refused.
+Once the copy's receipt is True the item is marked done *under the session fence*: that write is the
 arbiter — refused (``Fenced``: another process runs the session now) the event's own
 receipt is handed over, not settled, so nothing marks it done here and another delivery
 runs it; True otherwise, False when the work was cut short (a later delivery runs it).
 Then, when the session has no turn running or queued and no event in flight here, its
 lease is released: the next event of that chat may go to any process.
 
-A mail of kind ``event`` (a forwarded event) takes the same path; it may be forwarded on
-when the lease moved meanwhile.
+A mail of kind ``event`` (a forwarded event) enters the whole inbound fold here (it is
+received here too: this process's bot learns the chat's kind) and takes the same path; it
+may be forwarded on when the lease moved meanwhile.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from core.tasks import TaskSet
 from gateway.cluster.codec import decode_event, encode_event
 from gateway.cluster.leases import SESSION_PREFIX, Holder
 from gateway.cluster.mailbox import Mail
+from gateway.inbound.stages import Next
 
 logger = logging.getLogger(__name__)
 
@@ -123,12 +126,11 @@ class _Session:
     """Events placed here whose handling has not ended."""
 
 
-class ClusterSink:
-    """The sink every adapter of a cluster process hands its events to."""
+class ClusterClaim:
+    """The stage ``cluster_claim`` of a cluster process's inbound fold (claim-or-forward)."""
 
     def __init__(
         self,
-        router: EventSink,
         *,
         store: Store,
         leases: SessionLeases,
@@ -141,13 +143,12 @@ class ClusterSink:
         key_of: Callable[[InboundEvent], str] | None = None,
     ) -> None:
         """``leased_platforms``: the platforms whose bots are leased (the rest are per
-        process: straight to the router); ``busy(session_key)``: a turn of it runs or
+        process: straight on); ``busy(session_key)``: a turn of it runs or
         waits here (the dispatcher's lanes); ``delivered(session_key)``: returns once the
         session's last reply, if it is still being delivered here, is out (a text message
         waits for it rather than queue behind a turn that has ended); ``key_of(event)``:
         the session key its turn runs under (a linked identity's direct message runs in its
         person's ``link:dm:`` session, gateway/links.py), default the event's own."""
-        self.router = router
         self.stats = SinkStats()
         self.process_id = process_id
         self._store, self._leases, self._members = store, leases, members
@@ -164,15 +165,15 @@ class ClusterSink:
         """The last mailed event of each session still being placed (they go in order)."""
         self._settling = TaskSet(logger)
 
-    async def __call__(self, event: InboundEvent) -> None:
+    async def __call__(self, event: InboundEvent, next: Next) -> None:
         if event.platform in self._leased():
-            await self._place(event)
+            await self._place(event, next)
         elif self._key_of(event) != str(event.session_key):
-            await self._place_here(event)
+            await self._place_here(event, next)
         else:
-            await self.router(event)
+            await next(event)
 
-    async def _place_here(self, event: InboundEvent) -> None:
+    async def _place_here(self, event: InboundEvent, next: Next) -> None:
         """A linked person's web or terminal direct message: it runs in the person's
         session (``link:dm:<person>``), under the same lease as their other platforms'
         messages, and on this process, which has its chat. A message whose session another
@@ -181,12 +182,12 @@ class ClusterSink:
         turn it stops)."""
         name = session_lease(self._key_of(event))
         if event.kind != "text" or await self._take_here(name):
-            await self._place(event)
+            await self._place(event, next)
             return
         outcome: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         event.receipt.follow(outcome)
         label = f"cluster-wait-{event.platform}-{event.update_id}"
-        self._settling.spawn(self._when_free(event, name, outcome), name=label)
+        self._settling.spawn(self._when_free(event, name, outcome, next), name=label)
 
     async def _take_here(self, name: str) -> bool:
         """The session lease is (now) this process's; False while another holds it."""
@@ -203,12 +204,12 @@ class ClusterSink:
             await asyncio.sleep(HERE_RETRY_SECONDS)
 
     async def _when_free(
-        self, event: InboundEvent, name: str, outcome: asyncio.Future[bool]
+        self, event: InboundEvent, name: str, outcome: asyncio.Future[bool], next: Next
     ) -> None:
         copy = replace(event, receipt=Receipt())
         try:
             await self._until_held(name)
-            await self._place(copy)  # held here: runs here (no await since the take)
+            await self._place(copy, next)  # held here: runs here (no await since the take)
             copy.receipt.sink_returned()
             done = await copy.receipt.wait()
             if copy.receipt.handed_over:
@@ -218,11 +219,12 @@ class ClusterSink:
             if not outcome.done():
                 outcome.set_result(False)  # cut short (a shutdown): a later delivery runs it
 
-    async def on_mail(self, mail: Mail) -> None:
-        """A mail of kind ``event`` to this process: place the event as if received here.
+    async def on_mail(self, mail: Mail, enter: EventSink) -> None:
+        """A mail of kind ``event`` to this process: the event enters this process's whole
+        inbound fold (``enter``), as if received here.
 
         Returns at once: the mailbox hands this process's mail over one at a time, and
-        the router may wait for a relayed call's ``result`` mail, which comes behind this
+        its handling may wait for a relayed call's ``result`` mail, which comes behind this
         one. The events of one session are placed in the order they came."""
         try:
             event = decode_event(mail.payload)
@@ -233,16 +235,18 @@ class ClusterSink:
             return
         self.stats.received += 1
         name = session_lease(self._key_of(event))
-        placing = self._place_after(self._mailed.get(name), event)
+        placing = self._place_after(self._mailed.get(name), event, enter)
         task = self._settling.spawn(placing, name=f"cluster-mail-{mail.id}")
         self._mailed[name] = task
         task.add_done_callback(partial(self._mailed_done, name))
 
-    async def _place_after(self, previous: asyncio.Task[None] | None, event: InboundEvent) -> None:
+    async def _place_after(
+        self, previous: asyncio.Task[None] | None, event: InboundEvent, enter: EventSink
+    ) -> None:
         if previous is not None:
             await asyncio.wait({previous})
         with fenced(None):  # placed as this process's own decision, not a bot's owner's
-            await self._place(event)
+            await enter(event)
 
     def _mailed_done(self, name: str, task: asyncio.Task[None]) -> None:
         if self._mailed.get(name) is task:
@@ -320,7 +324,7 @@ class ClusterSink:
         await self._settling.aclose()
 
     # placing one event --------------------------------------------------------------------
-    async def _place(self, event: InboundEvent) -> None:
+    async def _place(self, event: InboundEvent, next: Next) -> None:
         name = session_lease(self._key_of(event))
         slot = self._enter(name)
         try:
@@ -337,7 +341,7 @@ class ClusterSink:
             event.receipt.settle(False)
             return
         if isinstance(where, Fence):
-            await self._run(event, where, name)
+            await self._run(event, where, name, next)
             return
         self._leave(name)
         await self._forward(event, where)
@@ -380,7 +384,7 @@ class ClusterSink:
         logger.debug("cluster: %s:%s forwarded to %s", event.platform, event.update_id, owner)
         event.receipt.hand_over()
 
-    async def _run(self, event: InboundEvent, fence: Fence, name: str) -> None:
+    async def _run(self, event: InboundEvent, fence: Fence, name: str, next: Next) -> None:
         item = (event.platform, event.update_id)
         if item in self._in_flight or await self._done(item):
             self.stats.dropped += 1
@@ -400,7 +404,9 @@ class ClusterSink:
             if event.kind == "text" and self._delivered is not None:
                 await self._delivered(self._key_of(event))
             with fenced(fence):
-                await self.router(copy)  # never raises
+                await next(copy)
+        except Exception:  # the rest of the fold failed: logged, handled as the router did
+            logger.exception("event %s:%s could not be handled", event.platform, event.update_id)
         except BaseException:
             copy.receipt.settle(False)  # cancelled (a shutdown): a later delivery runs it
             raise

@@ -77,7 +77,7 @@ async def test_a_message_of_a_session_the_other_holds_is_forwarded_and_answered_
     await telegram_sim.user_says(ALICE.id, "over there")
     await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "echo: over there" in m.text)
     await b.service.dispatcher.wait_idle(ALICE_KEY)
-    await b.node.sink(b.service.router).drain()  # its done mark and release are over
+    await b.node.claim.drain()  # its done mark and release are over
 
     assert len(replies(telegram_sim, ALICE.id, "echo: over there")) == 1
     [turn] = await cluster.turns()
@@ -108,7 +108,7 @@ async def test_a_linked_identitys_message_is_leased_under_its_persons_session(
     await telegram_sim.user_says(ALICE.id, "as a person")
     await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "echo: as a person" in m.text)
     await b.service.dispatcher.wait_idle(person)
-    await b.node.sink(b.service.router).drain()
+    await b.node.claim.drain()
 
     [turn] = await cluster.turns(person)
     assert turn["process_id"] == b.process_id
@@ -275,7 +275,7 @@ async def test_a_message_sent_while_the_last_reply_is_relayed_starts_a_turn_not_
     await hold.reached.wait()  # shown in the chat; its answer not back yet
 
     second = await telegram_sim.user_says(ALICE.id, "second")
-    sink = b.node.sink(b.service.router)
+    sink = b.node.claim
     await until(lambda: ("telegram", second.event_id) in sink.in_flight)
     hold.release()
     await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "echo: second" in m.text)
@@ -328,7 +328,7 @@ async def test_an_album_whose_session_the_other_holds_is_one_turn_there_and_all_
     gate.opened.set()
     await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "Two pictures" in m.text)
     await b.service.dispatcher.wait_idle(ALICE_KEY)
-    await b.node.sink(b.service.router).drain()
+    await b.node.claim.drain()
 
     a.node.sweeper.age = 0.0
     await a.node.tick()  # nothing is left for the sweeper

@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,8 @@ from core.store.records import InboundRecord, InboundState
 from gateway.cluster.leases import Leases
 from gateway.cluster.mailbox import Mailbox
 from gateway.cluster.members import Members
-from gateway.cluster.sink import ClusterSink, session_lease
+from gateway.cluster.sink import ClusterClaim, session_lease
+from gateway.inbound.stages import Named, fold
 from gateway.pipeline import Outbound
 from tests.cluster.node_harness import ALICE_KEY, Cluster, echo
 from tests.gateway.fakes import FakeAdapter, Person, event
@@ -53,10 +55,24 @@ class Router:
         event.receipt.settle(self.outcome)
 
 
+class Sink:
+    """The claim stage folded in front of the test's router (``sink(event)``), and the
+    stage itself for what it holds (``sink.drain()``, ``sink.stats`` ...)."""
+
+    def __init__(self, claim: ClusterClaim, router: Router) -> None:
+        self.claim, self._enter = claim, fold([Named("cluster_claim", claim)], router)
+
+    async def __call__(self, event: InboundEvent) -> None:
+        await self._enter(event)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.claim, name)
+
+
 @dataclass
 class Rig:
     store: PgStore
-    sink: ClusterSink
+    sink: Sink
     router: Router
     leases: Leases
     other: Leases
@@ -71,10 +87,11 @@ async def rig(pg_store: PgStore) -> AsyncIterator[Rig]:
     mailbox = Mailbox(pg_store.pool, pg_store.dsn, me)
     router = Router()
     busy: set[str] = set()
-    sink = ClusterSink(
-        router, store=pg_store, leases=leases, members=members, mailbox=mailbox,
+    claim = ClusterClaim(
+        store=pg_store, leases=leases, members=members, mailbox=mailbox,
         process_id=me, leased_platforms=lambda: frozenset({"telegram"}), busy=busy.__contains__,
     )  # fmt: skip
+    sink = Sink(claim, router)
     try:
         yield Rig(pg_store, sink, router, leases, Leases(pg_store.pool, OTHER, 30.0), busy)
     finally:
@@ -250,7 +267,7 @@ async def test_an_update_forwarded_to_a_process_that_died_is_delivered_again_onc
     await a.node.tick()
     await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: "echo: anyone there" in m.text)
     await a.service.dispatcher.wait_idle(ALICE_KEY)
-    await a.node.sink(a.service.router).drain()
+    await a.node.claim.drain()
     await a.node.tick()
 
     assert a.node.sweeper.redelivered == 1

@@ -1,6 +1,6 @@
 """A linked person's web-chat DM takes the same session lease as their other platforms
 (issue 28 point 6, ``docs/cluster.md`` §3–§4): never two turns of one session at once
-across the cluster. The real ClusterSink, Leases, Members and Mailbox on PostgreSQL, a
+across the cluster. The real ClusterClaim stage, Leases, Members and Mailbox on PostgreSQL, a
 router of the test's own (it records each event and the fence it ran under)."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from core.store.postgres import PgStore
 from gateway.cluster.leases import Leases
 from gateway.cluster.mailbox import Mailbox
 from gateway.cluster.members import Members
-from gateway.cluster.sink import ClusterSink, session_lease
-from tests.cluster.test_sink import ANN, OTHER, Router
+from gateway.cluster.sink import ClusterClaim, session_lease
+from tests.cluster.test_sink import ANN, OTHER, Router, Sink
 from tests.gateway.fakes import Person, event
 
 PERSON_KEY = "link:dm:ann"
@@ -32,7 +32,7 @@ def person_key(inbound: InboundEvent) -> str:
 @dataclass
 class Cluster:
     store: PgStore
-    sink: ClusterSink
+    sink: Sink
     router: Router
     other: Leases
 
@@ -42,14 +42,14 @@ async def cluster(pg_store: PgStore) -> AsyncIterator[Cluster]:
     me = pg_store.process_id
     mailbox = Mailbox(pg_store.pool, pg_store.dsn, me)
     router = Router()
-    sink = ClusterSink(
-        router, store=pg_store, leases=Leases(pg_store.pool, me, 30.0),
+    sink = ClusterClaim(
+        store=pg_store, leases=Leases(pg_store.pool, me, 30.0),
         members=Members(pg_store.pool, me, "test", 30.0), mailbox=mailbox, process_id=me,
         leased_platforms=lambda: frozenset({"telegram"}), busy=lambda key: False,
         key_of=person_key,
     )  # fmt: skip
     try:
-        yield Cluster(pg_store, sink, router, Leases(pg_store.pool, OTHER, 30.0))
+        yield Cluster(pg_store, Sink(sink, router), router, Leases(pg_store.pool, OTHER, 30.0))
     finally:
         await sink.aclose()
         await mailbox.aclose()

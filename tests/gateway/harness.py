@@ -53,12 +53,12 @@ class Gateway:
 
     async def say(self, who: Person, text: str, **where: Any) -> InboundEvent:
         inbound = event(who, text, **where)
-        await self.service.router(inbound)
+        await self.service.inbound(inbound)
         return inbound
 
     async def press(self, who: Person, data: str, card: Call) -> Call:
         before = len(self.adapter.of("answer"))
-        await self.service.router(event(who, button=data, on=card.message))
+        await self.service.inbound(event(who, button=data, on=card.message))
         await self.adapter.wait_for(lambda: len(self.adapter.of("answer")) > before)
         return self.adapter.of("answer")[before]
 

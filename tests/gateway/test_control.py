@@ -161,8 +161,8 @@ async def test_stale_press_says_already_decided_and_leaves_the_newer_request(
 async def test_every_press_is_answered_exactly_once(running: GatewayFactory) -> None:
     async with running() as gw:
         for data in ("garbage", "ap:nope:a", "ch:nope:7", "ap::a"):
-            await gw.service.router(event(ALICE, button=data))
-        await gw.service.router(event(MALLORY, button="ap:nope:a"))
+            await gw.service.inbound(event(ALICE, button=data))
+        await gw.service.inbound(event(MALLORY, button="ap:nope:a"))
         answers = [c.text for c in gw.adapter.of("answer")]
         assert answers == [
             "This button is no longer valid.",
@@ -332,7 +332,7 @@ async def test_start_closes_approvals_a_crashed_run_left_pending(
         assert old is not None and old.state == "cancelled"
         turn = await gw.store.get_turn("t1")
         assert turn is not None and turn.status == "failed"
-        await gw.service.router(event(ALICE, button="ap:old-id-123:a"))
+        await gw.service.inbound(event(ALICE, button="ap:old-id-123:a"))
         assert [c.text for c in gw.adapter.of("answer")] == [
             "Cancelled: the gateway restarted before this was answered."
         ]
@@ -376,7 +376,7 @@ async def test_stop_racing_the_final_reply_sends_stopped_and_no_reply(
 async def test_a_malformed_choice_payload_gets_a_polite_answer(running: GatewayFactory) -> None:
     async with running() as gw:
         for data in ("ch:x:²", "ch:x:٣", "ch:x:-1", "ap:x:zz"):
-            await gw.service.router(event(ALICE, button=data))
+            await gw.service.inbound(event(ALICE, button=data))
         answers = [c.text for c in gw.adapter.of("answer")]
         assert answers == ["This button is no longer valid."] * 4
 
@@ -432,7 +432,7 @@ async def test_the_same_user_id_on_another_platform_can_neither_approve_nor_ask(
         card, request = await ask(gw, "clean up")
         for who in (CAROL, ALICE):  # fake's approver, and the requester, by bare id
             press = event(who, button=f"ap:{request.id}:a", on=card.message, platform="other")
-            await gw.service.router(press)
+            await gw.service.inbound(press)
         answers = [c.text for c in other.of("answer")]
         assert all(a.startswith("Sorry — only the person who asked") for a in answers)
         assert len(answers) == 2 and gw.service.approvals.pending() == [request]

@@ -77,7 +77,7 @@ async def test_a_queued_file_is_sent_once_after_the_reply(
         session = await gw.store.get_active_session(str(event(ALICE).session_key))
         assert session is not None and await gw.store.unsent_files(session.id) == []
 
-        await gw.service.router(inbound)  # replayed
+        await gw.service.inbound(inbound)  # replayed
         await gw.idle()
         assert len(gw.adapter.of("send_file")) == 1
 

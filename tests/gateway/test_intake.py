@@ -51,7 +51,7 @@ def files_under(root: Path) -> set[Path]:
 
 
 async def send(gw: Gateway, text: str, *files: Attachment, **where: object) -> None:
-    await gw.service.router(event(ALICE, text, attachments=files, **where))  # type: ignore[arg-type]
+    await gw.service.inbound(event(ALICE, text, attachments=files, **where))  # type: ignore[arg-type]
     await gw.idle()
 
 
@@ -61,7 +61,7 @@ async def test_a_file_is_saved_in_the_session_workspace_and_its_note_reaches_the
     async with running(Step("got it"), profile=profile(tmp_path)) as gw:
         offered = gw.adapter.serve("report", REPORT)
         inbound = event(ALICE, "what is in this file?", attachments=(offered,))
-        await gw.service.router(inbound)
+        await gw.service.inbound(inbound)
         await gw.idle()
 
         saved = workspace(gw) / "inbox" / "report.txt"
@@ -204,9 +204,9 @@ async def test_a_replayed_update_downloads_nothing_twice(
     async with running(Step("first"), profile=profile(tmp_path)) as gw:
         offered = gw.adapter.serve("report", REPORT)
         inbound = event(ALICE, "read it", attachments=(offered,))
-        await gw.service.router(inbound)
+        await gw.service.inbound(inbound)
         await gw.idle()
-        await gw.service.router(inbound)  # the inbox replays the same update
+        await gw.service.inbound(inbound)  # the inbox replays the same update
         await gw.idle()
 
         assert gw.adapter.downloads == ["report"]
@@ -228,7 +228,7 @@ async def test_a_partial_download_left_by_a_crash_is_discarded_and_fetched_again
         crashed = AttachmentRecord(origin, 0, key, offered, "downloading")
         await gw.store.put_attachment(crashed)
 
-        await gw.service.router(inbound)
+        await gw.service.inbound(inbound)
         await gw.idle()
 
         assert inbox(gw) == ["report.txt"]
@@ -253,7 +253,7 @@ async def test_a_strangers_file_is_never_downloaded(
 ) -> None:
     async with running(Step("no"), profile=profile(tmp_path)) as gw:
         offered = gw.adapter.serve("secret", REPORT)
-        await gw.service.router(event(MALLORY, "hi", attachments=(offered,)))
+        await gw.service.inbound(event(MALLORY, "hi", attachments=(offered,)))
 
         assert gw.adapter.downloads == []
         assert gw.model.requests == []
@@ -267,7 +267,7 @@ async def test_a_message_with_files_queues_rather_than_steer_the_running_turn(
                        profile=steering) as gw:  # fmt: skip
         await gw.say(ALICE, "start")
         await gw.tool_started.wait()
-        await gw.service.router(
+        await gw.service.inbound(
             event(ALICE, "and this", attachments=(gw.adapter.serve("r", b"r"),))
         )
         assert gw.adapter.downloads == []  # not taken in while the turn runs
@@ -284,10 +284,10 @@ async def test_a_saved_file_deleted_since_is_fetched_again_on_a_replay(
 ) -> None:
     async with running(Step("first"), profile=profile(tmp_path)) as gw:
         inbound = event(ALICE, "read it", attachments=(gw.adapter.serve("report", REPORT),))
-        await gw.service.router(inbound)
+        await gw.service.inbound(inbound)
         await gw.idle()
         (workspace(gw) / "inbox" / "report.txt").unlink()  # the model cleaned up
-        await gw.service.router(inbound)
+        await gw.service.inbound(inbound)
         await gw.idle()
 
         assert gw.adapter.downloads == ["report", "report"]
@@ -301,7 +301,7 @@ async def test_stop_ends_a_download_and_leaves_no_partial_file(
         gw.adapter.download_gate = asyncio.Event()  # the download hangs after its first chunk
         gw.adapter.chunk_size = 4
         inbound = event(ALICE, "big one", attachments=(gw.adapter.serve("big", REPORT),))
-        await gw.service.router(inbound)
+        await gw.service.inbound(inbound)
         await gw.adapter.wait_for(lambda: gw.adapter.downloads == ["big"])
         await gw.say(ALICE, "/stop")
         await gw.idle()

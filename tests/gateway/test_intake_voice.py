@@ -45,9 +45,9 @@ async def test_a_voice_note_is_transcribed_once_and_its_transcript_is_the_messag
         Step("done"), profile=profile(tmp_path), attachments=heard_by(whisper)
     ) as gw:
         inbound = event(ALICE, "", attachments=(voice(gw),))
-        await gw.service.router(inbound)
+        await gw.service.inbound(inbound)
         await gw.idle()
-        await gw.service.router(inbound)  # replayed: no second upload, no second echo
+        await gw.service.inbound(inbound)  # replayed: no second upload, no second echo
         await gw.idle()
 
         (upload,) = whisper.uploads
@@ -62,7 +62,7 @@ async def test_a_spoken_stop_is_a_message_not_a_command(
 ) -> None:
     whisper.script(transcript("/stop"))
     async with running(Step("ok"), profile=profile(tmp_path), attachments=heard_by(whisper)) as gw:
-        await gw.service.router(event(ALICE, "", attachments=(voice(gw),)))
+        await gw.service.inbound(event(ALICE, "", attachments=(voice(gw),)))
         await gw.idle()
 
         assert len(gw.model.requests) == 1
@@ -75,7 +75,7 @@ async def test_the_caption_follows_the_transcript(
 ) -> None:
     whisper.script(transcript("what does it say"))
     async with running(Step("ok"), profile=profile(tmp_path), attachments=heard_by(whisper)) as gw:
-        await gw.service.router(event(ALICE, "(from the car)", attachments=(voice(gw),)))
+        await gw.service.inbound(event(ALICE, "(from the car)", attachments=(voice(gw),)))
         await gw.idle()
 
         assert last_user_text(gw).startswith("what does it say\n\n(from the car)")
@@ -85,7 +85,7 @@ async def test_without_transcription_a_voice_note_gets_one_reply_and_no_turn(
     running: GatewayFactory, tmp_path: Path
 ) -> None:
     async with running(Step("never"), profile=profile(tmp_path)) as gw:
-        await gw.service.router(event(ALICE, "", attachments=(voice(gw),)))
+        await gw.service.inbound(event(ALICE, "", attachments=(voice(gw),)))
         await gw.idle()
 
         (reply,) = gw.adapter.texts()
@@ -100,7 +100,7 @@ async def test_a_failed_transcription_is_told_and_the_caption_still_runs(
 ) -> None:
     whisper.script(error(401, OPENAI_BAD_KEY))
     async with running(Step("ok"), profile=profile(tmp_path), attachments=heard_by(whisper)) as gw:
-        await gw.service.router(event(ALICE, "see this", attachments=(voice(gw),)))
+        await gw.service.inbound(event(ALICE, "see this", attachments=(voice(gw),)))
         await gw.idle()
 
         refusal, reply = gw.adapter.texts()

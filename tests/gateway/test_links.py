@@ -170,12 +170,12 @@ async def test_a_linked_person_has_one_conversation_answered_where_each_message_
     async with running(Step("first answer"), Step("second answer"), elsewhere=other) as gw:
         await gw.say(ALICE, "/link", chat_id="1")
         code = code_in(gw.adapter.texts()[-1])
-        await gw.service.router(event(ALICE, f"/link {code}", chat_id="1", platform="other"))
+        await gw.service.inbound(event(ALICE, f"/link {code}", chat_id="1", platform="other"))
         assert "Linked" in other.texts()[-1]
         assert "link code was used" in gw.adapter.texts()[-1]  # the chat that showed it
         await gw.say(ALICE, "hello from fake", chat_id="1")
         await gw.adapter.wait_sent(lambda t: "first answer" in t)
-        await gw.service.router(event(ALICE, "and from other", chat_id="1", platform="other"))
+        await gw.service.inbound(event(ALICE, "and from other", chat_id="1", platform="other"))
         await other.wait_sent(lambda t: "second answer" in t)
         seen = [str(m.content) for m in gw.model.requests[-1].messages if m.role == "user"]
         assert [text.split("\n")[0] for text in seen[-2:]] == ["hello from fake", "and from other"]
@@ -194,10 +194,10 @@ async def test_a_stranger_cannot_link_into_someones_session(running: GatewayFact
     async with running(elsewhere=other) as gw:
         await gw.say(ALICE, "/link", chat_id="1")
         code = code_in(gw.adapter.texts()[-1])
-        await gw.service.router(event(MALLORY, f"/link {code}", chat_id="666", platform="other"))
+        await gw.service.inbound(event(MALLORY, f"/link {code}", chat_id="666", platform="other"))
         assert other.texts() == []  # not admitted: no command ran
         assert gw.service.links.person_of("other", MALLORY.id) is None
-        await gw.service.router(event(ALICE, f"/link {code}", chat_id="1", platform="other"))
+        await gw.service.inbound(event(ALICE, f"/link {code}", chat_id="1", platform="other"))
         assert "Linked" in other.texts()[-1]  # the code was not used up by the stranger
 
 
@@ -206,8 +206,8 @@ async def test_unlink_gives_each_chat_its_own_conversation_again(running: Gatewa
     async with running(elsewhere=other) as gw:
         await gw.say(ALICE, "/link", chat_id="1")
         code = code_in(gw.adapter.texts()[-1])
-        await gw.service.router(event(ALICE, f"/link {code}", chat_id="1", platform="other"))
-        await gw.service.router(event(ALICE, "/unlink", chat_id="1", platform="other"))
+        await gw.service.inbound(event(ALICE, f"/link {code}", chat_id="1", platform="other"))
+        await gw.service.inbound(event(ALICE, "/unlink", chat_id="1", platform="other"))
         assert "Unlinked" in other.texts()[-1]
         assert (gw.service.links.rekey(event(ALICE, "x", chat_id="1"))).session_key == (
             event(ALICE, "x", chat_id="1").session_key
@@ -222,10 +222,10 @@ async def test_stop_from_the_other_surface_stops_the_linked_turn(running: Gatewa
     async with running(Step("never shown", gate=gate), Step("next"), elsewhere=other) as gw:
         await gw.say(ALICE, "/link", chat_id="1")
         code = code_in(gw.adapter.texts()[-1])
-        await gw.service.router(event(ALICE, f"/link {code}", chat_id="1", platform="other"))
+        await gw.service.inbound(event(ALICE, f"/link {code}", chat_id="1", platform="other"))
         await gw.say(ALICE, "think", chat_id="1")
         await asyncio.wait_for(gw.model.called.wait(), 5)
-        await gw.service.router(event(ALICE, "/stop", chat_id="1", platform="other"))
+        await gw.service.inbound(event(ALICE, "/stop", chat_id="1", platform="other"))
         assert "Stopped" in other.texts()[-1]
         gate.set()
         person = gw.service.links.person_of("fake", ALICE.id)
@@ -242,10 +242,10 @@ async def test_the_card_shows_where_the_message_came_from_and_is_answered_from_e
     async with running(danger, Step("done"), elsewhere=other) as gw:
         await gw.say(ALICE, "/link", chat_id="1")
         code = code_in(gw.adapter.texts()[-1])
-        await gw.service.router(event(ALICE, f"/link {code}", chat_id="1", platform="other"))
+        await gw.service.inbound(event(ALICE, f"/link {code}", chat_id="1", platform="other"))
         await gw.say(ALICE, "clean up", chat_id="1")
         await gw.card()  # on fake, where the message came from
-        await gw.service.router(event(ALICE, "/approve", chat_id="1", platform="other"))
+        await gw.service.inbound(event(ALICE, "/approve", chat_id="1", platform="other"))
         assert "Approved" in other.texts()[-1]
         await gw.adapter.wait_sent(lambda t: "done" in t)
         assert gw.ran == ["danger rm -rf build"]

@@ -48,7 +48,7 @@ async def test_a_command_a_press_and_a_strangers_message_settle_as_the_router_re
         command = await gw.say(ALICE, "/status")
         stranger = await gw.say(MALLORY, "let me in")
         press = event(ALICE, button="ap:gone:a")
-        await gw.service.router(press)
+        await gw.service.inbound(press)
         settled = [e.receipt.settled for e in (command, stranger, press)]
         assert settled == [True, True, True]
         assert [await outcome_of(e) for e in (command, stranger, press)] == [True, True, True]

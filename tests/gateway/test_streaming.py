@@ -440,7 +440,7 @@ async def test_native_stop_ends_the_running_turn_with_one_notice(running: Gatewa
     async with running(Step(None, tools=(("slow", {}),)), Step("never"), adapter=adapter) as gw:
         await gw.say(ALICE, "long job")
         await asyncio.wait_for(gw.tool_started.wait(), 5)
-        await gw.service.router(replace(event(ALICE), kind="stop", text="", stream_id="d1"))
+        await gw.service.inbound(replace(event(ALICE), kind="stop", text="", stream_id="d1"))
         await gw.idle()
         assert gw.ran == [] and adapter.texts() == ["⏹ Stopped."]
 
@@ -453,7 +453,7 @@ async def test_a_native_stop_from_someone_not_allowed_changes_nothing(
         await asyncio.wait_for(gw.tool_started.wait(), 5)
         alices = event(ALICE).session_key  # a stop on Alice's stream, pressed by a stranger
         stranger = replace(event(MALLORY), kind="stop", stream_id="d1", session_key=alices)
-        await gw.service.router(stranger)
+        await gw.service.inbound(stranger)
         assert gw.service.dispatcher.status(str(alices)).running
         gw.gate.set()
         await gw.idle()
@@ -463,7 +463,7 @@ async def test_a_native_stop_from_someone_not_allowed_changes_nothing(
 
 async def test_native_stop_with_nothing_running_does_nothing(running: GatewayFactory) -> None:
     async with running() as gw:
-        await gw.service.router(replace(event(ALICE), kind="stop", stream_id="d1"))
+        await gw.service.inbound(replace(event(ALICE), kind="stop", stream_id="d1"))
         assert gw.adapter.texts() == [] and gw.adapter.of("send") == []
 
 
