@@ -13,6 +13,7 @@ found. The HTTP servers are in-process and cheap: started per test.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -22,8 +23,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from core.agent.tool_images import FOLLOWS
 from core.mcp.connection import ServerConnection
 from core.mcp.servers import McpServers
+from core.store.sqlite import SqliteStore
 from core.tools.limits import Limits, MiB
 from core.tools.sandbox import Bubblewrap
 from gateway.messages import NEW_SESSION
@@ -38,7 +41,7 @@ from tests.mcp.rig import (
     started,
     stdio_test_server,
 )
-from tests.mcp.server import Seen
+from tests.mcp.server import PNG, Seen
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call
 from tests.telegram.harness import GatewayFactory
@@ -51,6 +54,7 @@ KEY = f"telegram:dm:{ALICE.id}"
 SECRET = "tg-secret-0123456789abcdef"
 LIMITS = Limits(processes=64, memory=1024 * MiB, file_size=16 * MiB)
 on_module_loop = pytest_asyncio.fixture(loop_scope="module", scope="module")
+PNG_URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
 
 
 @on_module_loop
@@ -220,6 +224,7 @@ async def test_errors_images_and_a_changed_tool_list_reach_the_model_without_a_r
     failed, pictured, grown, extra = (tool_results(r)[-1] for r in model_server.requests[1:5])
     assert "fail: disk on fire" in failed
     assert "[image image/png" in pictured
+    assert "image_url" not in json.dumps(model_server.requests[2].messages)  # no vision
     saved = pictured.rsplit(": ", 1)[1].rstrip("]")
     assert (run.workspace / saved).read_bytes().startswith(b"\x89PNG")
     assert "mcp__odd__extra" not in tool_names(model_server.requests[0])
@@ -232,6 +237,28 @@ async def test_errors_images_and_a_changed_tool_list_reach_the_model_without_a_r
 def odd_server(url: str) -> Any:
     """The test server; its run-time tool ``extra`` runs without a card (per-tool rule)."""
     return http_server("odd", url, tool_approvals={"extra": "never"})
+
+
+async def test_a_vision_model_sees_a_server_image_after_the_tool_result_the_store_its_note(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer,
+    store: SqliteStore,
+) -> None:  # fmt: skip
+    model_server.script(reply_tool_call("mcp__odd__picture", {}, id="c1"), reply_text("A dot."))
+    async with serving(Seen()) as url, started([odd_server(url)]) as mcp:
+        run = await gateway(mcp=mcp, vision=True)
+        await telegram_sim.user_says(ALICE.id, "show me the picture")
+        await reply(telegram_sim, "A dot.")
+        await run.idle(KEY)
+    *_, call, tool, shown = model_server.requests[1].messages
+    assert (call["role"], tool["role"], shown["role"]) == ("assistant", "tool", "user")
+    assert tool["content"].startswith("[image image/png") and FOLLOWS in tool["content"]
+    image = shown["content"][-1]
+    assert image == {"type": "image_url", "image_url": {"url": PNG_URL}}
+    session = await store.get_active_session(KEY)
+    assert session is not None
+    stored = [m.message for m in await store.load_active_messages(session.id)]
+    assert "base64" not in json.dumps([m.to_wire() for m in stored])
+    assert FOLLOWS not in json.dumps([m.to_wire() for m in stored])
 
 
 async def test_a_killed_server_gives_one_readable_error_is_restarted_and_the_next_call_works(
