@@ -98,7 +98,7 @@ def build_service(
     )  # fmt: skip
     context = AdapterContext(
         store=store,
-        commands=tuple(command_menu()),
+        commands=tuple(command_menu()) + _schedule_menu(config),
         data_dir=config.data_dir,
         max_attachment_bytes=config.attachments.max_bytes,
     )
@@ -115,6 +115,14 @@ def build_service(
         _schedule(service, config, metrics)
     mount_web(service, metrics)
     return service
+
+
+def _schedule_menu(config: Config) -> tuple[tuple[str, str], ...]:
+    if not config.schedule.enabled:
+        return ()
+    from gateway.schedule import MENU
+
+    return MENU
 
 
 def _schedule(service: GatewayService, config: Config, metrics: GatewayMetrics) -> None:

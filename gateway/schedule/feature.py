@@ -54,17 +54,9 @@ class ScheduleFeature:
             service, self.book, self.watch, session=config.session,
             may_run=access.allows,
         )  # fmt: skip
-        self.scheduler = Scheduler(
-            self.book, self.turns, owner=owner or new_owner(), clock=clock, sleep=sleep,
-            config=SchedulerConfig(
-                missed=config.missed,
-                pause_after_failed_deliveries=config.pause_after_failed_deliveries,
-            ),
-        )  # fmt: skip
-        self.commands = ScheduleCommands(
-            self.book, config, service.approvers_of, clock=clock,
-            run_now=self.scheduler.run_now, changed=self.scheduler.wake,
-        )  # fmt: skip
+        self.commands = ScheduleCommands(self.book, config, service.approvers_of)
+        self._owner = owner or new_owner()
+        self.use_clock(clock, sleep)
         self._service = service
         self._task: asyncio.Task[None] | None = None
         service.router.command_handlers.update(self.commands.handlers())
@@ -76,6 +68,20 @@ class ScheduleFeature:
         service.router.command_handlers["stop"] = self._stop
         service.parts.append(self)
         service.dashboard_extras["jobs"] = JobsPanel(self.book).current
+
+    def use_clock(self, clock: Clock, sleep: Sleep) -> None:
+        """Run on ``clock`` and wait with ``sleep`` (before :meth:`start`; tests move a
+        manual clock): a new scheduler, the commands reading the same clock."""
+        self.scheduler = Scheduler(
+            self.book, self.turns, owner=self._owner, clock=clock, sleep=sleep,
+            config=SchedulerConfig(
+                missed=self.config.missed,
+                pause_after_failed_deliveries=self.config.pause_after_failed_deliveries,
+            ),
+        )  # fmt: skip
+        self.commands.clock = clock
+        self.commands.run_now = self.scheduler.run_now
+        self.commands.changed = self.scheduler.wake
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self.scheduler.serve(), name="scheduler")

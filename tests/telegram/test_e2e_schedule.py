@@ -6,13 +6,9 @@ turn; a run the gateway was killed during is marked, never run again."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from zoneinfo import ZoneInfo
-
 from gateway.config.schedule import ScheduleSection
 from gateway.schedule.feature import ScheduleFeature
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
-from tests.support.manual_clock import ManualClock
 from tests.support.model_server import (
     ScriptedModelServer,
     reply_hang,
@@ -20,21 +16,8 @@ from tests.support.model_server import (
     reply_tool_call,
 )
 from tests.support.polling import until
-from tests.telegram.harness import Gateway, GatewayFactory
-
-UTC = ZoneInfo("UTC")
-START = datetime(2027, 1, 15, 8, 0, tzinfo=UTC).timestamp()  # a Friday
-
-
-async def scheduled(run: Gateway, **config: object) -> tuple[ScheduleFeature, ManualClock]:
-    clock = ManualClock()
-    clock.now_s = START
-    section = ScheduleSection(enabled=True, **config)  # type: ignore[arg-type]
-    feature = ScheduleFeature(
-        run.service, section, clock=clock.now, sleep=clock.sleep, owner="test"
-    )
-    await feature.start()
-    return feature, clock
+from tests.support.schedule import scheduled
+from tests.telegram.harness import GatewayFactory
 
 
 async def bot_says(sim: TelegramSim, chat: int, part: str) -> str:
@@ -49,7 +32,7 @@ async def test_every_at_and_cron_run_and_answer_in_the_chat_they_were_made_in(
         reply_text("Stretch now."), reply_text("Call mum now."), reply_text("PR summary.")
     )
     run = await gateway()
-    feature, clock = await scheduled(run)
+    feature, clock = await scheduled(run.service)
     try:
         await telegram_sim.user_says(ALICE.id, "/every 1h stretch")
         made = await bot_says(telegram_sim, ALICE.id, "⏰ Job")
@@ -79,7 +62,7 @@ async def test_a_stranger_cannot_touch_a_job_the_creator_can(
 ) -> None:
     model_server.script(reply_text("Ran now."))
     run = await gateway()
-    feature, _ = await scheduled(run)
+    feature, _ = await scheduled(run.service)
     try:
         await telegram_sim.user_says(ALICE.id, "/every 1h stretch")
         made = await bot_says(telegram_sim, ALICE.id, "⏰ Job")
@@ -102,7 +85,7 @@ async def test_a_chat_that_refuses_403_is_recorded_and_the_job_pauses(
 ) -> None:
     model_server.script(reply_text("One."), reply_text("Two."))
     run = await gateway()
-    feature, clock = await scheduled(run, pause_after_failed_deliveries=2)
+    feature, clock = await scheduled(run.service, pause_after_failed_deliveries=2)
     try:
         await telegram_sim.user_says(ALICE.id, "/every 1h stretch")
         await bot_says(telegram_sim, ALICE.id, "⏰ Job")
@@ -133,7 +116,7 @@ async def test_the_models_schedule_tool_sets_a_reminder_that_fires_in_the_chat(
         reply_text("Time to stretch, Alice!"),
     )
     run = await gateway()
-    feature, clock = await scheduled(run)
+    feature, clock = await scheduled(run.service)
     try:
         await telegram_sim.user_says(ALICE.id, "remind me to stretch in 10 minutes")
         await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "Reminder set.")
@@ -160,7 +143,7 @@ async def test_killed_mid_run_the_occurrence_is_marked_interrupted_never_run_aga
 ) -> None:
     model_server.script(reply_hang(then=reply_text("Too late.")), reply_text("Stretch at 10."))
     first = await gateway()
-    feature, clock = await scheduled(first)
+    feature, clock = await scheduled(first.service)
     await telegram_sim.user_says(ALICE.id, "/every 1h stretch")
     await bot_says(telegram_sim, ALICE.id, "⏰ Job")
     await clock.advance(3600)  # 09:00: the run starts, its model call hangs
@@ -197,7 +180,7 @@ async def test_down_across_three_occurrences_one_catch_up_says_what_was_missed(
 ) -> None:
     model_server.script(reply_text("Stretch, late."))
     first = await gateway()
-    feature, clock = await scheduled(first)
+    feature, clock = await scheduled(first.service)
     await telegram_sim.user_says(ALICE.id, "/every 1h stretch")
     await bot_says(telegram_sim, ALICE.id, "⏰ Job")
     await feature.aclose()
