@@ -48,6 +48,7 @@ COMMANDS: tuple[CommandInfo, ...] = (
     CommandInfo("link", "Join this conversation with your chat on another platform"),
     CommandInfo("unlink", "Stop sharing this conversation across platforms"),
     CommandInfo("pair", "Owners: approve, list or revoke new users"),
+    CommandInfo("usage", "Your model tokens and cost today and this month"),
 )
 
 
