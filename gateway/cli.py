@@ -18,10 +18,14 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.tracing import TraceIds
 from gateway import memory_cli, usage_cli
 from gateway.schedule import cli as jobs_cli
+
+if TYPE_CHECKING:
+    from gateway.config import Config
 
 # Everything heavier (the platform SDKs, aiohttp, the store) is imported by the command
 # that needs it, so `commonos --help` and `check-config` stay fast.
@@ -146,9 +150,25 @@ def check_config_command(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         return fail([*exc.errors, f"config is invalid ({len(exc.errors)} error(s))"])
     sys.stdout.write(render_config(config))
+    print(f"\n# inbound stages: {' -> '.join(inbound_stages(config))}")
     for warning in warnings(config):
         print(f"commonos: warning: {warning}", file=sys.stderr)
     return 0
+
+
+def inbound_stages(config: Config) -> tuple[str, ...]:
+    """The inbound fold this config makes (:mod:`gateway.inbound.stages`): link_rekey when
+    two platforms or more are on or the store is PostgreSQL (a link already stored also
+    turns it on at start)."""
+    from gateway.inbound.stages import InboundFeatures
+
+    sections = [config.platform(name) for name in config.enabled_platforms()]
+    cluster = config.store.postgres
+    return InboundFeatures(
+        cluster=cluster, pairing=any(section.pairing for section in sections),
+        bot_guard=any(bool(section.bots_allowed()) for section in sections),
+        links=len(sections) > 1 or cluster, reactions=config.progress.reactions,
+    ).names()  # fmt: skip
 
 
 def inbox_dead_command(args: argparse.Namespace) -> int:

@@ -102,6 +102,7 @@ def dashboard_state(service: GatewayService, metrics: GatewayMetrics) -> dict[st
     return {
         "running": running, "approvals": approvals, "recent": recent, "platforms": platforms,
         "pairing": pairing_requests(service, now_wall),
+        "inbound": list(service.inbound.names) if service.inbound is not None else [],
     }  # fmt: skip
 
 

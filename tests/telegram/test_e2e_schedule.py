@@ -201,3 +201,67 @@ async def test_down_across_three_occurrences_one_catch_up_says_what_was_missed(
         assert note in model_server.requests[0].messages[-1]["content"]
     finally:
         await again.aclose()
+
+
+async def test_stop_in_the_chat_stops_a_running_isolated_scheduled_turn(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_hang())
+    run = await gateway()
+    feature, clock = await scheduled(run.service)
+    try:
+        await telegram_sim.user_says(ALICE.id, "/every 1h check the build")
+        await bot_says(telegram_sim, ALICE.id, "⏰ Job")
+        await clock.advance(3600)
+        await model_server.wait_for_requests(1)  # the scheduled turn runs, in its own session
+        await telegram_sim.user_says(ALICE.id, "/stop")
+        await bot_says(telegram_sim, ALICE.id, "Stopped the scheduled run")
+        await feature.scheduler.drain()
+        (job,) = await feature.book.jobs()
+        (stopped,) = await feature.book.runs_of(job.id)
+        assert (stopped.status, stopped.delivery) == ("stopped", None)
+    finally:
+        await feature.aclose()
+        model_server.release()
+
+
+async def test_a_chat_session_run_sees_the_chats_history(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(reply_text("Hello."), reply_text("Stretch, as we said."))
+    run = await gateway()
+    feature, clock = await scheduled(run.service, session="chat")
+    try:
+        await telegram_sim.user_says(ALICE.id, "remember: I stretch hourly")
+        await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "Hello.")
+        await telegram_sim.user_says(ALICE.id, "/every 1h stretch")
+        await bot_says(telegram_sim, ALICE.id, "⏰ Job")
+        await clock.advance(3600)
+        await bot_says(telegram_sim, ALICE.id, "Stretch, as we said.")
+        said = [m["content"] for m in model_server.requests[1].messages if m["role"] == "user"]
+        assert said == ["remember: I stretch hourly", "stretch"]
+    finally:
+        await feature.aclose()
+
+
+async def test_a_creator_no_longer_allowed_gets_no_run_and_the_job_pauses(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    first = await gateway()
+    feature, clock = await scheduled(first.service)
+    await telegram_sim.user_says(BOB.id, "/every 1h stretch")
+    await bot_says(telegram_sim, BOB.id, "⏰ Job")
+    await feature.aclose()
+    await first.stop()
+    second = await gateway(allowed_users=frozenset({str(ALICE.id)}))  # Bob taken off the list
+    again, _ = await scheduled(second.service, clock=clock, owner="second")
+    try:
+        await clock.advance(3600)
+        await until(lambda: again.scheduler.figures.runs["failed"] == 1)
+        (job,) = await again.book.jobs()
+        assert (job.state, job.state_reason) == (
+            "paused", "paused: its creator may no longer use the bot",
+        )  # fmt: skip
+        assert model_server.requests == []
+    finally:
+        await again.aclose()
