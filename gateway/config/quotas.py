@@ -10,11 +10,10 @@ in ``timezone``. No cap set anywhere: quotas are off and no check runs before a 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from adapters.config import PositiveInt, PositiveNumber, Section
 
@@ -52,11 +51,16 @@ class QuotasSection(Section):
         own = self.approvers is not None and self.approvers.any
         return self.person.any or self.chat.any or own
 
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, name: str) -> str:
+        """Checked with or without caps: ``/usage``, the dashboard and ``commonos usage``
+        place their days in it too."""
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {name!r} (expected e.g. Europe/Berlin)") from None
+        return name
+
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
-
-    def problems(self) -> Iterator[tuple[str, str]]:
-        try:
-            self.zone()
-        except (ZoneInfoNotFoundError, ValueError):
-            yield "timezone", f"unknown time zone {self.timezone!r} (expected e.g. Europe/Berlin)"
