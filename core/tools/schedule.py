@@ -2,8 +2,8 @@
 tomorrow at 9") — README "Scheduled turns". The job runs ``prompt`` as a turn at the
 time given and answers in this chat, like one made with ``/at``, ``/every`` or ``/cron``.
 
-Its risk is ``dangerous``: a profile that asks before dangerous tools
-(``ask_for_dangerous_tools``) shows an approval card first. The tool only reads its
+Its risk is ``dangerous``; the gateway asks the person first (an approval card) in the
+profiles its config names (``[schedule] ask_in_profiles``). The tool only reads its
 arguments; making the job is the gateway's (:data:`MakeJob`), which checks the schedule and
 the person's limits and answers with what it made or why not.
 """

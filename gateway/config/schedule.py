@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from adapters.config import Flag, PositiveInt, Section
+from adapters.config import Flag, PositiveInt, Section, Texts
 
 
 class ScheduleSection(Section):
@@ -29,3 +29,6 @@ class ScheduleSection(Section):
     """Where a run happens: a fresh session per run, or the chat's own (queued behind it)."""
     pause_after_failed_deliveries: PositiveInt = 3
     """Undeliverable answers in a row (bot removed, chat gone) before the job is paused."""
+    ask_in_profiles: Texts = ()
+    """Profiles whose agent asks the person (an approval card) before its ``schedule`` tool
+    makes a job. Default: none (the tool makes it at once)."""

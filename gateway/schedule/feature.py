@@ -12,9 +12,10 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from adapters.base import InboundEvent
+from core.hooks.results import AskUser
 from core.schedule.scheduler import Scheduler, SchedulerConfig
 from core.store.jobs import JobBook, job_book
 from core.tools.schedule import schedule_tool
@@ -66,6 +67,9 @@ class ScheduleFeature:
             if names is None or tool.spec.name in names:
                 agent.tools.register(tool)
         service.router.command_handlers["stop"] = self._stop
+        if config.ask_in_profiles:
+            agent = next(iter(service.agents.values()))
+            agent.hooks.register("pre_tool_call", self._ask_first, source="schedule: ask first")
         service.parts.append(self)
         service.dashboard_extras["jobs"] = JobsPanel(self.book).current
 
@@ -94,6 +98,19 @@ class ScheduleFeature:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         await self.scheduler.aclose()
+
+    def _ask_first(
+        self, *, tool_name: str, arguments: dict[str, Any], session_key: str, **_: Any
+    ) -> AskUser | None:
+        """The ``schedule`` tool in a profile of ``ask_in_profiles``: ask the person first."""
+        if tool_name != "schedule":
+            return None
+        agent = self._service.agent_for(session_key)
+        names = [n for n, a in self._service.agents.items() if a is agent]
+        if not set(names) & set(self.config.ask_in_profiles):
+            return None
+        when = next((f"{k} {arguments[k]}" for k in ("at", "every", "cron") if k in arguments), "")
+        return AskUser(f"Schedule a job ({when}): {arguments.get('prompt', '')}?")
 
     async def _stop(self, event: InboundEvent, key: str, args: str) -> Reply:
         """``/stop``: the chat's own turn as always, and its isolated scheduled runs."""

@@ -265,3 +265,26 @@ async def test_a_creator_no_longer_allowed_gets_no_run_and_the_job_pauses(
         assert model_server.requests == []
     finally:
         await again.aclose()
+
+
+async def test_a_profile_that_asks_first_shows_a_card_before_the_tool_makes_the_job(
+    gateway: GatewayFactory, telegram_sim: TelegramSim, model_server: ScriptedModelServer
+) -> None:
+    model_server.script(
+        reply_tool_call("schedule", {"prompt": "Tell Alice to stretch.", "every": "1h"}),
+        reply_text("Set."),
+    )
+    run = await gateway()
+    feature, _ = await scheduled(run.service, ask_in_profiles=["default"])
+    try:
+        await telegram_sim.user_says(ALICE.id, "remind me hourly to stretch")
+        card = await telegram_sim.wait_for_bot_message(
+            ALICE.id, lambda m: "Schedule a job (every 1h)" in m.text and bool(m.buttons)
+        )
+        assert await feature.book.jobs() == []  # nothing made before the press
+        await telegram_sim.press_button(card, card.button("✅ Approve").data or "", user=ALICE)
+        await telegram_sim.wait_for_bot_message(ALICE.id, lambda m: m.text == "Set.")
+        (job,) = await feature.book.jobs()
+        assert (job.kind, job.spec, job.prompt) == ("every", "3600", "Tell Alice to stretch.")
+    finally:
+        await feature.aclose()
