@@ -18,6 +18,7 @@ from bench import (
     files,
     kill_streams,
     mcp,
+    memory,
     message_path,
     model_client,
     outage,
@@ -58,6 +59,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     "schedule": schedule.run,
     "edges": edges.run,
     "quota": quota.run,
+    "memory": memory.run,
 }
 
 
