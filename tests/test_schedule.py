@@ -16,7 +16,7 @@ from core.schedule.scheduler import RunOutcome, Scheduler, SchedulerConfig
 from core.schedule.times import Schedule, ScheduleError, parse_at, parse_interval
 from core.store.base import Store
 from core.store.jobs import Job, JobBook, JobRun, job_book
-from core.store.postgres import PgStore
+from core.store.postgres import PgStore, open_pg_store
 
 BERLIN = ZoneInfo("Europe/Berlin")
 START = datetime(2027, 1, 15, 8, 0, tzinfo=BERLIN).timestamp()
@@ -200,12 +200,20 @@ async def test_two_schedulers_on_one_postgres_run_each_occurrence_once(pg_store:
     jobs, occurrences = 50, 20
     for n in range(jobs):
         await book.add(every_job(f"j{n}", START + 60, seconds=60))
+    other = await open_pg_store(pg_store.dsn, process_id="other/00000001", pool_size=2)
     runners = [Runner(RunOutcome("succeeded")), Runner(RunOutcome("succeeded"))]
-    engines = [scheduler(book, r, clock, owner=f"p{i}") for i, r in enumerate(runners)]
-    for minute in range(1, occurrences + 1):
-        clock.now_s = START + minute * 60
-        await asyncio.gather(*(engine.tick() for engine in engines))
-        await asyncio.gather(*(engine.drain() for engine in engines))
+    books = [book, job_book(other)]  # as two processes: each its own pool of connections
+    engines = [
+        scheduler(b, r, clock, owner=f"p{i}")
+        for i, (b, r) in enumerate(zip(books, runners, strict=True))
+    ]
+    try:
+        for minute in range(1, occurrences + 1):
+            clock.now_s = START + minute * 60
+            await asyncio.gather(*(engine.tick() for engine in engines))
+            await asyncio.gather(*(engine.drain() for engine in engines))
+    finally:
+        await other.close()
     ran = Counter((job_id, at) for r in runners for job_id, at, _ in r.runs)
     assert len(ran) == jobs * occurrences and set(ran.values()) == {1}
     assert all(r.runs for r in runners)  # both took part
