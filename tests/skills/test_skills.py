@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +111,23 @@ def test_no_skills_directory_imports_nothing_of_skills(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "['gateway.config.skills']"
+
+
+def test_the_wiring_gives_each_profile_its_skill_tool_and_index(tmp_path: Path) -> None:
+    from core.model.demo import DemoModel
+    from gateway.web.metrics import GatewayMetrics
+    from gateway.wiring import _engine
+
+    home = tmp_path / "home"
+    pdf_skill(home / "skills")
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(
+        f'[gateway]\ndata_dir = "{home}"\n[profiles.default]\n[profiles.bare]\nskills = []\n'
+    )
+    config = load_config(config_file, env={})
+    store: Any = None  # memory is off: the store is not asked
+    engine = _engine(config, store, DemoModel(), None, GatewayMetrics())
+    assert "skill" in engine.tools["default"].names()
+    assert "skill" not in engine.tools["bare"].names()
+    assert "- pdf-forms: Fill in PDF forms with pdftk." in engine.profiles["default"].skills_index
+    assert engine.profiles["bare"].skills_index == ""
