@@ -325,8 +325,9 @@ class ClusterNode:
 
     # mail -----------------------------------------------------------------------------------
     async def _receive(self, mail: Mail) -> None:
-        if mail.kind == EVENT and self._service is not None:
-            await self.claim.on_mail(mail, self._service.inbound.enter)
+        inbound = self._service.inbound if self._service is not None else None
+        if mail.kind == EVENT and inbound is not None:
+            await self.claim.on_mail(mail, inbound.enter)
         elif mail.kind == RESULT:
             await self.relay.on_result(mail)
         elif mail.kind == CONTROL:
