@@ -59,9 +59,14 @@ class RouteHost:
     """Who is at the browser (the platform's user id)."""
     closing: asyncio.Event
     """Set when the server is shutting down: long-lived responses end."""
+    address: Callable[[], str | None] | None = None
+    """Where the server can be reached once started (None before; shown by ``commonos
+    status`` for a cluster's process)."""
 
 
 RouteHostOf = Callable[[Adapter], RouteHost]
+LeaseCredential = Callable[[Adapter], str]
+"""The secret that names one bot of the platform (its token): the bot a cluster leases."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,10 @@ class Platform:
     """Runs with its default section when the config file has none (the web chat)."""
     route_host: RouteHostOf | None = None
     """The adapter serves HTTP, and other routes may be served beside its own."""
+    lease_credential: LeaseCredential | None = None
+    """The platform's bot is one account that one process of a cluster talks to at a time
+    (docs/cluster.md): the credential naming it, given the built adapter (hashed into the
+    lease name, never shown). None: the adapter runs in every process (web, terminal)."""
 
 
 _registered: dict[str, Platform] = {}

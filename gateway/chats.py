@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from adapters.base import Adapter, ChatRef, InboundEvent
 from core.bounded import BoundedMap
-from gateway.pipeline import Outbound, Traffic
+from gateway.pipeline import Outbound, Relay, Traffic
 
 DEFAULT_CAPACITY = 10_000
 
@@ -60,8 +60,9 @@ class ChatDirectory:
         self._origins: BoundedMap[str, ChatRef] = BoundedMap(capacity)
         self._turns: BoundedMap[str, ChatRef] = BoundedMap(capacity)
 
-    def add(self, adapter: Adapter) -> None:
-        self._bots[adapter.platform] = Outbound.paced(adapter, self._traffic)
+    def add(self, adapter: Adapter, relay: Relay | None = None) -> None:
+        """``relay``: the cluster's stage of a leased bot (:mod:`gateway.pipeline`)."""
+        self._bots[adapter.platform] = Outbound.paced(adapter, self._traffic, relay)
 
     def outbound(self, platform: str) -> Outbound | None:
         """``platform``'s bot: the way every call into its chats goes."""

@@ -12,6 +12,15 @@ when its adapter is attached (:class:`gateway.chats.ChatDirectory`), whose
 
 all of it inside a ``platform.call`` span (:func:`traced`; no-op unless traces are on).
 
+A bot another process of a cluster may own (docs/cluster.md) has one more stage, the
+cluster's :class:`Relay` (:class:`gateway.cluster.relay_stage.RelayStage`), at both ends::
+
+    not owned here   relay.mail(call)       the raw call, by mail, to the bot's owner, whose
+                                            own fold schedules, redacts and counts it (once)
+    owned here       schedule → redact → count → relay → adapter.perform(call)
+                     (last: a call whose lease went stale waits for the renewal, or is
+                     mailed to the new owner when the lease was lost meanwhile)
+
 A middleware is ``async (call, next) -> result``, composed once like Starlette's
 ``build_middleware_stack``; one that changes a call passes ``dataclasses.replace(call,
 ...)`` on. Nothing wraps the adapter. The scheduler comes first so that every attempt it
@@ -77,6 +86,20 @@ Perform = Callable[[Call], Awaitable[SentMessage | None]]
 
 class Middleware(Protocol):
     async def __call__(self, call: Call, next: Perform) -> SentMessage | None: ...
+
+
+class Relay(Middleware, Protocol):
+    """The cluster's stage of a leased bot (module docstring): consulted first, it says
+    whether this process owns the bot; as the last middleware it hands an owned call to
+    the adapter."""
+
+    @property
+    def owned(self) -> bool: ...
+
+    async def mail(self, item: Outgoing) -> SentMessage | None:
+        """``item`` made by the bot's owner, by mail, raw (nothing here schedules,
+        redacts or counts it)."""
+        ...
 
 
 class Traffic(Middleware, Protocol):
@@ -218,6 +241,17 @@ async def traced(
         return await perform(item)
 
 
+async def _here_or_mailed(
+    relay: Relay,
+    here: Callable[[Outgoing], Awaitable[SentMessage | None]],
+    item: Outgoing,
+) -> SentMessage | None:
+    """Owned here: this process's fold; else the owner's, by mail (module docstring)."""
+    if relay.owned:
+        return await here(item)
+    return await relay.mail(item)
+
+
 # one bot --------------------------------------------------------------------------------
 class Outbound:
     """One bot's way out: its adapter at the end of the fold (``adapter`` itself is still
@@ -230,21 +264,32 @@ class Outbound:
         scheduler: OutboundScheduler | None = None,
         middlewares: Sequence[Middleware] = (redact_call,),
         traffic: Traffic | None = None,
+        relay: Relay | None = None,
     ) -> None:
+        """``relay``: the cluster's stage when another process may own the bot."""
         self.adapter = adapter
         self.platform: str = adapter.platform
         self.capabilities = adapter.capabilities
         self.scheduler = scheduler
+        self.relay = relay
         self._traffic = traffic
-        rest = fold([*middlewares, *([traffic] if traffic else [])], adapter.perform)
+        last = [stage for stage in (traffic, relay) if stage is not None]
+        rest = fold([*middlewares, *last], adapter.perform)
         head = unscheduled if scheduler is None else partial(schedule, scheduler)
-        self._perform = partial(traced, self.platform, partial(head, next=rest))
+        here: Callable[[Outgoing], Awaitable[SentMessage | None]] = partial(head, next=rest)
+        if relay is not None:
+            here = partial(_here_or_mailed, relay, here)
+        self._perform = partial(traced, self.platform, here)
 
     @classmethod
-    def paced(cls, adapter: Adapter, traffic: Traffic | None = None) -> Outbound:
-        """The gateway's pipeline for ``adapter``: schedule → redact → count → adapter."""
+    def paced(
+        cls, adapter: Adapter, traffic: Traffic | None = None, relay: Relay | None = None
+    ) -> Outbound:
+        """The gateway's pipeline for ``adapter``: schedule → redact → count → adapter
+        (with ``relay``: mailed first when another process owns the bot, the relay stage
+        last when this one does)."""
         scheduler = OutboundScheduler(adapter.capabilities)
-        return cls(adapter, scheduler=scheduler, traffic=traffic)
+        return cls(adapter, scheduler=scheduler, traffic=traffic, relay=relay)
 
     @property
     def health(self) -> Health:

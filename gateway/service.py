@@ -95,7 +95,7 @@ from gateway.intake import DEFAULT_ATTACHMENTS, Attachments, Intake
 from gateway.links import Links
 from gateway.model_presets import NO_PRESETS, ModelPresets
 from gateway.pairing import Pairing, PairingSettings
-from gateway.pipeline import Traffic
+from gateway.pipeline import Relay, Traffic
 from gateway.progress import ProgressConfig
 from gateway.reactions import Reactions
 from gateway.replies import FAILED_REPLY as FAILED_REPLY
@@ -266,10 +266,10 @@ class GatewayService:
         """The inbound fold every adapter's events pass, built once at :meth:`start`
         (:meth:`_inbound`): its ``names`` are the stage list."""
 
-    def attach(self, adapter: Adapter) -> None:
+    def attach(self, adapter: Adapter, relay: Relay | None = None) -> None:
         """Add a platform's adapter (before :meth:`start`): its events reach the router,
-        replies and cards go out through it."""
-        self.directory.add(adapter)
+        replies and cards go out through it (``relay``: a leased bot's cluster stage)."""
+        self.directory.add(adapter, relay)
 
     def _dispatcher(self, debounce: Pace) -> Dispatcher:
         return Dispatcher(

@@ -16,7 +16,7 @@ The offline demo provider streams its words :data:`DEMO_CHUNK_DELAY` apart
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,6 +44,7 @@ from gateway.inbox_files import DownloadDeadline
 from gateway.intake import Attachments, IntakeLimits
 from gateway.log_redaction import config_secrets
 from gateway.model_presets import build_presets
+from gateway.pipeline import Relay
 from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService
 from gateway.transcription import Transcriber, TranscriptionConfig
@@ -83,7 +84,7 @@ def build_service(
     ``sandboxes``: each profile's terminal sandbox, as
     :func:`gateway.containment.prepare_sandboxes` probed them (default: chosen unprobed).
     ``node``: this process's cluster node (PostgreSQL store only, docs/cluster.md): the
-    leasable bots are wrapped by it (``node.lease_bots``) and it joins the service.
+    leased bots get its relay stage (``node.lease_bots``) and it joins the service.
     ``mcp``: the started ``[mcp]`` servers (:mod:`gateway.mcp_servers`): their tools join
     each profile's registry, their approval policy the hooks, their state the health page.
     The configured secrets are taught to the one redactor before anything can be sent."""
@@ -105,12 +106,13 @@ def build_service(
     adapters, builders = _adapters(config, context)
     if mcp is not None:
         service.router.session_ended.append(mcp.end_session)
+    attached: Sequence[tuple[Adapter, Relay | None]] = [(a, None) for a in adapters]
     if node is not None:
-        adapters = node.lease_bots(adapters, builders)
+        attached = node.lease_bots(adapters, builders)
         service.cluster = node
         metrics.watch_cluster(node.stats)
-    for adapter in adapters:
-        service.attach(adapter)
+    for adapter, relay in attached:
+        service.attach(adapter, relay)
     if config.schedule.enabled:
         _schedule(service, config, metrics)
     mount_web(service, metrics)
@@ -229,7 +231,7 @@ def _adapters(
     config: Config, context: AdapterContext
 ) -> tuple[list[Adapter], dict[str, Callable[[], Adapter]]]:
     """The configured adapters, and how to build each again (a leased bot's fresh adapter
-    after its lease was lost, :mod:`gateway.cluster.leased`)."""
+    after its lease was lost, :mod:`gateway.cluster.bots`)."""
     built: list[Adapter] = []
     builders: dict[str, Callable[[], Adapter]] = {}
     for name, platform in platforms().items():

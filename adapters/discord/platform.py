@@ -74,4 +74,13 @@ def build(section: DiscordSection, context: AdapterContext) -> Adapter:
     )
 
 
-PLATFORM = Platform("discord", DiscordSection, build)
+def lease_credential(adapter: Adapter) -> str:
+    """The credential that names this bot in a cluster's lease (adapters/platforms.py)."""
+    from adapters.discord.adapter import DiscordAdapter
+
+    if not isinstance(adapter, DiscordAdapter):
+        raise TypeError(f"not a discord adapter: {adapter!r}")
+    return adapter.token
+
+
+PLATFORM = Platform("discord", DiscordSection, build, lease_credential=lease_credential)

@@ -88,4 +88,13 @@ def build(section: SlackSection, context: AdapterContext) -> Adapter:
     )
 
 
-PLATFORM = Platform("slack", SlackSection, build)
+def lease_credential(adapter: Adapter) -> str:
+    """The credential that names this bot in a cluster's lease (adapters/platforms.py)."""
+    from adapters.slack.adapter import SlackAdapter
+
+    if not isinstance(adapter, SlackAdapter):
+        raise TypeError(f"not a slack adapter: {adapter!r}")
+    return adapter.settings.app_token or str(adapter.client.token)
+
+
+PLATFORM = Platform("slack", SlackSection, build, lease_credential=lease_credential)

@@ -76,4 +76,13 @@ def build(section: TelegramSection, context: AdapterContext) -> Adapter:
     )
 
 
-PLATFORM = Platform("telegram", TelegramSection, build)
+def lease_credential(adapter: Adapter) -> str:
+    """The credential that names this bot in a cluster's lease (adapters/platforms.py)."""
+    from adapters.telegram.adapter import TelegramAdapter
+
+    if not isinstance(adapter, TelegramAdapter):
+        raise TypeError(f"not a telegram adapter: {adapter!r}")
+    return str(adapter.bot.token)
+
+
+PLATFORM = Platform("telegram", TelegramSection, build, lease_credential=lease_credential)

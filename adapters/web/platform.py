@@ -88,7 +88,8 @@ def route_host(adapter: Adapter) -> RouteHost:
 
     if not isinstance(adapter, WebAdapter):
         raise TypeError(f"not the web chat's adapter: {adapter!r}")
-    return RouteHost(adapter.add_routes, adapter.settings.user, adapter.closing)
+    web = adapter
+    return RouteHost(web.add_routes, web.settings.user, web.closing, address=lambda: web.url)
 
 
 PLATFORM = Platform("web", WebSection, build, on_by_default=True, route_host=route_host)

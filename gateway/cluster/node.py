@@ -4,9 +4,12 @@ With ``[store] url = "postgresql://..."`` every ``commonos run`` process builds 
 :class:`ClusterNode` (docs/cluster.md); with SQLite there is none and nothing here runs.
 The node
 
-* wraps each leasable bot (Telegram, Discord, Slack) in a
-  :class:`~gateway.cluster.leased.LeasedAdapter` (:meth:`ClusterNode.lease_bots`); the
-  web chat and the terminal are per process and stay as they are;
+* leases each bot whose platform registration names a ``lease_credential``
+  (:class:`adapters.platforms.Platform`; :meth:`ClusterNode.lease_bots`): its adapter is a
+  :class:`~gateway.cluster.bots.LeasedBot`, started only while this process holds the lease,
+  and its outbound fold has the bot's :class:`~gateway.cluster.relay_stage.RelayStage`
+  (owned → the adapter, else mail to the owner, whose node serves the call through its own
+  fold); the other adapters (the web chat, the terminal) are per process and stay as they are;
 * holds the inbound stage ``cluster_claim`` (:attr:`ClusterNode.claim`, a
   :class:`~gateway.cluster.sink.ClusterClaim`: claim-or-forward), which the service puts
   second in its inbound fold;
@@ -46,15 +49,17 @@ from typing import TYPE_CHECKING, Any
 
 from adapters.base import Adapter, InboundEvent
 from adapters.inbox import DurableInbox
+from adapters.platforms import platforms
 from core.store.base import ApprovalRecord
 from core.store.fencing import Fence, fenced
 from core.tasks import TaskSet
+from gateway.cluster.bots import LeasedBot
 from gateway.cluster.control import CONTROL, ClusterControl
-from gateway.cluster.leased import LeasedAdapter, bot_lease_name
 from gateway.cluster.leases import SESSION_PREFIX, Leases
 from gateway.cluster.mailbox import Mail, Mailbox
 from gateway.cluster.members import Members
 from gateway.cluster.relay import RESULT, Relay
+from gateway.cluster.relay_stage import RelayStage, bot_lease_name
 from gateway.cluster.sink import EVENT, ClusterClaim
 from gateway.cluster.stats import ClusterStats
 from gateway.cluster.sweeper import Sweeper
@@ -69,8 +74,6 @@ logger = logging.getLogger(__name__)
 Sleep = Callable[[float], Awaitable[None]]
 Build = Callable[[], Adapter]
 
-LEASED_PLATFORMS = frozenset({"telegram", "discord", "slack"})
-"""Platforms whose bots are leased; any other adapter (web, terminal) is per process."""
 DELIVERY_WAIT = 5.0
 """Longest a text message waits for its session's last reply to be delivered."""
 MAIL_SWEEP_TICKS = 120
@@ -82,24 +85,6 @@ _RETAKE = """UPDATE cluster_mail AS c SET taken_at = NULL
           WHERE r.kind = 'result' AND r.target = c.sender
             AND r.payload::json ->> 'id' = c.payload::json ->> 'id')"""
 """A taken-over bot's calls its old owner took and never answered, untaken again."""
-
-
-def bot_credential(adapter: Adapter) -> str | None:
-    """The credential that names a leasable bot (Telegram token, Discord token, Slack app
-    token, else its bot token); None for an adapter that is not leased."""
-    if adapter.platform == "telegram":
-        return _text(getattr(getattr(adapter, "bot", None), "token", None))
-    if adapter.platform == "discord":
-        return _text(getattr(adapter, "token", None))
-    if adapter.platform == "slack":
-        app_token = getattr(getattr(adapter, "settings", None), "app_token", None)
-        bot_token = getattr(getattr(adapter, "client", None), "token", None)
-        return _text(app_token) or _text(bot_token)
-    return None
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 class ClusterNode:
@@ -129,7 +114,7 @@ class ClusterNode:
         self.control = ClusterControl(store, self.leases, self.mailbox, process_id)
         """The dashboard's actions across processes (mail kind ``control``)."""
         self.web_url = web_url
-        self.bots: dict[str, LeasedAdapter] = {}
+        self.bots: dict[str, LeasedBot] = {}
         """Leased bots by lease name."""
         self._sleep, self._clock = sleep, clock
         self._service: GatewayService | None = None
@@ -150,21 +135,27 @@ class ClusterNode:
     # composition ----------------------------------------------------------------------------
     def lease_bots(
         self, adapters: Sequence[Adapter], builders: Mapping[str, Build] | None = None
-    ) -> list[Adapter]:
-        """Each leasable adapter wrapped in a :class:`LeasedAdapter` (its fresh copies, after
-        a lease is lost, come from ``builders[platform]``); others returned as they are."""
-        wrapped: list[Adapter] = []
+    ) -> list[tuple[Adapter, RelayStage | None]]:
+        """Each adapter to attach, with its bot's relay stage: a platform whose registration
+        names a ``lease_credential`` gets a :class:`LeasedBot` and a :class:`RelayStage` (its
+        fresh adapters, after a lease is lost, come from ``builders[platform]``); the others
+        are returned as they are, with no stage."""
+        registered = platforms()
+        attached: list[tuple[Adapter, RelayStage | None]] = []
         for adapter in adapters:
-            credential = bot_credential(adapter) if adapter.platform in LEASED_PLATFORMS else None
-            if credential is None:
-                wrapped.append(adapter)
+            platform = registered.get(adapter.platform)
+            credential = platform.lease_credential if platform is not None else None
+            secret = credential(adapter) if credential is not None else ""
+            if not secret:
+                attached.append((adapter, None))
                 continue
-            name = bot_lease_name(adapter.platform, credential)
+            stage = RelayStage(
+                bot_lease_name(adapter.platform, secret), self.relay, renewal_wait=self.ttl
+            )
             build = _first_then(adapter, (builders or {}).get(adapter.platform))
-            leased = LeasedAdapter(build, name, self.relay, renewal_wait=self.ttl)
-            self.bots[name] = leased
-            wrapped.append(leased)
-        return wrapped
+            bot = self.bots[stage.bot] = LeasedBot(build, stage)
+            attached.append((bot, stage))
+        return attached
 
     async def fenced_out(self) -> bool:
         """The session of the work running in this context is no longer this process's."""
@@ -268,7 +259,7 @@ class ClusterNode:
                 self._lost += 1
                 await self._lost_lease(fence)
             elif (bot := self.bots.get(fence.lease)) is not None:
-                await bot.renewed()
+                await bot.stage.renewed()
 
     async def _lost_lease(self, fence: Fence) -> None:
         bot = self.bots.get(fence.lease)
@@ -310,7 +301,7 @@ class ClusterNode:
             what = "call(s) the old owner never answered made again"
             logger.warning("cluster: %s: %d %s", bot, count, what)
 
-    async def _take(self, bot: LeasedAdapter, fence: Fence) -> None:
+    async def _take(self, bot: LeasedBot, fence: Fence) -> None:
         leases = self.leases
         try:
             await bot.take(fence, lambda: leases.valid(fence))
@@ -393,9 +384,17 @@ class ClusterNode:
 
 
 def _web_url(service: GatewayService) -> str | None:
-    """The web chat's address, when this process serves it (shown by ``commonos status``)."""
-    url = getattr(service.directory.adapter("web"), "url", None)
-    return url if isinstance(url, str) else None
+    """The address of the first route host this process serves (the web chat's; shown by
+    ``commonos status``), from its platform's registration."""
+    for name, platform in platforms().items():
+        adapter = service.directory.adapter(name)
+        if platform.route_host is None or adapter is None:
+            continue
+        address = platform.route_host(adapter).address
+        url = address() if address is not None else None
+        if url:
+            return url
+    return None
 
 
 def _first_then(first: Adapter, build: Build | None) -> Build:

@@ -1,15 +1,16 @@
 """Relaying a bot's outbound calls to the process that owns the bot (docs/cluster.md).
 
 Only the owner of a bot's lease talks to that platform as that bot, so its budget is exact.
-A turn running on another process makes its calls as always, through its own pipeline, to
-a :class:`gateway.cluster.leased.LeasedAdapter`, which hands them here while this process
-does not own the bot::
+A turn running on another process makes its calls as always, to the bot's
+:class:`gateway.pipeline.Outbound`, whose relay stage
+(:class:`gateway.cluster.relay_stage.RelayStage`) hands them here, raw, before anything of
+its fold runs, while this process does not own the bot::
 
     requester                                   owner (serves target "bot:<platform>:<id>")
     Relay.perform(bot, call)
       mail "call" {"id", "call", "trace"} ─────► executor: decode, perform through the
-                                                 owner's Outbound (scheduler, windows,
-      on_result ◄──── mail "result" {"id",       429 holds), answer the outcome
+                                                 owner's Outbound (scheduler, redaction,
+      on_result ◄──── mail "result" {"id",       counters, 429 holds), answer the outcome
                        "outcome"} to the sender  (the message, None, or the error)
 
 The requester's future is keyed by the call's id; the outcome is decoded by

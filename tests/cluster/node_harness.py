@@ -1,6 +1,6 @@
 """Several gateway "processes" in one event loop: each its own PgStore (pool), ClusterNode and
 GatewayService, one real PostgreSQL database, one Telegram bot on the simulator (the real
-python-telegram-bot adapter, wrapped by the node in a LeasedAdapter), one scripted model
+python-telegram-bot adapter, the node's LeasedBot with its relay stage), one scripted model
 server (tests/cluster/test_node.py, test_sink.py; docs/cluster.md).
 
 The heartbeat is driven by hand: a node's sleep never ends (:func:`paused`), a test calls
@@ -31,9 +31,11 @@ from core.model.openai_client import OpenAIClient
 from core.store.postgres import PgStore, open_pg_store
 from core.tools.base import ToolRegistry
 from gateway.access import AccessPolicy
-from gateway.cluster.leased import LeasedAdapter, bot_lease_name
+from gateway.cluster.bots import LeasedBot
 from gateway.cluster.node import ClusterNode
+from gateway.cluster.relay_stage import bot_lease_name
 from gateway.config.sections import ClusterSection
+from gateway.pipeline import Outbound
 from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
@@ -79,11 +81,18 @@ class Process:
     store: PgStore
     node: ClusterNode
     service: GatewayService
-    bot: LeasedAdapter
+    bot: LeasedBot
     model: OpenAIClient
     clock: LeaseClock
     built: list[TelegramAdapter] = field(default_factory=list)
     stopped: bool = False
+
+    @property
+    def outbound(self) -> Outbound:
+        """The bot's way out in this process (its fold, with the relay stage)."""
+        outbound = self.service.directory.outbound("telegram")
+        assert outbound is not None
+        return outbound
 
     @property
     def process_id(self) -> str:
@@ -134,9 +143,9 @@ class Cluster:
             return adapter
 
         service = _service(store, model, workspace)
-        [bot] = node.lease_bots([build()], {"telegram": build})
-        assert isinstance(bot, LeasedAdapter)
-        service.attach(bot)
+        [(bot, relay)] = node.lease_bots([build()], {"telegram": build})
+        assert isinstance(bot, LeasedBot)
+        service.attach(bot, relay)
         service.cluster = node
         await service.start()
         process = Process(name, store, node, service, bot, model, clock, built)

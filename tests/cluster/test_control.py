@@ -30,8 +30,8 @@ from core.store.postgres import open_pg_store
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from gateway.access import AccessPolicy
+from gateway.cluster.bots import LeasedBot
 from gateway.cluster.control import CONTROL
-from gateway.cluster.leased import LeasedAdapter
 from gateway.cluster.node import ClusterNode
 from gateway.cluster.sink import session_lease
 from gateway.config.sections import ClusterSection
@@ -97,9 +97,9 @@ class ApprovingCluster(Cluster):
             progress=ProgressConfig(mode="off"),
         )
         service = GatewayService(engine, chat, Pacing())
-        [bot] = node.lease_bots([build()], {"telegram": build})
-        assert isinstance(bot, LeasedAdapter)
-        service.attach(bot)
+        [(bot, relay)] = node.lease_bots([build()], {"telegram": build})
+        assert isinstance(bot, LeasedBot)
+        service.attach(bot, relay)
         service.cluster = node
         await service.start()
         process = Process(name, store, node, service, bot, model, clock, built)

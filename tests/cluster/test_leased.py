@@ -1,6 +1,8 @@
-"""LeasedAdapter (gateway/cluster/leased.py) with the real Telegram adapter against the
-Telegram simulator, and relaying through real mailboxes on a real PostgreSQL server: two
-LeasedAdapters of one bot stand for two processes, A owning the bot and B relaying."""
+"""The cluster's outbound stage of a leased bot (gateway/cluster/relay_stage.py) and the bot's
+adapter lifecycle (gateway/cluster/bots.py), with the real Telegram adapter against the
+Telegram simulator, relaying through real mailboxes on a real PostgreSQL server: two bots'
+folds (gateway/pipeline.py: schedule → redact → count → relay) stand for two processes, A
+owning the bot and B relaying."""
 
 from __future__ import annotations
 
@@ -14,16 +16,19 @@ import asyncpg
 import pytest
 
 from adapters.base import AdapterError, ChatRef, Forbidden, InboundEvent, SentMessage
-from adapters.calls import Send, SendFile
+from adapters.calls import Delete, Send, SendFile
 from adapters.telegram import TelegramAdapter
 from core.attachments import OutgoingFile
+from core.redaction import remember_secrets
 from core.store.fencing import Fence, current_fence
 from core.store.sqlite import SqliteStore
 from gateway.app import _check_ways_in
-from gateway.cluster.leased import RELAYED, LeasedAdapter, bot_lease_name
+from gateway.cluster.bots import RELAYED, LeasedBot
 from gateway.cluster.mailbox import Mailbox
 from gateway.cluster.relay import Relay
+from gateway.cluster.relay_stage import RelayStage, bot_lease_name
 from gateway.pipeline import Outbound
+from gateway.web.metrics import GatewayMetrics
 from tests.cluster.pg_pool import cluster_pool
 from tests.platform_sim.base import SimError
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
@@ -46,13 +51,22 @@ async def pool(pg_url: str) -> AsyncIterator[asyncpg.Pool]:
 
 @dataclass
 class Process:
-    """One gateway process's part: its mailbox, relay, the leased bot and its Outbound."""
+    """One gateway process's part: its mailbox, relay, the leased bot, its relay stage, its
+    Outbound (counted by the process's own traffic counters)."""
 
     mailbox: Mailbox
     relay: Relay
-    leased: LeasedAdapter
+    leased: LeasedBot
+    stage: RelayStage
     outbound: Outbound
+    metrics: GatewayMetrics
     built: list[TelegramAdapter]
+
+    def sent_counted(self) -> float:
+        """Sends and edits this process's traffic counters counted."""
+        labels = {"platform": "telegram"}
+        value = self.metrics.registry.get_sample_value("commonos_outbound_messages_total", labels)
+        return value or 0.0
 
 
 RENEWAL_WAIT = 0.2
@@ -76,12 +90,14 @@ class Cluster:
 
         mailbox = Mailbox(self.pool, self.dsn, process_id)
         relay = Relay(mailbox, process_id, timeout=10.0)
-        leased = LeasedAdapter(build, self.bot, relay, renewal_wait=RENEWAL_WAIT)
-        outbound = Outbound.paced(leased)
+        stage = RelayStage(self.bot, relay, renewal_wait=RENEWAL_WAIT)
+        leased = LeasedBot(build, stage)
+        metrics = GatewayMetrics()
+        outbound = Outbound.paced(leased, metrics.traffic, stage)
         mailbox.serve(process_id, relay.on_result)
         await mailbox.start()
         await leased.start(sink)
-        process = Process(mailbox, relay, leased, outbound, built)
+        process = Process(mailbox, relay, leased, stage, outbound, metrics, built)
         self.processes.append(process)
         return process
 
@@ -191,6 +207,35 @@ async def test_a_send_of_the_non_owner_is_made_once_by_the_owner(
     assert (b.relay.stats.relayed, a.relay.stats.served) == (1, 1)
 
 
+async def test_a_relayed_call_is_scheduled_redacted_and_counted_once_by_the_owner(
+    cluster: Cluster, telegram_sim: TelegramSim
+) -> None:
+    """B's fold mails the raw call before its scheduler, redaction and counters; A's own
+    fold makes it: one scheduled call, one count, the secret redacted there."""
+    remember_secrets(["relay-secret-4f2a9c"])
+    a = await cluster.process(A, EventLog())
+    b = await cluster.process(B, EventLog())
+    await cluster.own(a)
+    await b.outbound.perform(Send(DM, "token relay-secret-4f2a9c"))
+    [call] = telegram_sim.calls_to("sendMessage")
+    assert "relay-secret-4f2a9c" not in call.params["text"]
+    assert a.outbound.scheduler is not None and b.outbound.scheduler is not None
+    assert (a.outbound.scheduler.stats.calls, b.outbound.scheduler.stats.calls) == (1, 0)
+    assert (a.sent_counted(), b.sent_counted()) == (1.0, 0.0)
+
+
+async def test_a_delete_of_the_non_owner_is_not_awaited_and_made_by_the_owner(
+    cluster: Cluster, telegram_sim: TelegramSim
+) -> None:
+    a = await cluster.process(A, EventLog())
+    b = await cluster.process(B, EventLog())
+    await cluster.own(a)
+    sent = await b.outbound.perform(Send(DM, "soon gone"))
+    assert await b.outbound.perform(Delete(sent)) is None
+    await telegram_sim.wait_for(lambda: len(telegram_sim.calls_to("deleteMessage")) == 1)
+    assert b.outbound.scheduler is not None and b.outbound.scheduler.stats.calls == 0
+
+
 async def test_the_owners_platform_error_reaches_the_non_owner_as_the_same_class(
     cluster: Cluster, telegram_sim: TelegramSim
 ) -> None:
@@ -223,10 +268,10 @@ async def test_an_owner_whose_lease_is_no_longer_valid_does_not_call_the_platfor
     a = await cluster.process(A, EventLog())
     valid = [True]
     await a.leased.take(Fence(cluster.bot, A, 1), lambda: valid[0])
-    await a.leased.perform(Send(DM, "while valid"))
+    await a.outbound.perform(Send(DM, "while valid"))
     valid[0] = False
     with pytest.raises(AdapterError, match=f"^lost the lease of {cluster.bot}$"):
-        await a.leased.perform(Send(DM, "paused too long"))
+        await a.outbound.perform(Send(DM, "paused too long"))
     assert [c.params["text"] for c in telegram_sim.calls_to("sendMessage")] == ["while valid"]
 
 
@@ -238,11 +283,11 @@ async def test_a_call_on_a_stale_lease_is_made_once_the_node_renews_it(
     a = await cluster.process(A, EventLog())
     valid = [False]
     await a.leased.take(Fence(cluster.bot, A, 1), lambda: valid[0])
-    call = asyncio.create_task(a.leased.perform(Send(DM, "after the pause")))
-    await asyncio.sleep(0)  # the call is now waiting on the lease
+    call = asyncio.create_task(a.outbound.perform(Send(DM, "after the pause")))
+    await until_waiting(a.stage)  # the call passed the scheduler and waits on the lease
     assert not call.done() and telegram_sim.calls_to("sendMessage") == []
     valid[0] = True
-    await a.leased.renewed()
+    await a.stage.renewed()
     assert (await call) is not None
     assert [c.params["text"] for c in telegram_sim.calls_to("sendMessage")] == ["after the pause"]
 
@@ -254,8 +299,8 @@ async def test_a_call_on_a_stale_lease_that_is_then_lost_goes_to_the_new_owner(
     b = await cluster.process(B, EventLog())
     valid = [False]
     await a.leased.take(Fence(cluster.bot, A, 1), lambda: valid[0])
-    call = asyncio.create_task(a.leased.perform(Send(DM, "made by the new owner")))
-    await asyncio.sleep(0)
+    call = asyncio.create_task(a.outbound.perform(Send(DM, "made by the new owner")))
+    await until_waiting(a.stage)
     await a.leased.give_up()
     await cluster.own(b, epoch=2)
     sent = await call
@@ -281,6 +326,15 @@ async def test_the_non_owner_downloads_a_file_the_owner_received(
     assert b.built[0].health.state == "stopped"  # its Bot API client, opened for it, closed
 
 
+async def until_waiting(stage: RelayStage) -> None:
+    """Until a call waits in ``stage`` for lease news (it passed the scheduler)."""
+    for _ in range(10_000):
+        if stage._lease_news._waiters:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("no call waits on the lease")
+
+
 async def test_a_start_that_fails_leaves_the_bot_not_owned_with_a_fresh_adapter(
     cluster: Cluster, telegram_sim: TelegramSim
 ) -> None:
@@ -302,7 +356,7 @@ async def test_a_call_made_while_the_bot_starts_waits_for_it(
     hold = telegram_sim.hold_next("getMe")
     taking = asyncio.create_task(a.leased.take(Fence(cluster.bot, A, 1)))
     await hold.reached.wait()
-    sending = asyncio.create_task(a.leased.perform(Send(DM, "early")))
+    sending = asyncio.create_task(a.outbound.perform(Send(DM, "early")))
     await asyncio.wait({sending}, timeout=1.0)  # it waits for the start: not made, no error
     assert not sending.done() and telegram_sim.calls_to("sendMessage") == []
     hold.release()

@@ -16,7 +16,7 @@ from adapters.base import ChatRef
 from adapters.calls import Send
 from core.approver import ApprovalRequest
 from gateway.approval_card import RESTART_NOTICE, card_buttons
-from gateway.cluster.leased import RELAYED
+from gateway.cluster.bots import RELAYED
 from gateway.cluster.mailbox import Mail
 from gateway.cluster.sink import session_lease
 from gateway.links import linked_key
@@ -219,7 +219,7 @@ async def test_a_call_the_old_owner_took_and_never_answered_is_made_by_the_new_o
     a.node.mailbox.unserve(cluster.bot)
     a.node.mailbox.serve(cluster.bot, dies_with_it)
     chat = ChatRef("telegram", str(ALICE.id))
-    sending = asyncio.create_task(b.bot.perform(Send(chat, "made once")))
+    sending = asyncio.create_task(b.outbound.perform(Send(chat, "made once")))
     await until(lambda: bool(took))
 
     await cluster.expire_process(a)
@@ -249,7 +249,7 @@ async def test_a_call_whose_take_an_outage_cut_off_is_made_when_the_owner_takes_
     a.node.mailbox.unserve(cluster.bot)
     a.node.mailbox.serve(cluster.bot, never_handed_over)
     chat = ChatRef("telegram", str(ALICE.id))
-    sending = asyncio.create_task(b.bot.perform(Send(chat, "made after the outage")))
+    sending = asyncio.create_task(b.outbound.perform(Send(chat, "made after the outage")))
     await until(lambda: bool(cut_off))
 
     await cluster.expire_process(a)  # the outage outlasted the lease
