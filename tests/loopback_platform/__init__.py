@@ -1,0 +1,1 @@
+"""A fifth platform, defined outside the gateway: one package, one registration (issue 29)."""
