@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from adapters.session_keys import parse_session_key
 from core.agent.control import TurnControl
 from core.agent.loop import CommonAgent
 from core.agent.turn import TurnResult, UserMessage
-from core.approvals import Approvals
 from core.cancellation import Cancelled
 from core.store.fencing import Fenced
-from gateway.chat_commands import StoppedTurns, compact_now
+from gateway.chat_commands import StopButtons, StoppedTurns, compact_now
 from gateway.chats import ChatDirectory, Place
 from gateway.delivery import TYPING_DELAY, Typing
 from gateway.file_delivery import FileDelivery
@@ -43,33 +42,46 @@ from gateway.replies import Replies, reply_text
 from gateway.session_settings import SessionSettingsBook, progress_for
 from gateway.streaming import StreamedReply, Streams
 
-if TYPE_CHECKING:
-    from gateway.cluster.port import ClusterPart
-    from gateway.router import Router
-
 logger = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+AgentFor = Callable[[str], CommonAgent]
+"""The agent that runs a session key's turns."""
+Awaiting = Callable[[str], Sequence[object]]
+"""The session's approvals waiting for a person (no typing meanwhile)."""
 
 
-class TurnHost(Protocol):
-    """The parts of the runtime a turn uses (the service; read when each turn runs, so
-    ones set after construction — the router, the cluster node, a test's ``streams`` —
-    are seen)."""
+class LostSession(Protocol):
+    """What a turn asks of the cluster (docs/cluster.md): implemented by
+    :class:`gateway.cluster.node.ClusterNode`; None with one process (SQLite)."""
 
-    settings: SessionSettingsBook
-    directory: ChatDirectory
-    reactions: Reactions
-    router: Router
-    streams: Streams
-    files: FileDelivery
-    intake: Intake
-    approvals: Approvals
-    replies: Replies
-    stopped_turns: StoppedTurns
-    cluster: ClusterPart | None
+    async def fenced_out(self) -> bool:
+        """The session of the work running in this context is no longer this process's."""
+        ...
 
-    def agent_for(self, session_key: str) -> CommonAgent: ...
+
+class ProgressViews:
+    """The progress view of each turn running here, by session key (the turns open and
+    close them; :class:`gateway.running_steps.RunningSteps` reads them)."""
+
+    def __init__(self) -> None:
+        self._views: dict[str, ProgressView] = {}
+
+    def of(self, session_key: str) -> ProgressView | None:
+        """The progress view of the session's running turn (None: none runs here)."""
+        return self._views.get(session_key)
+
+    def open(self, session_key: str, view: ProgressView) -> None:
+        self._views[session_key] = view
+
+    def take(self, session_key: str) -> ProgressView | None:
+        return self._views.pop(session_key, None)
+
+    async def aclose(self) -> None:
+        """Close the views of turns still open (at shutdown)."""
+        for view in list(self._views.values()):
+            await view.aclose()
+        self._views.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,23 +96,42 @@ class TurnPacing:
 
 
 class ChatTurns:
-    """The Dispatcher's ports: run one turn with its chat plumbing, deliver its result."""
+    """The Dispatcher's ports: run one turn with its chat plumbing, deliver its result.
 
-    def __init__(self, host: TurnHost, pacing: TurnPacing) -> None:
-        self._host, self._pacing = host, pacing
-        self._views: dict[str, ProgressView] = {}
+    Its collaborators are given once, at construction (the composition builds them);
+    ``reactions`` is None when ``[progress] reactions`` is off (never called then).
+    ``streams`` and ``lost`` may be replaced by the composition before the first turn
+    (a test's streams on its clock; the cluster node once it joins)."""
+
+    def __init__(
+        self,
+        pacing: TurnPacing,
+        *,
+        agent_for: AgentFor,
+        settings: SessionSettingsBook,
+        directory: ChatDirectory,
+        views: ProgressViews,
+        stops: StopButtons,
+        stopped: StoppedTurns,
+        awaiting: Awaiting,
+        streams: Streams,
+        intake: Intake,
+        replies: Replies,
+        files: FileDelivery,
+        reactions: Reactions | None = None,
+        lost: LostSession | None = None,
+    ) -> None:
+        self._pacing, self._agent_for, self._settings = pacing, agent_for, settings
+        self._directory, self._views, self._stops = directory, views, stops
+        self._stopped, self._awaiting, self._intake = stopped, awaiting, intake
+        self._replies, self._files, self._reactions = replies, files, reactions
+        self.streams, self.lost = streams, lost
         self._fenced: set[str] = set()
         """Sessions whose turn ended on a refused write (another process runs them now)."""
 
-    def view_of(self, session_key: str) -> ProgressView | None:
-        """The progress view of the session's running turn (None: none runs here)."""
-        return self._views.get(session_key)
-
     async def aclose(self) -> None:
         """Close the progress views of turns still open (at shutdown)."""
-        for view in list(self._views.values()):
-            await view.aclose()
-        self._views.clear()
+        await self._views.aclose()
 
     async def run_turn(
         self, session_key: str, message: UserMessage, control: TurnControl
@@ -117,17 +148,17 @@ class ChatTurns:
         """The turn that just ended ran for a session another process has taken over."""
         fenced = session_key in self._fenced
         self._fenced.discard(session_key)
-        cluster = self._host.cluster
-        return cluster is not None and (await cluster.fenced_out() or fenced)
+        lost = self.lost
+        return lost is not None and (await lost.fenced_out() or fenced)
 
     async def _turn(
         self, session_key: str, message: UserMessage, control: TurnControl
     ) -> TurnResult:
-        host = self._host
-        agent = host.agent_for(session_key)
-        settings = await host.settings.load(session_key)  # its /busy known from now (at once)
-        place = host.directory.turn_place(session_key, message.origin)
-        await host.reactions.started(message)
+        agent = self._agent_for(session_key)
+        settings = await self._settings.load(session_key)  # its /busy known from now (at once)
+        place = self._directory.turn_place(session_key, message.origin)
+        if self._reactions is not None:
+            await self._reactions.started(message)
         taken = await self._take_in(session_key, message, place, agent, control)
         if taken is None:
             return NOTHING_TO_RUN
@@ -136,9 +167,9 @@ class ChatTurns:
             if message.command == "compact":
                 return await compact_now(agent, session_key, control, None)
             return await agent.run_turn(session_key, message, control)
-        stops = host.router.stop_buttons
+        stops, streams = self._stops, self.streams
         stop_id = stops.register(session_key, control, message.sender_id)
-        stream = host.streams.open(session_key, place, control.token)
+        stream = streams.open(session_key, place, control.token)
         pacing = self._pacing
         progress = progress_for(settings, pacing.progress)
         view = ProgressView(
@@ -146,7 +177,7 @@ class ChatTurns:
             buttons=stops.buttons(stop_id, place.outbound.capabilities),
             shown_by=stream.show_step if stream is not None and stream.shows_progress else None,
         )  # fmt: skip
-        self._views[session_key] = view
+        self._views.open(session_key, view)
         shared = parse_session_key(session_key).chat_type != "dm"
         quiet = partial(self._typing_paused, session_key, view, shared=shared)
         typing = Typing(
@@ -163,12 +194,12 @@ class ChatTurns:
                     return await compact_now(agent, session_key, control, view.notice)
                 return await agent.run_turn(
                     session_key, message, control, step_callback=view.step, on_notice=view.notice,
-                    on_text=stream or live, on_file=host.files.queue_for(session_key, place),
+                    on_text=stream or live, on_file=self._files.queue_for(session_key, place),
                 )  # fmt: skip
         except BaseException:
-            self._views.pop(session_key, None)
+            self._views.take(session_key)
             await view.aclose()
-            await host.streams.discard(session_key)
+            await streams.discard(session_key)
             raise
         finally:
             stops.forget(stop_id)
@@ -183,13 +214,13 @@ class ChatTurns:
             return message
         workspaces = agent.profile.workspaces()
         workspace = await asyncio.to_thread(workspaces.ensure, key)
-        return await control.token.guard(self._host.intake.take_in(key, message, place, workspace))
+        return await control.token.guard(self._intake.take_in(key, message, place, workspace))
 
     def _typing_paused(self, session_key: str, view: ProgressView, *, shared: bool) -> bool:
         """No typing while a card waits for a person, nor in a ``shared`` chat (not a DM)
         once the progress message shows the turn is alive (chat actions count as group
         messages)."""
-        if self._host.approvals.pending(session_key):
+        if self._awaiting(session_key):
             return True
         return shared and view.message is not None
 
@@ -200,27 +231,27 @@ class ChatTurns:
         the message's ``handled`` outcome is False and a durable inbox replays the update
         rather than losing the reply (:mod:`core.dispatcher`, "Handled"). Nothing is sent
         for a session another process took over (it answers)."""
-        host = self._host
-        view, stream = self._views.pop(session_key, None), host.streams.take(session_key)
+        view, stream = self._views.take(session_key), self.streams.take(session_key)
         if await self._lost_session(session_key):
             await _quiet_end(view, stream)
-            host.directory.turn_ended(session_key)
+            self._directory.turn_ended(session_key)
             return
-        stopped = host.stopped_turns.was_stopped(result.turn_id)
-        await host.reactions.ended(message, result)
+        stopped = self._stopped.was_stopped(result.turn_id)
+        if self._reactions is not None:
+            await self._reactions.ended(message, result)
         try:
             if stopped:
                 logger.info("turn %s: /stop was acknowledged; its reply suppressed", result.turn_id)
             else:
-                await host.replies.deliver(session_key, result, view, stream)
-            await host.files.after_turn(session_key, result, stopped=stopped)
+                await self._replies.deliver(session_key, result, view, stream)
+            await self._files.after_turn(session_key, result, stopped=stopped)
         finally:
             if stream is not None:  # stopped, or no reply: cleared (nothing once handed over)
                 await stream.clear()
             if view is not None:
                 remove = self._pacing.progress.becomes_reply and reply_text(result) is not None
                 await view.finish("interrupted" if stopped else result.status, remove=remove)
-            host.directory.turn_ended(session_key)
+            self._directory.turn_ended(session_key)
 
 
 async def _quiet_end(view: ProgressView | None, stream: StreamedReply | None) -> None:

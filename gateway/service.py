@@ -68,6 +68,7 @@ from adapters.base import Adapter, ChatRef, InboundEvent
 from adapters.session_keys import parse_session_key
 from core.agent.compaction import Compacted
 from core.agent.context import ContextUse
+from core.agent.control import TurnControl
 from core.agent.loop import CommonAgent
 from core.agent.profile import AgentProfile, BusyPolicy
 from core.agent.turn import TurnResult, UserMessage
@@ -85,7 +86,7 @@ from gateway.approval_card import ChatApprover
 from gateway.bot_guard import BotGuard
 from gateway.chat_commands import StoppedTurns
 from gateway.chat_features import ApproverRule, with_approvers
-from gateway.chat_turns import ChatTurns, TurnPacing
+from gateway.chat_turns import ChatTurns, ProgressViews, TurnPacing
 from gateway.chats import ChatDirectory
 from gateway.cluster.port import ClusterPart
 from gateway.delivery import TYPING_INTERVAL, Delivery
@@ -201,20 +202,17 @@ class GatewayService:
         self.operators = chat.operators
         self._clock = pacing.clock
         sleep = pacing.sleep
-        self.turns = ChatTurns(self, _turn_pacing(chat, pacing))
-        self.result_hook: ResultObserver = self.turns.on_result
-        """Where the Dispatcher reports each finished turn (a feature may wrap it)."""
         self.parts: list[ServicePart] = []
         """Features started after the adapters and closed before them."""
         self.dashboard_extras: dict[str, Callable[[], Awaitable[object]]] = {}
         """Sections a feature adds to the dashboard's state, by name (``[schedule]``: jobs)."""
-        self.streams = Streams(clock=pacing.clock, sleep=pacing.sleep, store=store)
         self.stopped_turns = StoppedTurns()
         self.directory = ChatDirectory(list(adapters), traffic=traffic)
         self.approver = ChatApprover(self.directory, sleep=sleep, store=store)
         self.links = Links(store, notify=self._notify)
         approvers_of = self.approvers_of = ApproverRule(self._approvers, self.operators, self.links)
-        running = RunningSteps(self.turns.view_of)  # the first step shown in a stream
+        views = ProgressViews()
+        running = RunningSteps(views.of)  # the first step shown in a stream
         running.observe(engine.hooks)
         self.approvals = Approvals(
             store, running.approver(self.approver), timeout=self._approval_timeout,
@@ -247,6 +245,16 @@ class GatewayService:
         self.pairing = self._pairing(chat, pacing)
         self.router = self._router(chat.access)
         self.reactions = Reactions(self.directory, chat.progress.reactions)
+        self.turns = ChatTurns(
+            _turn_pacing(chat, pacing), agent_for=self.agent_for, settings=self.settings,
+            directory=self.directory, views=views, stops=self.router.stop_buttons,
+            stopped=self.stopped_turns, awaiting=self.approvals.pending,
+            streams=Streams(clock=pacing.clock, sleep=pacing.sleep, store=store),
+            intake=self.intake, replies=self.replies, files=self.files,
+            reactions=self.reactions if self.reactions.enabled else None,
+        )  # fmt: skip
+        self.result_hook: ResultObserver = self.turns.on_result
+        """Where the Dispatcher reports each finished turn (a feature may wrap it)."""
         self.chat_settings = SettingsCommands(self.settings, self._model_name, self._is_owner)
         self.router.command_handlers.update(
             link=self.links.command_link, unlink=self.links.command_unlink,
@@ -260,11 +268,30 @@ class GatewayService:
         if engine.usage is not None:
             self.router.command_handlers.update(engine.usage.commands(approvers_of))
             self.dashboard_extras["usage"] = engine.usage.panel().current
-        self.cluster: ClusterPart | None = None
-        """Set (before :meth:`start`) when several processes share the store."""
+        self._cluster: ClusterPart[GatewayService] | None = None
         self.inbound: Inbound | None = None
         """The inbound fold every adapter's events pass, built once at :meth:`start`
         (:meth:`_inbound`): its ``names`` are the stage list."""
+
+    @property
+    def streams(self) -> Streams:
+        """The turns' streamed replies (a test may put its own, on its clock, before
+        :meth:`start`)."""
+        return self.turns.streams
+
+    @streams.setter
+    def streams(self, streams: Streams) -> None:
+        self.turns.streams = streams
+
+    @property
+    def cluster(self) -> ClusterPart[GatewayService] | None:
+        """This process's cluster node: set (before :meth:`start`) when several processes
+        share the store; the turns then ask it whether their session is still theirs."""
+        return self._cluster
+
+    @cluster.setter
+    def cluster(self, node: ClusterPart[GatewayService] | None) -> None:
+        self._cluster = self.turns.lost = node
 
     def attach(self, adapter: Adapter, relay: Relay | None = None) -> None:
         """Add a platform's adapter (before :meth:`start`): its events reach the router,
@@ -273,7 +300,7 @@ class GatewayService:
 
     def _dispatcher(self, debounce: Pace) -> Dispatcher:
         return Dispatcher(
-            self.turns.run_turn,
+            self._run_turn,
             policy_for=self._policy_for,
             queue_limit=self._queue_limit,
             on_result=self._on_result,
@@ -408,6 +435,13 @@ class GatewayService:
         still_running = await drain_abandoned(ABANDONED_GRACE)
         if still_running:
             logger.warning("%d stopped task(s) ignored cancellation at shutdown", still_running)
+
+    async def _run_turn(
+        self, session_key: str, message: UserMessage, control: TurnControl
+    ) -> TurnResult:
+        """The Dispatcher's run port: the turns (built after the router, whose stop
+        buttons they show, which needs the Dispatcher)."""
+        return await self.turns.run_turn(session_key, message, control)
 
     async def _on_result(self, session_key: str, message: UserMessage, result: TurnResult) -> None:
         await self.result_hook(session_key, message, result)

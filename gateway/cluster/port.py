@@ -4,27 +4,29 @@
 (set as ``service.cluster`` when the store is PostgreSQL; None with SQLite, where nothing
 of the cluster runs): the inbound stage ``cluster_claim`` (claim-or-forward), the start
 once the adapters started, the stop once turns and adapters stopped, and whether a
-finished turn's session is still this process's. :class:`gateway.cluster.node.ClusterNode`
+finished turn's session is still this process's (the turns know only that last question,
+as :class:`gateway.chat_turns.LostSession`). :class:`gateway.cluster.node.ClusterNode`
 is the one implementation.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol, TypeVar
 
 from gateway.inbound.stages import Stage
 
-if TYPE_CHECKING:
-    from gateway.service import GatewayService
+Service = TypeVar("Service", contravariant=True)
+"""What the node is started with: the service (named by the service, not imported here,
+so this module does not import the service that imports it)."""
 
 
-class ClusterPart(Protocol):
+class ClusterPart(Protocol[Service]):
     @property
     def claim(self) -> Stage:
         """The inbound stage ``cluster_claim``: claim-or-forward, second in the fold."""
         ...
 
-    async def start(self, service: GatewayService) -> None:
+    async def start(self, service: Service) -> None:
         """Once the adapters started: join, take the free bots, beat."""
         ...
 

@@ -1,0 +1,177 @@
+"""No import cycle among core/, adapters/ and gateway/ (issue 29 point 3), counting every
+import: at module top, inside functions (lazy) and under ``if TYPE_CHECKING:``.
+
+The graph is read from the source (``ast``), not from ``sys.modules``: a lazy or
+type-only import is an edge too, since it is a dependency the reader must follow. A cycle
+is a strongly connected component of more than one module.
+
+Cycles older than this test are listed in :data:`REMAINING` and may only go: a new
+cycle fails, and so does one that was broken while still listed (remove it, so the list
+shrinks and never grows back)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYERS = ("core", "adapters", "gateway")
+
+STORE_BACKENDS = frozenset(
+    {
+        "core.store.connection", "core.store.memory", "core.store.migrations",
+        "core.store.pg_memory", "core.store.pg_migrations", "core.store.postgres",
+        "core.store.sqlite",
+    }
+)  # fmt: skip
+"""The store's backends and their migrations, lazily importing each other."""
+
+REMAINING: frozenset[frozenset[str]] = frozenset(
+    {
+        STORE_BACKENDS,
+        frozenset({"adapters.base", "adapters.calls"}),
+        frozenset({"adapters.web.adapter", "adapters.web.routes"}),
+        frozenset({"adapters.telegram.adapter", "adapters.telegram.platform"}),
+        frozenset({"adapters.slack.adapter", "adapters.slack.outbound"}),
+        # Broken when the CLI moves to gateway/cli/ (plan29 §1: main imports chat, never back).
+        frozenset({"gateway.cli", "gateway.terminal_chat"}),
+    }
+)
+"""The cycles left after ``TurnHost`` went (issue 29): each may only be removed."""
+
+
+def module_files(root: Path, layers: Iterable[str]) -> dict[str, Path]:
+    """Every module under ``layers`` of ``root``, by dotted name (a package by its name)."""
+    found: dict[str, Path] = {}
+    for layer in layers:
+        for path in sorted((root / layer).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def import_graph(modules: Mapping[str, Path]) -> dict[str, set[str]]:
+    """Each module's imports of the others: every ``import`` statement anywhere in it."""
+    return {name: set(_imports(name, path, modules)) - {name} for name, path in modules.items()}
+
+
+def _imports(name: str, path: Path, modules: Mapping[str, Path]) -> Iterator[str]:
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield from _known(alias.name, modules)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node, package)
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                yield from [full] if full in modules else _known(base, modules)
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join([*parts, node.module] if node.module else parts)
+
+
+def _known(dotted: str, modules: Mapping[str, Path]) -> Iterator[str]:
+    """The module ``dotted`` names, or its nearest enclosing one we have (none: a library)."""
+    while dotted and dotted not in modules:
+        dotted = dotted.rpartition(".")[0]
+    if dotted:
+        yield dotted
+
+
+def cycles(graph: Mapping[str, set[str]]) -> set[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: set[frozenset[str]] = set()
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.add(frozenset(component))
+    return found
+
+
+def _named(found: Iterable[frozenset[str]]) -> list[list[str]]:
+    return sorted(sorted(c) for c in found)
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    """The repository's import graph, read once for this module's tests."""
+    return import_graph(module_files(ROOT, LAYERS))
+
+
+def test_no_import_cycle_but_the_remaining_ones_which_only_shrink(
+    graph: dict[str, set[str]],
+) -> None:
+    found = cycles(graph)
+    new = found - REMAINING
+    broken = REMAINING - found
+    assert not new, f"new import cycles (lazy and TYPE_CHECKING imports count): {_named(new)}"
+    assert not broken, f"cycles broken: remove them from REMAINING: {_named(broken)}"
+
+
+def test_a_turn_service_and_cluster_port_are_in_no_cycle(graph: dict[str, set[str]]) -> None:
+    """What ``TurnHost`` tied together (service <-> chat_turns <-> cluster/port)."""
+    tied = {m for c in cycles(graph) for m in c}
+    assert tied.isdisjoint({"gateway.service", "gateway.chat_turns", "gateway.cluster.port"})
+    assert "gateway.service" not in graph["gateway.chat_turns"]
+    assert "gateway.service" not in graph["gateway.cluster.port"]
+
+
+def test_lazy_and_type_checking_imports_make_cycles(tmp_path: Path) -> None:
+    """The check sees the imports a plain ``import`` at load time would not."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "a.py": "from pkg import b\n",
+        "b.py": "def later():\n    from pkg.a import thing\n",
+        "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.sub import d\n",
+        "sub/__init__.py": "",
+        "sub/d.py": "from ..c import x\n",
+        "e.py": "import pkg.a\n",
+    }
+    for name, text in files.items():
+        (package / name).write_text(text)
+    found = cycles(import_graph(module_files(tmp_path, ["pkg"])))
+    assert found == {frozenset({"pkg.a", "pkg.b"}), frozenset({"pkg.c", "pkg.sub.d"})}
