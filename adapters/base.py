@@ -216,7 +216,7 @@ class InboundEvent:
 class RateLimit:
     """At most ``count`` calls in any ``seconds``-long window (a sliding window); with a
     ``burst``, a token bucket instead: up to ``burst`` calls at once, refilled ``count`` per
-    ``seconds`` (gateway/windows.py)."""
+    ``seconds`` (gateway/outbound/windows.py)."""
 
     count: int
     seconds: float

@@ -33,10 +33,10 @@ from adapters.web.adapter import WebAdapter, WebSettings
 from core.agent.turn import UserMessage
 from core.attachments import Attachment
 from core.store.sqlite import open_store
-from gateway.chats import Place
-from gateway.delivery import Delivery
 from gateway.intake import DEFAULT_ATTACHMENTS, Intake
-from gateway.pipeline import Outbound
+from gateway.outbound.delivery import Delivery
+from gateway.outbound.directory import Place
+from gateway.outbound.pipeline import Outbound
 
 Measured = dict[str, object]
 EVENT_TIMEOUT = 30.0

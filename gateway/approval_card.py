@@ -16,7 +16,7 @@ pending by a crash or a restart, can :meth:`ChatApprover.retire` the card: edite
 ``RESTART_NOTICE``, its buttons removed.
 
 Cards and their edits go out at ``URGENT`` priority through the bot's outbound scheduler,
-which waits out rate limits (the one retry layer, :mod:`gateway.rate_limits`); past its
+which waits out rate limits (the one retry layer, :mod:`gateway.outbound.rate_limits`); past its
 bounds one error line names the chat and the error goes to the caller.
 """
 
@@ -35,10 +35,10 @@ from core.approver import ApprovalRequest, Decision
 from core.store.base import ApprovalRecord, Store
 from gateway.chat_commands import short_id
 from gateway.chat_syntax import approval_payload, choice_payload
-from gateway.chats import ChatDirectory, Place
-from gateway.pipeline import Outbound
+from gateway.outbound.directory import ChatDirectory, Place
+from gateway.outbound.pipeline import Outbound
+from gateway.outbound.rate_limits import MAX_ATTEMPTS, Sleep, with_rate_limits
 from gateway.previews import preview, redact, shorten
-from gateway.rate_limits import MAX_ATTEMPTS, Sleep, with_rate_limits
 
 logger = logging.getLogger(__name__)
 

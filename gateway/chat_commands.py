@@ -30,8 +30,8 @@ from core.model.errors import ModelError
 from core.store.base import Store
 from gateway.access import user_of
 from gateway.chat_syntax import canonical, help_text, stop_payload
-from gateway.chats import ChatDirectory
-from gateway.messages import (
+from gateway.outbound.directory import ChatDirectory
+from gateway.outbound.messages import (
     APPROVED,
     COMPACT_WHEN_IDLE,
     DENIED,
@@ -173,7 +173,7 @@ class ChatCommands:
         the outcome is false when there was nothing to stop.
 
         A true outcome is a promise that the chat is told "Stopped" (by the caller,
-        :func:`gateway.messages.stopped`): the stopped turn's reply is suppressed even if
+        :func:`gateway.outbound.messages.stopped`): the stopped turn's reply is suppressed even if
         the turn still completes (the stop raced its final answer)."""
         turn_id = self._dispatcher.status(key).turn_id
         outcome = self._dispatcher.stop(key)

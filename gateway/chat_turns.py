@@ -31,11 +31,11 @@ from core.agent.turn import TurnResult, UserMessage
 from core.cancellation import Cancelled
 from core.store.fencing import Fenced
 from gateway.chat_commands import StopButtons, StoppedTurns, compact_now
-from gateway.chats import ChatDirectory, Place
-from gateway.delivery import TYPING_DELAY, Typing
 from gateway.file_delivery import FileDelivery
 from gateway.intake import NOTHING_TO_RUN, Intake
 from gateway.live_text import live_reply
+from gateway.outbound.delivery import TYPING_DELAY, Typing
+from gateway.outbound.directory import ChatDirectory, Place
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.reactions import Reactions
 from gateway.replies import Replies, reply_text

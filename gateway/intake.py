@@ -42,8 +42,6 @@ from core.attachments import ATTACHMENT_KINDS, SPOKEN, Attachment, AttachmentKin
 from core.store.base import AttachmentRecord, AttachmentState, Store, StoreError
 from core.tools.beneath import BadPath
 from core.tools.limits import megabytes
-from gateway.chats import Place
-from gateway.delivery import Delivery
 from gateway.inbox_files import (
     INBOX,
     DownloadDeadline,
@@ -52,6 +50,8 @@ from gateway.inbox_files import (
     safe_name,
     write_all,
 )
+from gateway.outbound.delivery import Delivery
+from gateway.outbound.directory import Place
 from gateway.transcription import TranscriptionFailed
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@
   rekeys the event (:meth:`Links.rekeyed`) after the access check, so the history is shared, the
   dispatcher's per-key lane runs one turn at a time across the platforms, and ``/stop``
   from any of them stops it. Each turn answers in the chat its message came from
-  (:meth:`gateway.chats.ChatDirectory.turn_place`). Groups, channels and threads are
+  (:meth:`gateway.outbound.directory.ChatDirectory.turn_place`). Groups, channels and threads are
   never linked. A linked session starts empty; each platform's own DM history is kept
   and is the conversation again after ``/unlink``.
 * ``/unlink`` takes this identity out of its person (and dissolves a person left with

@@ -1,7 +1,7 @@
 """A streaming reply's text, live in the chats that can show it (``docs/turn-loop.md`` §16).
 
 A platform that can show text as it arrives declares ``Capabilities.live_text``; the
-text goes out as an ordinary call through the bot's pipeline (:mod:`gateway.pipeline`)::
+text goes out as an ordinary call through the bot's pipeline (:mod:`gateway.outbound.pipeline`)::
 
     await outbound.perform(LiveText(chat, text, mode))
 
@@ -15,7 +15,7 @@ Per turn, :func:`live_reply` gives the engine's ``on_text`` listener (:class:`Li
 for the turn's chat, or ``None`` when the chat cannot show live text (the web chat can;
 the rate-limited platforms stream answers through :mod:`gateway.streaming` instead,
 docs/architecture.md §13). The final reply is still delivered once, by
-:mod:`gateway.delivery`; the live text is display only.
+:mod:`gateway.outbound.delivery`; the live text is display only.
 
 What is shown is redacted like every text sent to a chat (:func:`core.redaction.redact`),
 and only up to the last whitespace: a secret is shown whole or not at all, never a prefix
@@ -39,8 +39,8 @@ from adapters.base import ChatRef
 from adapters.calls import LiveMode, LiveText
 from core.agent.step import ReplyTextReset, TextEvent
 from core.redaction import redact
-from gateway.chats import Place
-from gateway.pipeline import Outbound
+from gateway.outbound.directory import Place
+from gateway.outbound.pipeline import Outbound
 
 logger = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ counted on its line, ``💻 terminal: ls (×3)``, with the latest call's argumen
 line per call; identical consecutive lines collapse to ``×N``). Time is injected (``clock`` and
 ``sleep``) so tests run without waiting.
 
-**Through the bot's pipeline** (:mod:`gateway.pipeline`): every write is a ``PROGRESS``
-call (a :class:`~gateway.pipeline.Latest`) that reads the newest state when the budget
+**Through the bot's pipeline** (:mod:`gateway.outbound.pipeline`): every write is a ``PROGRESS``
+call (a :class:`~gateway.outbound.pipeline.Latest`) that reads the newest state when the budget
 lets it *start*, so a stale state is never sent. While the turn runs the message carries
 ``buttons`` (the turn's Stop button); the final state has none.
 
@@ -60,9 +60,9 @@ from adapters.calls import Delete, Edit, Priority, Send
 from core.agent.step import ModelSlow, TurnNotice
 from core.tasks import TaskSet
 from core.types import TurnStatus
-from gateway.pipeline import Latest, Outbound
+from gateway.outbound.pipeline import Latest, Outbound
+from gateway.outbound.rate_limits import Sleep, with_rate_limits
 from gateway.previews import preview
-from gateway.rate_limits import Sleep, with_rate_limits
 
 logger = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from collections import OrderedDict
 from adapters.base import InboundEvent, SentMessage
 from adapters.calls import DONE, FAILED, WORKING, React
 from core.agent.turn import TurnResult, UserMessage
-from gateway.chats import ChatDirectory, origin_of
 from gateway.inbound.stages import Next
+from gateway.outbound.directory import ChatDirectory, origin_of
 
 logger = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ The service hands each result here once the Dispatcher reports it (:mod:`gateway
 ``_on_result``): the text the user sees (:func:`reply_text`; none for a stopped turn), sent
 once per turn even if a result is reported twice (a report while the turn's reply is
 being delivered is dropped; a later one — its update replayed after a store outage —
-sends only what was not sent: :mod:`gateway.delivery` remembers the chunks), into the
+sends only what was not sent: :mod:`gateway.outbound.delivery` remembers the chunks), into the
 streamed answer's message (edit mode) or a recent progress message when there is one
 (:class:`~gateway.progress.ProgressConfig`, docs/architecture.md §13). The outbox keeps
-its chunks once across restarts (:mod:`gateway.delivery`).
+its chunks once across restarts (:mod:`gateway.outbound.delivery`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import logging
 
 from adapters.base import SentMessage
 from core.agent.turn import TurnResult
-from gateway.chats import ChatDirectory
-from gateway.delivery import Delivery
+from gateway.outbound.delivery import Delivery
+from gateway.outbound.directory import ChatDirectory
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.streaming import StreamedReply
 

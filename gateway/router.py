@@ -58,10 +58,10 @@ from gateway.chat_syntax import (
     command_menu,
     parse_press,
 )
-from gateway.chats import ChatDirectory, origin_of
-from gateway.delivery import Delivery
 from gateway.inbound.stages import Next
-from gateway.messages import (
+from gateway.outbound.delivery import Delivery
+from gateway.outbound.directory import ChatDirectory, origin_of
+from gateway.outbound.messages import (
     ACKS,
     NO_LONGER_VALID,
     RESOLVE_ANSWERS,
@@ -69,7 +69,7 @@ from gateway.messages import (
     STRANGER,
     stopped,
 )
-from gateway.pipeline import Outbound
+from gateway.outbound.pipeline import Outbound
 
 logger = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class Router:
     async def stop(self, session_key: str) -> bool:
         """``/stop`` for ``session_key`` from outside its chat (the dashboard's Stop): the
         same stop as the command, and the chat gets the same one notice of what it ended
-        and dropped (:func:`gateway.messages.stopped`). False (and no notice) when nothing
+        and dropped (:func:`gateway.outbound.messages.stopped`). False (and no notice) when nothing
         was running or queued."""
         outcome = self._commands.stop(session_key)
         if not outcome:

@@ -31,7 +31,7 @@ it from the configuration. Composed by hand, the service first, then its adapter
   durable inbox awaits it and marks the update done only after True, and replays it
   otherwise.
 * Replies, progress edits, approval cards and notices come back as call values
-  (:mod:`adapters.calls`) through each bot's pipeline (:mod:`gateway.pipeline`: schedule,
+  (:mod:`adapters.calls`) through each bot's pipeline (:mod:`gateway.outbound.pipeline`: schedule,
   redact, count) to the adapter's one ``perform(call)``, with text in
   ``capabilities.markup`` (or ``markup=False`` for plain text); limits and paces are read
   from ``capabilities``. Errors must be raised as the ``adapters.base`` error tree.
@@ -87,16 +87,16 @@ from gateway.bot_guard import BotGuard
 from gateway.chat_commands import StoppedTurns
 from gateway.chat_features import ApproverRule, with_approvers
 from gateway.chat_turns import ChatTurns, ProgressViews, TurnPacing
-from gateway.chats import ChatDirectory
 from gateway.cluster.port import ClusterPart
-from gateway.delivery import TYPING_INTERVAL, Delivery
 from gateway.file_delivery import FileDelivery, Spool
 from gateway.inbound.stages import Inbound, InboundFeatures, Named
 from gateway.intake import DEFAULT_ATTACHMENTS, Attachments, Intake
 from gateway.links import Links
 from gateway.model_presets import NO_PRESETS, ModelPresets
+from gateway.outbound.delivery import TYPING_INTERVAL, Delivery
+from gateway.outbound.directory import ChatDirectory
+from gateway.outbound.pipeline import Relay, Traffic
 from gateway.pairing import Pairing, PairingSettings
-from gateway.pipeline import Relay, Traffic
 from gateway.progress import ProgressConfig
 from gateway.reactions import Reactions
 from gateway.replies import FAILED_REPLY as FAILED_REPLY

@@ -4,7 +4,7 @@ Where a bot declares ``Capabilities.streaming`` ``native`` or ``edit`` (and the 
 the web's :mod:`gateway.live_text` path), each turn gets one :class:`StreamedReply` as the
 engine's ``on_text`` listener. It keeps the newest text (:func:`gateway.live_text.visible`:
 redacted, cut at the last whitespace) and one tracked task writes it through the bot's
-pipeline, at ``Priority.STREAM`` (below progress), as a :class:`~gateway.pipeline.Latest`
+pipeline, at ``Priority.STREAM`` (below progress), as a :class:`~gateway.outbound.pipeline.Latest`
 call: what is sent is read when the budget lets the call start, so a waiting update is
 always the newest text (coalesced). The first update waits until the stream has had
 something to show for :data:`FIRST_UPDATE_SECONDS`: an answer complete sooner is handed
@@ -64,11 +64,11 @@ from core.bounded import BoundedMap
 from core.cancellation import CancellationToken
 from core.store.base import Store, StoreError, StreamRecord
 from core.tasks import TaskSet
-from gateway.chats import Place
 from gateway.live_text import END_SECONDS, visible
-from gateway.pipeline import Latest, Outbound
+from gateway.outbound.directory import Place
+from gateway.outbound.pipeline import Latest, Outbound
+from gateway.outbound.rate_limits import Sleep
 from gateway.progress import FINISH_SECONDS
-from gateway.rate_limits import Sleep
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ prompts, tool arguments, results or file names)::
     tool.call       core.agent.tool_runner: tool.name, tool.status, tool.error,
                     approval.needed
     approval.wait   core.agent.tool_runner: approval.kind, approval.outcome
-    platform.call   gateway.pipeline (each bot's outbound): call.kind, platform; a failed
+    platform.call   gateway.outbound.pipeline (each bot's outbound): call.kind, platform; a failed
                     call's status names the error's type
 """
 

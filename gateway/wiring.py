@@ -44,7 +44,7 @@ from gateway.inbox_files import DownloadDeadline
 from gateway.intake import Attachments, IntakeLimits
 from gateway.log_redaction import config_secrets
 from gateway.model_presets import build_presets
-from gateway.pipeline import Relay
+from gateway.outbound.pipeline import Relay
 from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService
 from gateway.transcription import Transcriber, TranscriptionConfig
@@ -99,7 +99,7 @@ def build_service(
     )  # fmt: skip
     context = AdapterContext(
         store=store,
-        commands=tuple(command_menu()) + _schedule_menu(config),
+        commands=tuple(command_menu()) + _schedule_menu(config) + _memory_menu(config),
         data_dir=config.data_dir,
         max_attachment_bytes=config.attachments.max_bytes,
     )
@@ -125,6 +125,12 @@ def _schedule_menu(config: Config) -> tuple[tuple[str, str], ...]:
     from gateway.schedule import MENU
 
     return MENU
+
+
+def _memory_menu(config: Config) -> tuple[tuple[str, str], ...]:
+    """``/memory`` in the platforms' menus when on (Slack and Discord know only these)."""
+    entry = ("memory", "What I remember about you: forget, off, share")
+    return (entry,) if config.memory.enabled else ()
 
 
 def _schedule(service: GatewayService, config: Config, metrics: GatewayMetrics) -> None:

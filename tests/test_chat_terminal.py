@@ -27,7 +27,7 @@ from adapters.terminal import TerminalAdapter, TerminalSettings
 from adapters.terminal.screen import Screen
 from core.attachments import Attachment, OutgoingFile
 from core.tools.sandbox import Workspaces
-from gateway.messages import STOPPED
+from gateway.outbound.messages import STOPPED
 from tests.support.model_server import ScriptedModelServer, reply_hang, reply_text
 from tests.test_cli import clean_env
 

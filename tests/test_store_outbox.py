@@ -11,9 +11,9 @@ import pytest
 from adapters.base import AdapterError, ChatRef
 from core.agent.turn import TurnResult
 from core.store.base import OutboxChunk, Store, StoreUnavailable
-from gateway.chats import ChatDirectory
-from gateway.delivery import Delivery
-from gateway.pipeline import Outbound
+from gateway.outbound.delivery import Delivery
+from gateway.outbound.directory import ChatDirectory
+from gateway.outbound.pipeline import Outbound
 from gateway.progress import ProgressConfig
 from gateway.replies import Replies
 from tests.gateway.fakes import FakeAdapter, Person, event

@@ -28,7 +28,7 @@ an update (a text, a caption, a name, a string id) becomes U+FFFD before anythin
 A chat's kind is taken only from a valid ``chat.type`` (one of :data:`CHAT_TYPES`, a
 string): any other value raises :class:`MalformedUpdate`, so the update becomes a dead
 letter (:mod:`adapters.telegram.inbox`) and changes nothing about its chat — neither its
-session nor how its replies are paced (:class:`gateway.outbound.OutboundScheduler`).
+session nor how its replies are paced (:class:`gateway.outbound.scheduler.OutboundScheduler`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Only the owner of a bot's lease talks to that platform as that bot, so its budget is exact.
 A turn running on another process makes its calls as always, to the bot's
-:class:`gateway.pipeline.Outbound`, whose relay stage
+:class:`gateway.outbound.pipeline.Outbound`, whose relay stage
 (:class:`gateway.cluster.relay_stage.RelayStage`) hands them here, raw, before anything of
 its fold runs, while this process does not own the bot::
 

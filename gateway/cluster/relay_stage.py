@@ -4,7 +4,7 @@ A bot (one credential of a platform whose registration names a ``lease_credentia
 owned by exactly one process of a cluster, through the lease
 ``bot:<platform>:<12 hex of sha256(credential)>`` (:func:`bot_lease_name`): that process
 alone makes the bot's platform calls, so the platform's budget is exact (docs/cluster.md).
-Every process builds the bot's :class:`gateway.pipeline.Outbound` with a
+Every process builds the bot's :class:`gateway.outbound.pipeline.Outbound` with a
 :class:`RelayStage`, which the fold consults at both ends::
 
     not owned    first: the raw call goes by mail to the owner (gateway.cluster.relay),
@@ -34,7 +34,7 @@ from adapters.calls import Call, Delete, React
 from core.store.fencing import Fence
 from core.tasks import TaskSet
 from gateway.cluster.relay import Relay
-from gateway.pipeline import Latest, Outgoing, Perform
+from gateway.outbound.pipeline import Latest, Outgoing, Perform
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def _always() -> bool:
 
 
 class RelayStage:
-    """The :class:`gateway.pipeline.Relay` of one leased bot (module docstring)."""
+    """The :class:`gateway.outbound.pipeline.Relay` of one leased bot (module docstring)."""
 
     def __init__(self, bot: str, relay: Relay, *, renewal_wait: float = RENEWAL_WAIT) -> None:
         """``bot`` is the bot's lease name; ``renewal_wait`` bounds how long a call waits

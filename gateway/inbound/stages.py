@@ -1,5 +1,5 @@
 """The inbound fold: every event an adapter delivers passes one list of named stages,
-built once when the gateway starts (beside each bot's outbound fold, :mod:`gateway.pipeline`).
+built once when the gateway starts (beside each bot's outbound fold, :mod:`gateway.outbound.pipeline`).
 
 A stage is ``async (event, next) -> None``: it hands the event (or a changed copy) on with
 ``await next(event)``, or ends the chain by returning without calling it. The list, in
@@ -14,7 +14,7 @@ A stage is ``async (event, next) -> None``: it hands the event (or a changed cop
       access_pairing  the same with pairing on: a stranger's DM gets a code (gateway.pairing)
     bot_guard       a bot let in by allow_bots is paced (some platform allows bots)
     link_rekey      a linked person's DM moves into their one session (two platforms or more)
-    record          where the session lives, who the sender is (gateway.chats)
+    record          where the session lives, who the sender is (gateway.outbound.directory)
     reactions       the message is remembered for its status reactions ([progress] reactions)
     dispatch        /stop of a platform's Stop control, a command, or text for a turn
 

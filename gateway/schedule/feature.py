@@ -21,7 +21,7 @@ from core.store.jobs import JobBook, job_book
 from core.tools.schedule import schedule_tool
 from gateway.chat_commands import Reply
 from gateway.config.schedule import ScheduleSection
-from gateway.messages import NOTHING_TO_STOP
+from gateway.outbound.messages import NOTHING_TO_STOP
 from gateway.schedule.commands import ScheduleCommands
 from gateway.schedule.runner import ResultWatch, ScheduledTurns
 from gateway.web.schedule_status import JobsPanel

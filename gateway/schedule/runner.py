@@ -11,7 +11,7 @@ same replies and outbox, with its own run and delivery status.
   no run and the job is paused saying so.
 * **Delivery.** The turn's reply goes out through :meth:`gateway.chat_turns.ChatTurns.on_result`
   as every reply does; :class:`ResultWatch` sees it (through the service's
-  ``result_hook``) and counts the sends the platform refused (:data:`gateway.delivery.LOST_SENDS`,
+  ``result_hook``) and counts the sends the platform refused (:data:`gateway.outbound.delivery.LOST_SENDS`,
   with the platform's reason): ``sent``, or ``failed`` with that reason.
 """
 
@@ -28,7 +28,7 @@ from core.agent.turn import TurnResult, UserMessage
 from core.dispatcher import ResultObserver
 from core.schedule.scheduler import RunOutcome
 from core.store.jobs import DeliveryStatus, Job, JobBook, JobRun, RunStatus
-from gateway.delivery import LOST_SENDS
+from gateway.outbound.delivery import LOST_SENDS
 from gateway.replies import reply_text
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ Nothing here reaches into the engine: turns and model calls are observed through
 registry (``pre_llm_call`` starts a turn's clock, ``on_session_end`` stops it with its status
 and exit reason; ``pre_api_request``/``post_api_request``/``api_request_error`` time model
 calls; ``pre_tool_call``/``post_tool_call`` name the tool running now), and messages through
-:class:`TrafficCounter`, a step of every bot's outbound pipeline (:mod:`gateway.pipeline`)
+:class:`TrafficCounter`, a step of every bot's outbound pipeline (:mod:`gateway.outbound.pipeline`)
 that also sees each inbound event (inbound events, outbound sends and edits, platform
 429s). Queue depth and each platform's connection health
 (``commonos_adapter_up{platform}`` 1/0, ``commonos_adapter_state{platform,state}`` 1 for
@@ -38,8 +38,8 @@ from gateway.cluster.stats import ClusterStats
 from gateway.web.mcp_status import McpCollector, McpStatus
 
 if TYPE_CHECKING:
-    from gateway.chats import ChatDirectory
-    from gateway.pipeline import Perform
+    from gateway.outbound.directory import ChatDirectory
+    from gateway.outbound.pipeline import Perform
     from gateway.service import GatewayService
 
 _log = logging.getLogger(__name__)
@@ -205,7 +205,7 @@ class GatewayMetrics:
 
 
 class TrafficCounter:
-    """The counting step of every bot's pipeline (:mod:`gateway.pipeline`): each inbound
+    """The counting step of every bot's pipeline (:mod:`gateway.outbound.pipeline`): each inbound
     event, each send and edit that arrived, each platform 429, per platform."""
 
     def __init__(self, metrics: GatewayMetrics) -> None:

@@ -35,7 +35,7 @@ from gateway.cluster.bots import LeasedBot
 from gateway.cluster.node import ClusterNode
 from gateway.cluster.relay_stage import bot_lease_name
 from gateway.config.sections import ClusterSection
-from gateway.pipeline import Outbound
+from gateway.outbound.pipeline import Outbound
 from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim

@@ -1,7 +1,7 @@
 """The cluster's outbound stage of a leased bot (gateway/cluster/relay_stage.py) and the bot's
 adapter lifecycle (gateway/cluster/bots.py), with the real Telegram adapter against the
 Telegram simulator, relaying through real mailboxes on a real PostgreSQL server: two bots'
-folds (gateway/pipeline.py: schedule → redact → count → relay) stand for two processes, A
+folds (gateway/outbound/pipeline.py: schedule → redact → count → relay) stand for two processes, A
 owning the bot and B relaying."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from gateway.cluster.bots import RELAYED, LeasedBot
 from gateway.cluster.mailbox import Mailbox
 from gateway.cluster.relay import Relay
 from gateway.cluster.relay_stage import RelayStage, bot_lease_name
-from gateway.pipeline import Outbound
+from gateway.outbound.pipeline import Outbound
 from gateway.web.metrics import GatewayMetrics
 from tests.cluster.pg_pool import cluster_pool
 from tests.platform_sim.base import SimError

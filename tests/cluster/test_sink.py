@@ -24,7 +24,7 @@ from gateway.cluster.mailbox import Mailbox
 from gateway.cluster.members import Members
 from gateway.cluster.sink import ClusterClaim, session_lease
 from gateway.inbound.stages import Named, fold
-from gateway.pipeline import Outbound
+from gateway.outbound.pipeline import Outbound
 from tests.cluster.node_harness import ALICE_KEY, Cluster, echo
 from tests.gateway.fakes import FakeAdapter, Person, event
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim

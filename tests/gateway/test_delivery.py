@@ -10,8 +10,8 @@ import pytest
 
 from adapters.base import ChatRef, Forbidden, RateLimited
 from adapters.render.markdown import PLAIN
-from gateway.delivery import MAX_CHUNKS, Delivery, Typing
-from gateway.pipeline import Outbound
+from gateway.outbound.delivery import MAX_CHUNKS, Delivery, Typing
+from gateway.outbound.pipeline import Outbound
 from tests.gateway.fakes import TELEGRAMISH, FakeAdapter, FakeClock
 
 CHAT = ChatRef("fake", "100")
@@ -23,7 +23,7 @@ async def test_a_lost_chunk_is_logged_and_the_next_chunk_still_goes(
     adapter, clock = FakeAdapter(), FakeClock()
     adapter.fail("send", Forbidden("bot was blocked"))
     reply = "\n\n".join(["word " * 900, "tail"])
-    with caplog.at_level(logging.ERROR, logger="gateway.delivery"):
+    with caplog.at_level(logging.ERROR, logger="gateway.outbound.delivery"):
         sent = await Delivery(sleep=clock.sleep).reply(Outbound(adapter), CHAT, reply)
     assert len(adapter.of("send")) == 2 and len(sent) == 1
     assert adapter.texts()[1].endswith("tail")
@@ -35,7 +35,7 @@ async def test_rate_limits_are_retried_a_bounded_number_of_times(
 ) -> None:
     adapter, clock = FakeAdapter(), FakeClock()
     adapter.fail("send", *[RateLimited(2.0) for _ in range(10)])
-    with caplog.at_level(logging.ERROR, logger="gateway.delivery"):
+    with caplog.at_level(logging.ERROR, logger="gateway.outbound.delivery"):
         sent = await Delivery(sleep=clock.sleep, attempts=3).notice(Outbound(adapter), CHAT, "hi")
     assert sent is None and len(adapter.of("send")) == 3 and clock.sleeps == [2.0] * 2
     assert any("lost" in r.getMessage() for r in caplog.records)
@@ -46,7 +46,7 @@ async def test_a_flood_wait_over_a_minute_is_logged_as_lost_not_waited_out(
 ) -> None:
     adapter, clock = FakeAdapter(), FakeClock()
     adapter.fail("send", RateLimited(3600.0))
-    with caplog.at_level(logging.ERROR, logger="gateway.delivery"):
+    with caplog.at_level(logging.ERROR, logger="gateway.outbound.delivery"):
         sent = await Delivery(sleep=clock.sleep).notice(Outbound(adapter), CHAT, "hi")
     assert sent is None and clock.sleeps == [] and adapter.texts() == ["hi"]
     assert any("fake" in r.getMessage() and "lost" in r.getMessage() for r in caplog.records)
@@ -100,7 +100,7 @@ async def test_a_lost_message_is_logged_by_chat_and_length_never_by_content(
 ) -> None:
     adapter, clock = FakeAdapter(), FakeClock()
     adapter.fail("send", Forbidden("bot was blocked"))
-    with caplog.at_level(logging.ERROR, logger="gateway.delivery"):
+    with caplog.at_level(logging.ERROR, logger="gateway.outbound.delivery"):
         await Delivery(sleep=clock.sleep).notice(Outbound(adapter), CHAT, "my password is hunter2")
     logged = " ".join(r.getMessage() for r in caplog.records)
     assert "hunter2" not in logged and "password" not in logged

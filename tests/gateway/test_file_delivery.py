@@ -13,8 +13,8 @@ from adapters.base import AdapterError, Forbidden, InboundEvent
 from core.agent.profile import AgentProfile
 from core.attachments import OutgoingFile
 from core.tools.send_file import send_file_tool
-from gateway.chats import Place
 from gateway.file_delivery import CANNOT_RECEIVE
+from gateway.outbound.directory import Place
 from tests.gateway.fakes import TELEGRAMISH, FakeAdapter, FakeClock, Step, event
 from tests.gateway.harness import ALICE, Gateway, GatewayFactory
 

@@ -17,7 +17,7 @@ import pytest
 
 from adapters.base import CallKind, Capabilities, ChatRef, RateLimit, RateLimited
 from adapters.telegram.adapter import TELEGRAM_CHARGES
-from gateway.outbound import OutboundScheduler, Priority
+from gateway.outbound.scheduler import OutboundScheduler, Priority
 from tests.support.clock import TestClock
 
 ALICE = ChatRef("telegram", "1")

@@ -22,7 +22,7 @@ from adapters.base import (
     SessionKey,
 )
 from adapters.telegram.adapter import TELEGRAM_CHARGES
-from gateway.outbound import OutboundScheduler, Priority
+from gateway.outbound.scheduler import OutboundScheduler, Priority
 from tests.support.clock import TestClock
 
 CHAT = ChatRef("telegram", "42")

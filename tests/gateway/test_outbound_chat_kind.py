@@ -18,7 +18,7 @@ from adapters.base import (
     Sender,
     SessionKey,
 )
-from gateway.outbound import OutboundScheduler, Priority
+from gateway.outbound.scheduler import OutboundScheduler, Priority
 
 CHAT = ChatRef("telegram", "42")
 CAPABILITIES = Capabilities(

@@ -1,4 +1,4 @@
-"""Each bot's outbound pipeline (gateway/pipeline.py): schedule → redact → count →
+"""Each bot's outbound pipeline (gateway/outbound/pipeline.py): schedule → redact → count →
 ``adapter.perform(call)``, each call's priority and coalescing carried on the value.
 
 The budget here is one call per chat per hour, on a test clock that skips each wait: the
@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry
 from adapters.base import EVERY_CALL, Button, Charges, ChatRef, RateLimit, RateLimited, SentMessage
 from adapters.calls import AnswerPress, Delete, Edit, LiveText, Priority, Send, Typing
 from core.redaction import MASK, remember_secrets
-from gateway.delivery import Delivery
-from gateway.pipeline import Latest, Outbound
+from gateway.outbound.delivery import Delivery
+from gateway.outbound.pipeline import Latest, Outbound
 from gateway.web.metrics import GatewayMetrics
 from tests.gateway.fakes import TELEGRAMISH, WAIT, FakeAdapter, Person, event
 from tests.support.clock import TestClock

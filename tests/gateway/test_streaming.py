@@ -19,9 +19,9 @@ from adapters.base import AdapterError, Capabilities, Charges, ChatRef, RateLimi
 from adapters.calls import Priority, Send
 from core.agent.step import ModelSlow, ModelSlowEnded, ReplyText, ReplyTextReset
 from core.redaction import MASK, remember_secrets
-from gateway.chats import Place
-from gateway.outbound import OutboundScheduler
-from gateway.pipeline import Outbound
+from gateway.outbound.directory import Place
+from gateway.outbound.pipeline import Outbound
+from gateway.outbound.scheduler import OutboundScheduler
 from gateway.progress import ProgressConfig, ProgressView
 from gateway.streaming import PLACEHOLDER, StreamedReply, Streams
 from tests.gateway.fakes import TELEGRAMISH, FakeAdapter, Step, event

@@ -29,7 +29,7 @@ from core.mcp.servers import McpServers
 from core.store.sqlite import SqliteStore
 from core.tools.limits import Limits, MiB
 from core.tools.sandbox import Bubblewrap
-from gateway.messages import NEW_SESSION
+from gateway.outbound.messages import NEW_SESSION
 from tests.mcp.module_loop import gateway, model_server, store, telegram_sim
 from tests.mcp.rig import (
     branches,

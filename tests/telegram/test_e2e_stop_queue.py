@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from gateway.messages import QUEUED
+from gateway.outbound.messages import QUEUED
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import (
     ReceivedRequest,

@@ -14,7 +14,7 @@ from typing import Any
 
 from adapters.base import MONOTONIC, RateLimit
 from core.store.sqlite import SqliteStore
-from gateway.outbound import OutboundScheduler
+from gateway.outbound.scheduler import OutboundScheduler
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_text
 from tests.support.polling import until

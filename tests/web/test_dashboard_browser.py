@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from playwright.async_api import Browser, expect
 
-from gateway.messages import STOPPED
+from gateway.outbound.messages import STOPPED
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import (
     ScriptedModelServer,

@@ -1,6 +1,6 @@
 """The one retry layer for a platform's rate limits (HTTP 429 and its ``retry_after``).
 
-Every outbound call of a bot goes through its :class:`gateway.outbound.OutboundScheduler`,
+Every outbound call of a bot goes through its :class:`gateway.outbound.scheduler.OutboundScheduler`,
 which is that layer: after a ``RateLimited`` it logs one INFO line naming the chat and the
 wait, counts it, holds the chat for ``retry_after`` seconds and calls again — at most
 ``MAX_ATTEMPTS`` calls in all, and never for a wait over ``MAX_RETRY_AFTER`` seconds. Past

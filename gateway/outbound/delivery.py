@@ -32,7 +32,7 @@ sends none of them twice, and marks in the outbox those whose mark the outage re
 progress, handed over) into the first chunk instead of sending it — one call instead of
 two; if the edit fails (the message is gone) the chunk is sent as a new message.
 
-Everything goes out as call values through the bot's pipeline (:mod:`gateway.pipeline`):
+Everything goes out as call values through the bot's pipeline (:mod:`gateway.outbound.pipeline`):
 replies at ``REPLY`` priority, each stored chunk's ``Send`` carrying the chunk's id as its
 ``key`` (a platform with an idempotency mechanism shows a chunk sent twice once); notices
 at ``URGENT``; typing at ``CLEANUP``.
@@ -60,8 +60,8 @@ from adapters.calls import Edit, Priority, Send
 from core.bounded import BoundedMap
 from core.redaction import redact
 from core.store.base import OutboxChunk, Store, StoreError
-from gateway.pipeline import Outbound
-from gateway.rate_limits import MAX_ATTEMPTS, MAX_RETRY_AFTER, Sleep, with_rate_limits
+from gateway.outbound.pipeline import Outbound
+from gateway.outbound.rate_limits import MAX_ATTEMPTS, MAX_RETRY_AFTER, Sleep, with_rate_limits
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Every call a bot makes into its platform — send, edit, delete, button answer, 
 waits here for a permit. The budget is the platform's declared limits
 (:class:`adapters.base.Capabilities`: ``bot_limit`` for the whole bot, ``chat_limit`` per
 chat, ``group_limit`` per shared chat), each a sliding window or, where the platform allows
-short bursts (Telegram's chats), a token bucket (:mod:`gateway.windows`). A call occupies
+short bursts (Telegram's chats), a token bucket (:mod:`gateway.outbound.windows`). A call occupies
 its windows from the moment it is started until ``seconds`` after it ended, so however the
 network reorders requests the platform never sees more than ``count`` of them in one
 window; a bucket refills only while none of its calls is in flight. A call is charged only
@@ -22,7 +22,7 @@ Waiting calls are started by priority, then in arrival order::
     CLEANUP   deletes and typing; a delete is queued and never awaited by anyone, so it
               cannot hold a session or delay the next turn
 
-A ``RateLimited`` answer is handled here and only here (:mod:`gateway.rate_limits`): the
+A ``RateLimited`` answer is handled here and only here (:mod:`gateway.outbound.rate_limits`): the
 chat's calls that count against the same budget are held for ``retry_after`` seconds (other
 chats, and the chat's uncounted calls, go on), the chat's bucket is emptied, the call goes
 back to its place in the queue, each 429 is logged at INFO and counted
@@ -30,7 +30,7 @@ back to its place in the queue, each 429 is logged at INFO and counted
 before its call started withdraws the call; once started, the call runs to its end.
 
 Calls reach the scheduler as values, through each bot's pipeline
-(:mod:`gateway.pipeline`): the call's own ``priority`` and ``coalesce`` key say how it
+(:mod:`gateway.outbound.pipeline`): the call's own ``priority`` and ``coalesce`` key say how it
 waits.
 """
 
@@ -57,8 +57,8 @@ from adapters.base import (
 )
 from adapters.calls import Priority
 from core.tasks import TaskSet
-from gateway.rate_limits import MAX_ATTEMPTS, Sleep, may_retry
-from gateway.windows import Budget, budget
+from gateway.outbound.rate_limits import MAX_ATTEMPTS, Sleep, may_retry
+from gateway.outbound.windows import Budget, budget
 
 logger = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
 """The outbound pipeline: every call a bot makes passes one fold of middlewares, built once.
 
 A call is a frozen value (:mod:`adapters.calls`). Each bot has one :class:`Outbound`, made
-when its adapter is attached (:class:`gateway.chats.ChatDirectory`), whose
+when its adapter is attached (:class:`gateway.outbound.directory.ChatDirectory`), whose
 :meth:`Outbound.perform` runs a call through::
 
-    schedule   the bot's OutboundScheduler (gateway.outbound): its budget, the call's
+    schedule   the bot's OutboundScheduler (gateway.outbound.scheduler): its budget, the call's
                priority and coalescing key, the one retry layer for 429s
     redact     every text and button label through core.redaction.redact
     count      the gateway's traffic counters (gateway.web.metrics), when it has them
@@ -78,7 +78,7 @@ from adapters.health import Health
 from core import tracing
 from core.redaction import redact
 from core.store.fencing import Fence, current_fence, fenced
-from gateway.outbound import OutboundScheduler
+from gateway.outbound.scheduler import OutboundScheduler
 
 Perform = Callable[[Call], Awaitable[SentMessage | None]]
 """The rest of the pipeline, from a middleware's place to the adapter."""
@@ -140,7 +140,7 @@ async def _step(middleware: Middleware, next: Perform, call: Call) -> SentMessag
 async def redact_call(call: Call, next: Perform) -> SentMessage | None:
     """Every text and button label redacted before the platform sees it, plain or in the
     platform's markup alike (a reply was also redacted as Markdown before it was rendered,
-    see :mod:`gateway.delivery`)."""
+    see :mod:`gateway.outbound.delivery`)."""
     match call:
         case Send() | Edit():
             call = replace(call, text=redact(call.text), buttons=_clean(call.buttons))

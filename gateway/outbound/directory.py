@@ -13,7 +13,7 @@ chat is remembered by its origin (:func:`origin_of`), and while a turn runs its 
 progress view, approval cards and files.
 
 It is also the one way out: each attached adapter gets its bot's
-:class:`gateway.pipeline.Outbound`, built once (its scheduler: one send budget with
+:class:`gateway.outbound.pipeline.Outbound`, built once (its scheduler: one send budget with
 priorities, the one retry layer; then redaction, so each text sent or edited into a chat
 — replies, progress, approval cards, notices, button answers and labels — passes
 :func:`core.redaction.redact`; then the traffic counters), and every event that comes in
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from adapters.base import Adapter, ChatRef, InboundEvent
 from core.bounded import BoundedMap
-from gateway.pipeline import Outbound, Relay, Traffic
+from gateway.outbound.pipeline import Outbound, Relay, Traffic
 
 DEFAULT_CAPACITY = 10_000
 
@@ -61,7 +61,7 @@ class ChatDirectory:
         self._turns: BoundedMap[str, ChatRef] = BoundedMap(capacity)
 
     def add(self, adapter: Adapter, relay: Relay | None = None) -> None:
-        """``relay``: the cluster's stage of a leased bot (:mod:`gateway.pipeline`)."""
+        """``relay``: the cluster's stage of a leased bot (:mod:`gateway.outbound.pipeline`)."""
         self._bots[adapter.platform] = Outbound.paced(adapter, self._traffic, relay)
 
     def outbound(self, platform: str) -> Outbound | None:
