@@ -1,5 +1,6 @@
 """The inbound fold: every event an adapter delivers passes one list of named stages,
-built once when the gateway starts (beside each bot's outbound fold, :mod:`gateway.outbound.pipeline`).
+built once when the gateway starts (beside each bot's outbound fold,
+:mod:`gateway.outbound.pipeline`).
 
 A stage is ``async (event, next) -> None``: it hands the event (or a changed copy) on with
 ``await next(event)``, or ends the chain by returning without calling it. The list, in

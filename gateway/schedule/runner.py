@@ -11,7 +11,8 @@ same replies and outbox, with its own run and delivery status.
   no run and the job is paused saying so.
 * **Delivery.** The turn's reply goes out through :meth:`gateway.chat_turns.ChatTurns.on_result`
   as every reply does; :class:`ResultWatch` sees it (through the service's
-  ``result_hook``) and counts the sends the platform refused (:data:`gateway.outbound.delivery.LOST_SENDS`,
+  ``result_hook``) and counts the sends the platform refused
+  (:data:`gateway.outbound.delivery.LOST_SENDS`,
   with the platform's reason): ``sent``, or ``failed`` with that reason.
 """
 
