@@ -320,7 +320,7 @@ class Capabilities:
     message (Telegram: any real message from the bot dismisses a draft)."""
     live_text: bool = False
     """The chat can show a streaming reply's text as it arrives: the adapter then makes
-    ``LiveText`` calls (see :mod:`gateway.live_text`); else the gateway sends none."""
+    ``LiveText`` calls (see :mod:`gateway.turns.live_text`); else the gateway sends none."""
 
 
 EventSink = Callable[[InboundEvent], Awaitable[None]]

@@ -2,7 +2,7 @@
 
 Shared by the adapters that take files in without a platform of their own to describe
 them (the web chat's uploads, the terminal chat's ``/attach``). The saved file's own name
-in the workspace is the gateway's business (``gateway/inbox_files.py``); these only make
+in the workspace is the gateway's business (``gateway/turns/workspace_files.py``); these only make
 what is shown and stored harmless.
 """
 

@@ -5,7 +5,7 @@ download (the simulator's ``getFile`` refuses only a file *over* ``DOWNLOAD_LIMI
 Telegram does; the gateway's ``[attachments] max_bytes`` default is the same 20 MiB). A
 fresh child process (:mod:`bench.attachments_child`) runs the real TelegramAdapter
 (python-telegram-bot polling the simulator over 127.0.0.1), which offers the document; the
-gateway's :class:`~gateway.intake.Intake` then takes it in: ``getFile``, the file URL
+gateway's :class:`~gateway.turns.intake.Intake` then takes it in: ``getFile``, the file URL
 streamed by httpx in 64 KiB chunks, written into a session workspace's ``inbox/`` in a temp
 dir, with its sha256 and rows in a real SQLite store. A 1 MiB document is taken in first in
 the same process as a warm-up.

@@ -4,7 +4,7 @@ files a user sent, through the real parts, and prints what it cost as one JSON l
 ``python -m bench.attachments_child telegram SIM_URL TOKEN SCRATCH`` starts a real
 :class:`~adapters.telegram.TelegramAdapter` (python-telegram-bot polling the simulator, a
 real SQLite store under ``SCRATCH``), waits for the two documents already queued on the
-simulator, then hands each to :meth:`gateway.intake.Intake.take_in` (``getFile``, the file
+simulator, then hands each to :meth:`gateway.turns.intake.Intake.take_in` (``getFile``, the file
 URL streamed by httpx, the bytes written into ``SCRATCH/workspace/inbox/``).
 
 ``python -m bench.attachments_child web SCRATCH`` serves the real web chat
@@ -33,10 +33,10 @@ from adapters.web.adapter import WebAdapter, WebSettings
 from core.agent.turn import UserMessage
 from core.attachments import Attachment
 from core.store.sqlite import open_store
-from gateway.intake import DEFAULT_ATTACHMENTS, Intake
 from gateway.outbound.delivery import Delivery
 from gateway.outbound.directory import Place
 from gateway.outbound.pipeline import Outbound
+from gateway.turns.intake import DEFAULT_ATTACHMENTS, Intake
 
 Measured = dict[str, object]
 EVENT_TIMEOUT = 30.0

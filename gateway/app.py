@@ -4,7 +4,7 @@
 
     start():  data dir → store (opened, migrated) → model client → default profile
               (SOUL.md read) → workspaces, terminal sandboxes probed
-              (:mod:`gateway.containment`) → service + adapters → ready
+              (:mod:`gateway.turns.containment`) → service + adapters → ready
     stop():   in reverse; each part is closed even when another fails to close
 
 Between the model client and ``ready`` the :class:`~gateway.service.GatewayService`
@@ -35,10 +35,10 @@ from core.store.base import Store, StoreError, StoreUnavailable
 from core.store.files import StoreFileInUse, StoreFileLock
 from gateway import telemetry
 from gateway.config import Config, ModelSection
-from gateway.containment import prepare_sandboxes, protect_process
-from gateway.mcp_servers import builtin_names, configured, start_mcp_servers
 from gateway.service import GatewayService
 from gateway.store_open import lock_store, new_process_id, open_configured_store, store_display
+from gateway.turns.containment import prepare_sandboxes, protect_process
+from gateway.turns.mcp import builtin_names, configured, start_mcp_servers
 from gateway.wiring import build_service, demo_model
 
 if TYPE_CHECKING:

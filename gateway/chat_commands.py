@@ -68,7 +68,7 @@ class SessionContext(Protocol):
 
     async def settings_status(self, session_key: str) -> str | None:
         """``/status``'s part for the settings the chat made (None: none made;
-        :mod:`gateway.session_settings`)."""
+        :mod:`gateway.turns.settings`)."""
         ...
 
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from gateway.config import Config, ConfigError, load_config
-from gateway.mcp_servers import builtin_names, configured, start_mcp_servers
+from gateway.turns.mcp import builtin_names, configured, start_mcp_servers
 
 
 def command(path: Path | None) -> int:

@@ -16,7 +16,7 @@ running turn, silent when none runs; docs/architecture.md §13).
   when on; a stranger gets no turn, a button press from a stranger is refused politely.
 * A button press is answered (an ``AnswerPress`` call) exactly once, whatever happens.
 * A message with files carries them *offered* (``UserMessage.attachments``): they are
-  downloaded in its turn's lane (:mod:`gateway.intake`), only for an admitted sender, and
+  downloaded in its turn's lane (:mod:`gateway.turns.intake`), only for an admitted sender, and
   such a message queues rather than steer a running turn.
 * A message queued behind a running turn is acknowledged ("⏳ Queued …"), at most once
   per ``ack_interval`` seconds per session.

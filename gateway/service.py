@@ -39,9 +39,9 @@ it from the configuration. Composed by hand, the service first, then its adapter
 * ``hooks`` should already hold the built-in policies
   (``core.hooks.builtin.register_builtin_hooks``): they decide which calls ask first.
 
-Per turn (:mod:`gateway.chat_turns`, the Dispatcher's ports): typing, one progress view
+Per turn (:mod:`gateway.turns.runner`, the Dispatcher's ports): typing, one progress view
 with its stop button, the streamed text, then the reply sent exactly once
-(:mod:`gateway.replies`, docs/architecture.md §13). The feature modules (links, pairing,
+(:mod:`gateway.turns.replies`, docs/architecture.md §13). The feature modules (links, pairing,
 reactions, session settings) reach the router through :mod:`gateway.chat_features`, which
 also says who approves where.
 
@@ -49,7 +49,7 @@ With several processes on one PostgreSQL store (docs/cluster.md) ``service.clust
 this process's node (:class:`gateway.cluster.port.ClusterPart`): every adapter gets its
 claim-or-forward sink in front of the router, it starts once the adapters did and stops
 last; a turn whose session another process took over ends quietly and sends nothing
-(:mod:`gateway.chat_turns`). ``None`` with SQLite.
+(:mod:`gateway.turns.runner`). ``None`` with SQLite.
 
 The service does not own ``store`` or ``model``: the caller closes them after ``stop``.
 """
@@ -82,30 +82,30 @@ from core.model.retry import RetryPolicy
 from core.store.base import ApprovalRecord, Store
 from core.tools.base import ToolRegistry
 from gateway.access import AccessControl, AccessPolicy, user_of
-from gateway.approval_card import ChatApprover
 from gateway.bot_guard import BotGuard
 from gateway.chat_commands import StoppedTurns
 from gateway.chat_features import ApproverRule, with_approvers
-from gateway.chat_turns import ChatTurns, ProgressViews, TurnPacing
 from gateway.cluster.port import ClusterPart
-from gateway.file_delivery import FileDelivery, Spool
 from gateway.inbound.stages import Inbound, InboundFeatures, Named
-from gateway.intake import DEFAULT_ATTACHMENTS, Attachments, Intake
 from gateway.links import Links
-from gateway.model_presets import NO_PRESETS, ModelPresets
 from gateway.outbound.delivery import TYPING_INTERVAL, Delivery
 from gateway.outbound.directory import ChatDirectory
 from gateway.outbound.pipeline import Relay, Traffic
 from gateway.pairing import Pairing, PairingSettings
-from gateway.progress import ProgressConfig
-from gateway.reactions import Reactions
-from gateway.replies import FAILED_REPLY as FAILED_REPLY
-from gateway.replies import Replies
-from gateway.replies import reply_text as reply_text
 from gateway.router import Router
-from gateway.running_steps import RunningSteps
-from gateway.session_settings import SessionSettingsBook, SettingsCommands
-from gateway.streaming import Streams
+from gateway.turns.approvals import ChatApprover
+from gateway.turns.files import FileDelivery, Spool
+from gateway.turns.intake import DEFAULT_ATTACHMENTS, Attachments, Intake
+from gateway.turns.presets import NO_PRESETS, ModelPresets
+from gateway.turns.progress import ProgressConfig
+from gateway.turns.reactions import Reactions
+from gateway.turns.replies import FAILED_REPLY as FAILED_REPLY
+from gateway.turns.replies import Replies
+from gateway.turns.replies import reply_text as reply_text
+from gateway.turns.runner import ChatTurns, ProgressViews, TurnPacing
+from gateway.turns.running_steps import RunningSteps
+from gateway.turns.settings import SessionSettingsBook, SettingsCommands
+from gateway.turns.streaming import Streams
 
 if TYPE_CHECKING:
     from gateway.memory import MemoryFeature

@@ -25,7 +25,7 @@ from adapters.terminal import PLATFORM, TerminalAdapter, TerminalSettings, local
 from adapters.terminal.platform import platform_for, section_for
 from gateway.app import Gateway
 from gateway.config import Config
-from gateway.containment import protect_process
+from gateway.turns.containment import protect_process
 
 log = logging.getLogger(__name__)
 

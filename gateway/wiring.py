@@ -39,15 +39,15 @@ from gateway.access import AccessPolicy
 from gateway.bot_guard import BotLimits
 from gateway.chat_syntax import command_menu
 from gateway.config import Config
-from gateway.containment import profile_workspaces, unprobed_sandboxes
-from gateway.inbox_files import DownloadDeadline
-from gateway.intake import Attachments, IntakeLimits
 from gateway.log_redaction import config_secrets
-from gateway.model_presets import build_presets
 from gateway.outbound.pipeline import Relay
-from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService
-from gateway.transcription import Transcriber, TranscriptionConfig
+from gateway.turns.containment import profile_workspaces, unprobed_sandboxes
+from gateway.turns.intake import Attachments, IntakeLimits
+from gateway.turns.presets import build_presets
+from gateway.turns.progress import ProgressConfig
+from gateway.turns.transcription import Transcriber, TranscriptionConfig
+from gateway.turns.workspace_files import DownloadDeadline
 from gateway.usage import UsageFeature
 from gateway.usage.metrics import UsageCounters
 from gateway.web.compose import mount_web, web_operators
@@ -82,10 +82,10 @@ def build_service(
     """Compose the engine, the chat layer and every configured adapter.
 
     ``sandboxes``: each profile's terminal sandbox, as
-    :func:`gateway.containment.prepare_sandboxes` probed them (default: chosen unprobed).
+    :func:`gateway.turns.containment.prepare_sandboxes` probed them (default: chosen unprobed).
     ``node``: this process's cluster node (PostgreSQL store only, docs/cluster.md): the
     leased bots get its relay stage (``node.lease_bots``) and it joins the service.
-    ``mcp``: the started ``[mcp]`` servers (:mod:`gateway.mcp_servers`): their tools join
+    ``mcp``: the started ``[mcp]`` servers (:mod:`gateway.turns.mcp`): their tools join
     each profile's registry, their approval policy the hooks, their state the health page.
     The configured secrets are taught to the one redactor before anything can be sent."""
     remember_secrets(config_secrets(config))

@@ -9,7 +9,7 @@ import pytest
 from core.attachments import ATTACHMENT_KINDS
 from gateway.config import ConfigError, parse_config
 from gateway.log_redaction import config_secrets
-from gateway.transcription import Transcriber
+from gateway.turns.transcription import Transcriber
 from gateway.wiring import _attachments
 
 KEY = "gsk_transcription_key_0123456789"

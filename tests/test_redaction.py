@@ -12,8 +12,8 @@ import pytest
 from core.hooks.builtin import redact as hook_redact
 from core.redaction import MASK, redact, redact_shapes, remember_secrets
 from gateway.log_redaction import RedactSecrets
-from gateway.previews import preview
-from gateway.previews import redact as gateway_redact
+from gateway.turns.previews import preview
+from gateway.turns.previews import redact as gateway_redact
 
 BOT_TOKEN = "987654321:AAFz-configured-bot-token-value-0123"
 MODEL_KEY = "sk-configured-model-key-abcdef0123456789"

@@ -14,8 +14,8 @@ from core.store.base import OutboxChunk, Store, StoreUnavailable
 from gateway.outbound.delivery import Delivery
 from gateway.outbound.directory import ChatDirectory
 from gateway.outbound.pipeline import Outbound
-from gateway.progress import ProgressConfig
-from gateway.replies import Replies
+from gateway.turns.progress import ProgressConfig
+from gateway.turns.replies import Replies
 from tests.gateway.fakes import FakeAdapter, Person, event
 
 TURN = "turn-1"

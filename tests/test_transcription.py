@@ -1,4 +1,4 @@
-"""gateway.transcription against the scripted transcription server, over real HTTP (httpx).
+"""gateway.turns.transcription against the scripted transcription server, over real HTTP (httpx).
 
 Each error path gives one readable reason and never the API key; failures worth it are
 retried once, on an injected sleep; the file goes up as multipart, streamed from disk.
@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.transcription import (
+from gateway.turns.transcription import (
     RETRY_DELAY,
     Transcriber,
     TranscriptionConfig,

@@ -3,7 +3,7 @@
 "Streaming").
 
 The gateway sends the whole answer so far, redacted, as ``LiveText(chat, text, "replace")``
-(:mod:`gateway.streaming`); Slack's stream only appends, so :meth:`SlackStreams.show`
+(:mod:`gateway.turns.streaming`); Slack's stream only appends, so :meth:`SlackStreams.show`
 
 * starts a stream in the chat's thread when there is none (``recipient_user_id`` /
   ``recipient_team_id``: the user who last wrote in that thread, which Slack requires
@@ -29,7 +29,7 @@ notice or another keyless ``Send`` is posted as usual and leaves the stream's me
 is. A new stream, or a seal with no stream, forgets an unclaimed one.
 
 A ``LiveText`` is answered with the stream's message (``ts``): the gateway records it
-until the turn ends (:mod:`gateway.streaming`). After a process was killed mid-stream the
+until the turn ends (:mod:`gateway.turns.streaming`). After a process was killed mid-stream the
 stream stays live in Slack; the turn run again after the restart edits that message
 (:func:`stop_cut` first stops it: Slack refuses to update a live stream), so the answer
 replaces the cut stream in its own message.

@@ -5,7 +5,7 @@ Each message is printed as a block, ``"\\n" + text + "\\n"`` (a blank line befor
 a terminal (``ansi``: the output is a TTY) the blocks printed since the person last
 pressed Enter are remembered with the rows they take, so that:
 
-* the live text of an answer (``LiveText``, :mod:`gateway.live_text`) is written as it
+* the live text of an answer (``LiveText``, :mod:`gateway.turns.live_text`) is written as it
   arrives — ``append`` adds to it in place, ``replace`` rewrites it (erased, written
   again) — and always stays the last thing on the screen: a message printed meanwhile (a
   notice) goes above it;

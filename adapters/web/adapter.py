@@ -401,7 +401,7 @@ class WebAdapter:
         feed.signal("typing", {})
 
     async def _live_text(self, chat: ChatRef, text: str, mode: LiveMode) -> None:
-        """The streaming reply's text, as it arrives (``gateway.live_text``): plain text,
+        """The streaming reply's text, as it arrives (``gateway.turns.live_text``): plain text,
         shown by the page until the rendered reply replaces it."""
         feed = await self.feed(chat.chat_id)
         feed.live_text(text, mode)

@@ -4,7 +4,7 @@ With several processes on one PostgreSQL store (docs/cluster.md) a turn runs und
 session's lease (:mod:`core.store.fencing`); once another process takes the lease over,
 every write of the turn is refused as :class:`~core.store.fencing.Fenced`. The turn then
 ends ``failed`` (nothing of it is stored: the record is the new owner's) and the gateway
-sends nothing (:mod:`gateway.chat_turns`). :mod:`core.agent.loop` says so once, at
+sends nothing (:mod:`gateway.turns.runner`). :mod:`core.agent.loop` says so once, at
 WARNING, naming the lease, without a traceback; every other error keeps its own log.
 """
 

@@ -14,7 +14,7 @@ call (its retries and backoff included) and tells the turn's notice callback:
   so the chat removes it (at the latest when the call ends: :meth:`SilenceWatch.close`).
   A call that ends while its notice shows and nothing flowed (a whole non-streamed
   answer, a failure) hears nothing more: the next step or the end of the turn removes it
-  (the gateway's part, ``gateway/progress.py``).
+  (the gateway's part, ``gateway/turns/progress.py``).
 
 The watch is a task of the call, cancelled when the call ends, so a callback that hangs
 never holds a silent call's reply (a withdrawal at the end is time-boxed like every

@@ -1,7 +1,7 @@
 """The store's ``live_streams`` table (SQLite migration 10, PostgreSQL 3): per session key,
 the message its streamed answer is being written into (:class:`StreamRecord`), from the
 stream's first send until its answer is delivered or the stream cleared
-(:mod:`gateway.streaming`). A row left by a killed process is the cut message the turn
+(:mod:`gateway.turns.streaming`). A row left by a killed process is the cut message the turn
 run again after the restart takes over (docs/architecture.md §13).
 
 This module holds the statements and the row mapping (:mod:`core.store.statements`);

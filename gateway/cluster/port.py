@@ -5,7 +5,7 @@
 of the cluster runs): the inbound stage ``cluster_claim`` (claim-or-forward), the start
 once the adapters started, the stop once turns and adapters stopped, and whether a
 finished turn's session is still this process's (the turns know only that last question,
-as :class:`gateway.chat_turns.LostSession`). :class:`gateway.cluster.node.ClusterNode`
+as :class:`gateway.turns.runner.LostSession`). :class:`gateway.cluster.node.ClusterNode`
 is the one implementation.
 """
 

@@ -360,7 +360,7 @@ class ProfileSection(Section):
 
 class ModelPresetSection(Section):
     """``[models.<name>]``: a model a chat may switch to with ``/model NAME``
-    (:mod:`gateway.model_presets`). The API key is read from the env var ``api_key_env``
+    (:mod:`gateway.turns.presets`). The API key is read from the env var ``api_key_env``
     names, never from the file."""
 
     name: str = Field(default="", exclude=True)

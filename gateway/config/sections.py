@@ -2,7 +2,7 @@
 
 ``[attachments]`` (files taken in, docs/attachments.md), ``[transcription]`` (voice notes
 and audio files to text) and ``[progress]`` (the progress message and reactions,
-:class:`gateway.progress.ProgressConfig`); and where state lives and how processes share it:
+:class:`gateway.turns.progress.ProgressConfig`); and where state lives and how processes share it:
 ``[store]``, ``[cluster]`` (docs/cluster.md) and ``[telemetry]`` (traces). Frozen models
 like every section (:class:`adapters.config.Section`); :class:`gateway.config.schema.Config`
 holds one of each.
@@ -30,7 +30,7 @@ from adapters.config import (
     suggest,
 )
 from core.attachments import ATTACHMENT_KINDS, AttachmentKind
-from gateway.inbox_files import DEFAULT_DOWNLOAD_RATE, DEFAULT_DOWNLOAD_SECONDS
+from gateway.turns.workspace_files import DEFAULT_DOWNLOAD_RATE, DEFAULT_DOWNLOAD_SECONDS
 
 ProgressMode = Literal["off", "new", "all"]
 

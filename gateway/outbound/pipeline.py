@@ -35,12 +35,12 @@ How each call is scheduled (docs/architecture.md, "The outbound pipeline")::
     Typing        awaited, CLEANUP, one waiting per chat (coalesced), never retried
     Delete        queued at CLEANUP and never awaited: perform returns at once
     LiveText      awaited at the call's priority: PROGRESS for the web's live text,
-                  STREAM for a streamed answer (gateway.streaming), coalesced by its key;
+                  STREAM for a streamed answer (gateway.turns.streaming), coalesced by its key;
                   its end (a seal, or "" clearing it) is its own kind, "seal", charged
                   only in the windows that count it
     Latest        its call's priority; what is sent is asked for when it starts, so a
                   progress state or a streamed answer is never a stale one
-                  (gateway.progress, gateway.streaming)
+                  (gateway.turns.progress, gateway.turns.streaming)
 
 Inbound events pass the bot too (:meth:`Outbound.received`, called by the router, the sink
 of every adapter): the scheduler learns each chat's kind, the traffic counters count it.

@@ -18,7 +18,7 @@ Waiting calls are started by priority, then in arrival order::
     URGENT    stop notices, approval cards, button answers
     REPLY     final replies (and a progress message edited into one)
     PROGRESS  progress states: the call reads the newest state when it starts, so a
-              stale state is never sent (see :mod:`gateway.progress`)
+              stale state is never sent (see :mod:`gateway.turns.progress`)
     CLEANUP   deletes and typing; a delete is queued and never awaited by anyone, so it
               cannot hold a session or delay the next turn
 

@@ -9,7 +9,7 @@ same replies and outbox, with its own run and delivery status.
   (:meth:`ScheduledTurns.stop_in`).
 * **Whose rights.** The creator's, at run time: one no longer allowed on the platform gets
   no run and the job is paused saying so.
-* **Delivery.** The turn's reply goes out through :meth:`gateway.chat_turns.ChatTurns.on_result`
+* **Delivery.** The turn's reply goes out through :meth:`gateway.turns.runner.ChatTurns.on_result`
   as every reply does; :class:`ResultWatch` sees it (through the service's
   ``result_hook``) and counts the sends the platform refused
   (:data:`gateway.outbound.delivery.LOST_SENDS`,
@@ -30,7 +30,7 @@ from core.dispatcher import ResultObserver
 from core.schedule.scheduler import RunOutcome
 from core.store.jobs import DeliveryStatus, Job, JobBook, JobRun, RunStatus
 from gateway.outbound.delivery import LOST_SENDS
-from gateway.replies import reply_text
+from gateway.turns.replies import reply_text
 
 if TYPE_CHECKING:
     from gateway.service import GatewayService

@@ -40,8 +40,8 @@ from adapters.web.sse import HEARTBEAT, HEARTBEAT_FRAME, frame, open_stream
 from gateway.access import qualified
 from gateway.cluster.control import ClusterControl
 from gateway.pairing import NOT_OWNER
-from gateway.previews import preview, redact, shorten
 from gateway.service import GatewayService
+from gateway.turns.previews import preview, redact, shorten
 from gateway.web.health import health_json
 from gateway.web.memory_counts import MemoryCounts
 from gateway.web.metrics import GatewayMetrics

@@ -36,8 +36,8 @@ from gateway.cluster.node import ClusterNode
 from gateway.cluster.relay_stage import bot_lease_name
 from gateway.config.sections import ClusterSection
 from gateway.outbound.pipeline import Outbound
-from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
+from gateway.turns.progress import ProgressConfig
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
 from tests.support.model_server import ReceivedRequest, Reply, ScriptedModelServer, reply_text
 from tests.telegram.harness import MENU, shared_clock, sim_settings

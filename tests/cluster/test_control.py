@@ -35,8 +35,8 @@ from gateway.cluster.control import CONTROL
 from gateway.cluster.node import ClusterNode
 from gateway.cluster.sink import session_lease
 from gateway.config.sections import ClusterSection
-from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
+from gateway.turns.progress import ProgressConfig
 from gateway.web.dashboard import STORE_DOWN, Dashboard
 from gateway.web.metrics import GatewayMetrics
 from tests.cluster.node_harness import (

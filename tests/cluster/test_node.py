@@ -15,11 +15,11 @@ import pytest
 from adapters.base import ChatRef
 from adapters.calls import Send
 from core.approver import ApprovalRequest
-from gateway.approval_card import RESTART_NOTICE, card_buttons
 from gateway.cluster.bots import RELAYED
 from gateway.cluster.mailbox import Mail
 from gateway.cluster.sink import session_lease
 from gateway.links import linked_key
+from gateway.turns.approvals import RESTART_NOTICE, card_buttons
 from tests.cluster.node_harness import ALICE_KEY, Cluster, echo
 from tests.platform_sim.telegram_files import Media, png
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim

@@ -8,7 +8,7 @@ Calling the ``gateway`` fixture again builds another run on the same database, d
 directory and simulator, as a process restart would.
 
 The channel budget (sends and edits, ``adapters.discord.adapter.CHANNEL_LIMIT``) and a
-streamed answer's edits (``gateway.streaming``) are paced on a
+streamed answer's edits (``gateway.turns.streaming``) are paced on a
 :class:`tests.support.clock.TestClock` the simulator's edit budget shares, so no test
 waits for a window and the simulator sees the calls spread as the gateway paced them.
 """
@@ -29,7 +29,7 @@ from core.store.sqlite import SqliteStore
 from core.tools.sandbox import Workspaces
 from gateway.config import Config, parse_config
 from gateway.service import GatewayService
-from gateway.streaming import Streams
+from gateway.turns.streaming import Streams
 from gateway.wiring import build_service
 from tests.platform_sim.discord_sim import ALICE, BOB, DiscordSim
 from tests.support.clock import TestClock as PaceClock

@@ -12,7 +12,7 @@ from core.tools.files import read_file_tool, write_file_tool
 from core.tools.sandbox import NoSandbox, Workspaces
 from core.tools.terminal import terminal_tool
 from gateway.config import load_config
-from gateway.containment import profile_workspaces
+from gateway.turns.containment import profile_workspaces
 from tests.engine.conftest import KEY, Rig, make_tool
 from tests.support.model_server import reply_text, reply_tool_call
 

@@ -30,7 +30,7 @@ from core.tools.limits import (
 from core.tools.sandbox import Bubblewrap, Workspaces, probe
 from core.tools.terminal import terminal_tool
 from gateway.config import ConfigError, load_config, render_config
-from gateway.containment import prepare_sandboxes
+from gateway.turns.containment import prepare_sandboxes
 
 HOSTILE, ME = "telegram:dm:666", "telegram:dm:111"
 CAP = 24
@@ -320,7 +320,7 @@ async def test_the_start_says_once_what_it_cannot_enforce(
     source = config_with(tmp_path, "")
     source.write_text(source.read_text() + "\n[profiles.other]\n")
     config = load_config(source, env={})
-    with caplog.at_level(logging.INFO, logger="gateway.containment"):
+    with caplog.at_level(logging.INFO, logger="gateway.turns.containment"):
         sandboxes = await prepare_sandboxes(config, cgroup_root=tmp_path / "no-cgroups")
     lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(lines) == 1
@@ -333,7 +333,7 @@ async def test_with_a_writable_pids_cgroup_the_start_warns_of_nothing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = load_config(config_with(tmp_path, ""), env={})
-    with caplog.at_level(logging.INFO, logger="gateway.containment"):
+    with caplog.at_level(logging.INFO, logger="gateway.turns.containment"):
         await prepare_sandboxes(config)
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert any("256 processes (pids cgroup)" in r.getMessage() for r in caplog.records)

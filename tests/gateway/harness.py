@@ -23,9 +23,9 @@ from core.tools.base import Tool, ToolContext, ToolRegistry, ToolResult
 from core.tools.clarify import clarify_tool
 from core.types import ToolSpec
 from gateway.access import AccessPolicy
-from gateway.intake import DEFAULT_ATTACHMENTS, Attachments
-from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
+from gateway.turns.intake import DEFAULT_ATTACHMENTS, Attachments
+from gateway.turns.progress import ProgressConfig
 from tests.gateway.fakes import Call, FakeAdapter, FakeClock, Person, ScriptedModel, event
 
 GatewayFactory = Callable[..., AbstractAsyncContextManager["Gateway"]]

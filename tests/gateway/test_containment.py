@@ -12,10 +12,10 @@ import pytest
 
 from core.tools.sandbox import Bubblewrap, NoSandbox, Unavailable
 from gateway.config import ConfigError, load_config
-from gateway.containment import hidden_paths, prepare_sandboxes
+from gateway.turns.containment import hidden_paths, prepare_sandboxes
 
 CHECK_DUMPABLE = (
-    "import ctypes; from gateway.containment import protect_process; "
+    "import ctypes; from gateway.turns.containment import protect_process; "
     "before = ctypes.CDLL(None).prctl(3, 0, 0, 0, 0); ok = protect_process(); "
     "print(before, ok, ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"
 )
@@ -39,7 +39,7 @@ async def test_sandbox_none_is_honoured_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = load_config(config_with(tmp_path, 'sandbox = "none"'), env={})
-    with caplog.at_level(logging.WARNING, logger="gateway.containment"):
+    with caplog.at_level(logging.WARNING, logger="gateway.turns.containment"):
         sandboxes = await prepare_sandboxes(config)
     assert sandboxes == {"default": NoSandbox()}
     assert any(

@@ -1,4 +1,4 @@
-"""Files the agent sends (gateway/file_delivery.py, docs/attachments.md "Outbound"):
+"""Files the agent sends (gateway/turns/files.py, docs/attachments.md "Outbound"):
 queued during the turn (upload_limit checked), sent once after the reply, kept across a
 replay, given up with one notice when the platform refuses them for good."""
 
@@ -13,8 +13,8 @@ from adapters.base import AdapterError, Forbidden, InboundEvent
 from core.agent.profile import AgentProfile
 from core.attachments import OutgoingFile
 from core.tools.send_file import send_file_tool
-from gateway.file_delivery import CANNOT_RECEIVE
 from gateway.outbound.directory import Place
+from gateway.turns.files import CANNOT_RECEIVE
 from tests.gateway.fakes import TELEGRAMISH, FakeAdapter, FakeClock, Step, event
 from tests.gateway.harness import ALICE, Gateway, GatewayFactory
 

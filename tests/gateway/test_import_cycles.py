@@ -153,8 +153,8 @@ def test_no_import_cycle_but_the_remaining_ones_which_only_shrink(
 def test_a_turn_service_and_cluster_port_are_in_no_cycle(graph: dict[str, set[str]]) -> None:
     """What ``TurnHost`` tied together (service <-> chat_turns <-> cluster/port)."""
     tied = {m for c in cycles(graph) for m in c}
-    assert tied.isdisjoint({"gateway.service", "gateway.chat_turns", "gateway.cluster.port"})
-    assert "gateway.service" not in graph["gateway.chat_turns"]
+    assert tied.isdisjoint({"gateway.service", "gateway.turns.runner", "gateway.cluster.port"})
+    assert "gateway.service" not in graph["gateway.turns.runner"]
     assert "gateway.service" not in graph["gateway.cluster.port"]
 
 

@@ -11,7 +11,7 @@ from adapters.base import InboundEvent
 from gateway.access import AccessPolicy
 from gateway.cli import main
 from gateway.inbound.stages import Inbound, InboundFeatures, Named, Next, fold, names
-from gateway.progress import ProgressConfig
+from gateway.turns.progress import ProgressConfig
 from tests.gateway.fakes import FakeAdapter, event
 from tests.gateway.harness import ALICE, GatewayFactory
 

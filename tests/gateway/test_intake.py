@@ -1,4 +1,4 @@
-"""The intake (gateway/intake.py, docs/attachments.md): an admitted message's files saved
+"""The intake (gateway/turns/intake.py, docs/attachments.md): an admitted message's files saved
 into the session's workspace under inbox/ before its turn, with one reply per refusal.
 
 A whole gateway on real parts (SQLite store, CommonAgent, Dispatcher, a real temp
@@ -16,8 +16,8 @@ from pathlib import Path
 from core.agent.profile import AgentProfile
 from core.attachments import Attachment
 from core.store.base import AttachmentRecord
-from gateway.inbox_files import partial_name
-from gateway.intake import Attachments, IntakeLimits
+from gateway.turns.intake import Attachments, IntakeLimits
+from gateway.turns.workspace_files import partial_name
 from tests.gateway.fakes import Step, event
 from tests.gateway.harness import ALICE, MALLORY, Gateway, GatewayFactory, with_profile
 

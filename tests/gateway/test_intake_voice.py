@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from core.attachments import Attachment
-from gateway.intake import Attachments
-from gateway.transcription import Transcriber, TranscriptionConfig
+from gateway.turns.intake import Attachments
+from gateway.turns.transcription import Transcriber, TranscriptionConfig
 from tests.gateway.fakes import Step, event
 from tests.gateway.harness import ALICE, Gateway, GatewayFactory
 from tests.gateway.test_intake import inbox, last_user_text, profile

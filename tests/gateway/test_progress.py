@@ -10,7 +10,7 @@ from typing import Any
 from adapters.base import ChatRef, Forbidden, MessageGone, NotModified, RateLimited
 from core.redaction import remember_secrets
 from gateway.outbound.pipeline import Outbound
-from gateway.progress import ProgressConfig, ProgressView
+from gateway.turns.progress import ProgressConfig, ProgressView
 from tests.gateway.fakes import FakeAdapter, FakeClock
 
 CHAT = ChatRef("fake", "100")

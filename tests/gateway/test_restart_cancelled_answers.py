@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.store.base import ApprovalCard
-from gateway.approval_card import RESTART_NOTICE
+from gateway.turns.approvals import RESTART_NOTICE
 from tests.gateway.harness import ALICE, GatewayFactory
 from tests.gateway.test_restart_cards import left_pending
 

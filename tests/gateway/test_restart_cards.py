@@ -18,10 +18,10 @@ from adapters.base import AdapterError, ChatRef, RateLimited, SentMessage
 from core.approver import ApprovalRequest
 from core.store.base import ApprovalCard, ApprovalRecord
 from core.store.sqlite import SqliteStore, open_store
-from gateway.approval_card import RESTART_NOTICE, ChatApprover
 from gateway.outbound.delivery import MAX_RETRY_AFTER
 from gateway.outbound.directory import ChatDirectory
 from gateway.outbound.rate_limits import MAX_ATTEMPTS
+from gateway.turns.approvals import RESTART_NOTICE, ChatApprover
 from tests.gateway.fakes import FakeAdapter, FakeClock, ScriptedModel, Step, event
 from tests.gateway.harness import ALICE, GatewayFactory, build_gateway
 

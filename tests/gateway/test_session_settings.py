@@ -12,8 +12,8 @@ from core.agent.control import TurnControl
 from core.agent.turn import UserMessage
 from core.store.sqlite import SqliteStore, open_store
 from gateway.config import ConfigError, load_config, parse_config
-from gateway.model_presets import ModelPreset, ModelPresets
-from gateway.session_settings import VERBOSE_PREVIEW, SessionSettingsBook
+from gateway.turns.presets import ModelPreset, ModelPresets
+from gateway.turns.settings import VERBOSE_PREVIEW, SessionSettingsBook
 from gateway.wiring import build_service, demo_model
 from tests.gateway.fakes import ScriptedModel, Step, event
 from tests.gateway.harness import ALICE, CAROL, Gateway, GatewayFactory

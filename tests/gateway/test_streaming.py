@@ -1,4 +1,4 @@
-"""Streamed answers (gateway/streaming.py, docs/architecture.md §13) on the test clock.
+"""Streamed answers (gateway/turns/streaming.py, docs/architecture.md §13) on the test clock.
 
 The unit tests drive one :class:`StreamedReply` through a bot's pipeline to a
 :class:`FakeAdapter` on a :class:`ManualClock` (time moves only when the test says so);
@@ -22,8 +22,8 @@ from core.redaction import MASK, remember_secrets
 from gateway.outbound.directory import Place
 from gateway.outbound.pipeline import Outbound
 from gateway.outbound.scheduler import OutboundScheduler
-from gateway.progress import ProgressConfig, ProgressView
-from gateway.streaming import PLACEHOLDER, StreamedReply, Streams
+from gateway.turns.progress import ProgressConfig, ProgressView
+from gateway.turns.streaming import PLACEHOLDER, StreamedReply, Streams
 from tests.gateway.fakes import TELEGRAMISH, FakeAdapter, Step, event
 from tests.gateway.harness import ALICE, MALLORY, Gateway, GatewayFactory, with_profile
 from tests.support.clock import TestClock
@@ -269,7 +269,7 @@ async def test_a_failing_stream_stops_for_the_turn_with_one_warning(
 ) -> None:
     adapter, stream, clock = rig(NATIVE)
     adapter.fail("live_text:replace", AdapterError("fake: the network is down"))
-    with caplog.at_level(logging.WARNING, logger="gateway.streaming"):
+    with caplog.at_level(logging.WARNING, logger="gateway.turns.streaming"):
         stream(said("Hello there "))
         await settle()
         for text in ("Hello there my ", "Hello there my friend "):
@@ -289,7 +289,7 @@ async def test_a_refused_native_stream_falls_back_to_edits_once_with_one_info_li
     adapter.refuse_streams()
     streams = Streams(clock=clock, sleep=clock.sleep, first_update=0.0)
     place = Place(Outbound(adapter), CHAT)
-    with caplog.at_level(logging.INFO, logger="gateway.streaming"):
+    with caplog.at_level(logging.INFO, logger="gateway.turns.streaming"):
         first = streams.open("fake:dm:100", place)
         assert first is not None and first.mode == "native"
         first(said("Hello there "))
@@ -396,7 +396,7 @@ async def test_a_refused_stream_answers_once_by_edits_and_later_turns_edit_at_on
     steps = (Step(ANSWER, streamed=True), Step("Second answer here.", streamed=True))
     async with running(*steps, adapter=adapter, **streaming_profile()) as gw:
         on_the_clock(gw)
-        with caplog.at_level(logging.INFO, logger="gateway.streaming"):
+        with caplog.at_level(logging.INFO, logger="gateway.turns.streaming"):
             for text in ("what is it?", "and again?"):
                 await gw.say(ALICE, text)
                 await gw.idle()

@@ -26,7 +26,7 @@ from core.model.openai_client import OpenAIClient
 from core.store.sqlite import SqliteStore
 from gateway.config import parse_config
 from gateway.service import GatewayService
-from gateway.streaming import Streams
+from gateway.turns.streaming import Streams
 from gateway.wiring import build_service
 from tests.platform_sim.base import SimMessage
 from tests.platform_sim.slack_sim import ALICE, BOB, SlackSim

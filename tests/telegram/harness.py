@@ -6,7 +6,7 @@ builds another on the same database and simulator, as a process restart would. A
 counts as handled once its own turn's reply went out, unless a stop cut that turn short
 (the event's receipt, :class:`adapters.base.Receipt`).
 
-A streamed answer (``gateway.streaming``) is paced on the run's clock: the simulator's
+A streamed answer (``gateway.turns.streaming``) is paced on the run's clock: the simulator's
 ``sim.clock`` sees the drafts spread as the gateway paced them. A streaming test gives a
 :class:`ScaledClock` (a second of pacing is 10 ms of waiting), so a draft's keepalive
 (20 s) still comes after the drafts that new text asked for.
@@ -37,11 +37,11 @@ from core.tools.sandbox import NoSandbox
 from gateway.access import AccessPolicy
 from gateway.chat_syntax import command_menu
 from gateway.config.memory import MemorySection
-from gateway.intake import DEFAULT_ATTACHMENTS, Attachments
 from gateway.memory import MemoryFeature
-from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
-from gateway.streaming import Streams
+from gateway.turns.intake import DEFAULT_ATTACHMENTS, Attachments
+from gateway.turns.progress import ProgressConfig
+from gateway.turns.streaming import Streams
 from tests.platform_sim.base import SimMessage
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
 from tests.support.clock import TestClock

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from core.redaction import remember_secrets
-from gateway.intake import Attachments, IntakeLimits
-from gateway.transcription import Transcriber, TranscriptionConfig
+from gateway.turns.intake import Attachments, IntakeLimits
+from gateway.turns.transcription import Transcriber, TranscriptionConfig
 from tests.platform_sim.telegram_files import MB, Media, png
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim, TgUser
 from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call

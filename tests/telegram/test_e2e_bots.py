@@ -19,7 +19,7 @@ import pytest
 
 from core.store.sqlite import SqliteStore, open_store
 from gateway.bot_guard import BotLimits
-from gateway.progress import ProgressConfig
+from gateway.turns.progress import ProgressConfig
 from tests.platform_sim.telegram_sim import ALICE, TOKEN, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_text
 from tests.support.polling import POLL_SECONDS

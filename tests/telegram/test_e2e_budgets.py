@@ -9,7 +9,7 @@ here waits for a window."""
 from __future__ import annotations
 
 from adapters.base import MONOTONIC, RateLimit
-from gateway.progress import ProgressConfig
+from gateway.turns.progress import ProgressConfig
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call
 from tests.telegram.harness import GatewayFactory

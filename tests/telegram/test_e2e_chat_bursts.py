@@ -11,7 +11,7 @@ import itertools
 from adapters.base import MONOTONIC, RateLimit
 from adapters.telegram.platform import CHAT_BURST
 from core.debounce import Pace
-from gateway.progress import ProgressConfig
+from gateway.turns.progress import ProgressConfig
 from tests.platform_sim.telegram_sim import ALICE, BOB, ChatBursts, FloodLimits, TelegramSim
 from tests.support.clock import TestClock
 from tests.support.manual_clock import ManualClock

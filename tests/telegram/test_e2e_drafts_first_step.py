@@ -16,7 +16,7 @@ from pathlib import Path
 
 from adapters.telegram.adapter import STREAM_KEEPALIVE
 from core.store.sqlite import SqliteStore
-from gateway.streaming import FIRST_UPDATE_SECONDS, Streams
+from gateway.turns.streaming import FIRST_UPDATE_SECONDS, Streams
 from tests.platform_sim.telegram_drafts import SimDraft
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_calls

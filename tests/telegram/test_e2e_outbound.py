@@ -16,7 +16,7 @@ from typing import Any
 
 from adapters.base import MONOTONIC, Charges, RateLimit
 from core.store.sqlite import SqliteStore
-from gateway.progress import ProgressConfig
+from gateway.turns.progress import ProgressConfig
 from tests.platform_sim.base import SimError, SimMessage
 from tests.platform_sim.telegram_sim import ALICE, BOB, FloodLimits, TelegramSim
 from tests.support.model_server import (

@@ -6,7 +6,7 @@ sent nor in its way (queued at cleanup priority)."""
 from __future__ import annotations
 
 from core.debounce import Pace
-from gateway.progress import ProgressConfig
+from gateway.turns.progress import ProgressConfig
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.manual_clock import ManualClock
 from tests.support.model_server import ScriptedModelServer, reply_error, reply_text

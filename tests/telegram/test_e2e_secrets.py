@@ -1,7 +1,7 @@
 """Secrets never reach the chat, end to end through the real wiring.
 
 A config file with the bot token and the model API key → ``gateway.wiring.build_service``
-(with the sandboxes :func:`gateway.containment.prepare_sandboxes` probed: real bubblewrap)
+(with the sandboxes :func:`gateway.turns.containment.prepare_sandboxes` probed: real bubblewrap)
 → the Telegram adapter (real python-telegram-bot) against the simulator, and the scripted
 model asking for the tool calls a curious or malicious user would ask for. The "model"
 then repeats every tool result into its reply, so whatever a tool got hold of would be in
@@ -21,8 +21,8 @@ import pytest
 from core.model.openai_client import OpenAIClient
 from core.store.sqlite import SqliteStore, open_store
 from gateway.config import Config, load_config
-from gateway.containment import prepare_sandboxes
 from gateway.service import GatewayService
+from gateway.turns.containment import prepare_sandboxes
 from gateway.wiring import build_service
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_replies import ReceivedRequest, Reply

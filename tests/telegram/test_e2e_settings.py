@@ -13,8 +13,8 @@ import pytest
 
 from core.model.openai_client import OpenAIClient
 from core.store.sqlite import SqliteStore
-from gateway.model_presets import ModelPreset, ModelPresets
 from gateway.service import GatewayService
+from gateway.turns.presets import ModelPreset, ModelPresets
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import (
     ScriptedModelServer,

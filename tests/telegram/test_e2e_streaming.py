@@ -133,7 +133,7 @@ async def test_a_refused_draft_falls_back_to_edits_once_and_the_answer_arrives_o
     first, second = long_answer(40), "And again."
     model_server.script(reply_text(first, gap=GAP), reply_text(second, gap=GAP))
     run = await streaming(gateway)
-    with caplog.at_level(logging.INFO, logger="gateway.streaming"):
+    with caplog.at_level(logging.INFO, logger="gateway.turns.streaming"):
         await answered(run, telegram_sim, ALICE.id, "tell me", first)
         await answered(run, telegram_sim, ALICE.id, "more", second)
     refused = [c for c in telegram_sim.calls_to("sendMessageDraft") if c.status == 400]

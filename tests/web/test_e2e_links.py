@@ -31,8 +31,8 @@ from core.store.sqlite import SqliteStore
 from core.tools.base import ToolRegistry
 from gateway.access import AccessPolicy
 from gateway.links import CODE_ALPHABET, CODE_LENGTH, linked_key
-from gateway.progress import ProgressConfig
 from gateway.service import ChatPolicy, Engine, GatewayService
+from gateway.turns.progress import ProgressConfig
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_hang, reply_text
 from tests.telegram.harness import MENU, shared_clock, sim_settings

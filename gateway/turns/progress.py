@@ -26,7 +26,7 @@ lets it *start*, so a stale state is never sent. While the turn runs the message
 ``buttons`` (the turn's Stop button); the final state has none.
 
 **Inside a streamed answer.** With ``shown_by`` (a native stream with
-``Capabilities.stream_progress``: :mod:`gateway.streaming`) the view sends no message: the
+``Capabilities.stream_progress``: :mod:`gateway.turns.streaming`) the view sends no message: the
 current step's line — or a slow model's notice, until its answer flows — is handed to the
 stream, which shows it above the answer so far (docs/architecture.md §13).
 
@@ -62,7 +62,7 @@ from core.tasks import TaskSet
 from core.types import TurnStatus
 from gateway.outbound.pipeline import Latest, Outbound
 from gateway.outbound.rate_limits import Sleep, with_rate_limits
-from gateway.previews import preview
+from gateway.turns.previews import preview
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class ProgressConfig:
     message is then removed."""
     reactions: bool = False
     """Status reactions on the user's message: 👀 as its turn starts, ✅ / ❌ as it ends
-    (:mod:`gateway.reactions`)."""
+    (:mod:`gateway.turns.reactions`)."""
 
 
 @dataclass(slots=True)

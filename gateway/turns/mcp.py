@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from gateway.config import Config
-from gateway.containment import hidden_paths
+from gateway.turns.containment import hidden_paths
 
 if TYPE_CHECKING:
     from core.mcp.servers import McpServers

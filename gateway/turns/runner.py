@@ -4,9 +4,9 @@
 :class:`gateway.service.GatewayService` composes (docs/architecture.md §3, §11). Per turn:
 the message's files are taken in first (docs/attachments.md), the typing indicator runs
 while the engine works, the step callback feeds one :class:`ProgressView` with its stop
-button, the reply's text streams where the bot streams (:mod:`gateway.streaming`,
+button, the reply's text streams where the bot streams (:mod:`gateway.turns.streaming`,
 docs/architecture.md §13), and when the Dispatcher reports the result the reply is
-rendered, chunked and sent exactly once (:mod:`gateway.replies`; none for an interrupted
+rendered, chunked and sent exactly once (:mod:`gateway.turns.replies`; none for an interrupted
 turn: ``/stop`` already answered), then the progress message is finalized or removed.
 
 With several processes on one store (docs/cluster.md, docs/architecture.md §16) a turn
@@ -31,16 +31,16 @@ from core.agent.turn import TurnResult, UserMessage
 from core.cancellation import Cancelled
 from core.store.fencing import Fenced
 from gateway.chat_commands import StopButtons, StoppedTurns, compact_now
-from gateway.file_delivery import FileDelivery
-from gateway.intake import NOTHING_TO_RUN, Intake
-from gateway.live_text import live_reply
 from gateway.outbound.delivery import TYPING_DELAY, Typing
 from gateway.outbound.directory import ChatDirectory, Place
-from gateway.progress import ProgressConfig, ProgressView
-from gateway.reactions import Reactions
-from gateway.replies import Replies, reply_text
-from gateway.session_settings import SessionSettingsBook, progress_for
-from gateway.streaming import StreamedReply, Streams
+from gateway.turns.files import FileDelivery
+from gateway.turns.intake import NOTHING_TO_RUN, Intake
+from gateway.turns.live_text import live_reply
+from gateway.turns.progress import ProgressConfig, ProgressView
+from gateway.turns.reactions import Reactions
+from gateway.turns.replies import Replies, reply_text
+from gateway.turns.settings import SessionSettingsBook, progress_for
+from gateway.turns.streaming import StreamedReply, Streams
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class LostSession(Protocol):
 
 class ProgressViews:
     """The progress view of each turn running here, by session key (the turns open and
-    close them; :class:`gateway.running_steps.RunningSteps` reads them)."""
+    close them; :class:`gateway.turns.running_steps.RunningSteps` reads them)."""
 
     def __init__(self) -> None:
         self._views: dict[str, ProgressView] = {}

@@ -38,7 +38,7 @@ from gateway.chat_syntax import approval_payload, choice_payload
 from gateway.outbound.directory import ChatDirectory, Place
 from gateway.outbound.pipeline import Outbound
 from gateway.outbound.rate_limits import MAX_ATTEMPTS, Sleep, with_rate_limits
-from gateway.previews import preview, redact, shorten
+from gateway.turns.previews import preview, redact, shorten
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Voice notes and audio files to text, through any OpenAI-compatible transcription endpoint.
 
-The intake (gateway/intake.py) hands a saved voice note or audio file to
+The intake (gateway/turns/intake.py) hands a saved voice note or audio file to
 :meth:`Transcriber.transcribe`, which sends it to ``POST <base_url>/audio/transcriptions``
 (``[transcription]``: OpenAI ``https://api.openai.com/v1``, Groq
 ``https://api.groq.com/openai/v1``, a local faster-whisper-server/speaches

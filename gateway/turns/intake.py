@@ -13,11 +13,11 @@ stranger's files are never downloaded. For each offered attachment, in order
 3. else the row is written ``downloading`` and :meth:`Adapter.download` is streamed into
    ``inbox/.partial-<id>`` of the session's workspace, counting bytes (past ``max_bytes``
    it stops: the partial is deleted and the reply names the limit) and hashing them; the
-   file is published under its safe unique name (:mod:`gateway.inbox_files`) and the row
+   file is published under its safe unique name (:mod:`gateway.turns.workspace_files`) and the row
    written ``saved`` with path, size and sha256; a download still running past its
-   :class:`~gateway.inbox_files.DownloadDeadline` is given up with one reply;
+   :class:`~gateway.turns.workspace_files.DownloadDeadline` is given up with one reply;
 4. a voice note or audio file is transcribed (``[transcription]``,
-   :mod:`gateway.transcription`); the transcript is kept on the row, shown back once in the
+   :mod:`gateway.turns.transcription`); the transcript is kept on the row, shown back once in the
    chat (``🎤 …``) and becomes the message's text, the caption after it.
 
 Every failure gets one plain reply naming the file and the limit or the reason, and the
@@ -42,7 +42,10 @@ from core.attachments import ATTACHMENT_KINDS, SPOKEN, Attachment, AttachmentKin
 from core.store.base import AttachmentRecord, AttachmentState, Store, StoreError
 from core.tools.beneath import BadPath
 from core.tools.limits import megabytes
-from gateway.inbox_files import (
+from gateway.outbound.delivery import Delivery
+from gateway.outbound.directory import Place
+from gateway.turns.transcription import TranscriptionFailed
+from gateway.turns.workspace_files import (
     INBOX,
     DownloadDeadline,
     Inbox,
@@ -50,9 +53,6 @@ from gateway.inbox_files import (
     safe_name,
     write_all,
 )
-from gateway.outbound.delivery import Delivery
-from gateway.outbound.directory import Place
-from gateway.transcription import TranscriptionFailed
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ NEEDS_TRANSCRIPTION = (
 
 
 class Transcribes(Protocol):
-    """:class:`gateway.transcription.Transcriber`, as the intake uses it."""
+    """:class:`gateway.turns.transcription.Transcriber`, as the intake uses it."""
 
     async def transcribe(self, path: Path, name: str, mime: str) -> str: ...
 
@@ -97,7 +97,7 @@ class Attachments:
     transcriber: Transcribes | None = None
     outbox: Path | None = None
     """Where files the agent sends wait (``<data dir>/outbox``; None: a temporary
-    directory), :class:`gateway.file_delivery.Spool`."""
+    directory), :class:`gateway.turns.files.Spool`."""
 
 
 DEFAULT_ATTACHMENTS = Attachments()

@@ -1,9 +1,9 @@
 """What a turn is doing right now, for the chat's streamed answer (docs/architecture.md §13).
 
 The engine's step callback reports a tool step once it has finished; a stream that shows
-the steps (:mod:`gateway.streaming`, a Telegram draft with its Stop) must show the turn's
+the steps (:mod:`gateway.turns.streaming`, a Telegram draft with its Stop) must show the turn's
 *first* step while it runs, and a card waiting for a person. :class:`RunningSteps` tells
-the turn's :class:`~gateway.progress.ProgressView` (found by session key, None when the
+the turn's :class:`~gateway.turns.progress.ProgressView` (found by session key, None when the
 session has no turn with a chat here):
 
 * as each tool call starts — a ``pre_tool_call`` observer (priority 0, returns None: it
@@ -24,7 +24,7 @@ from typing import Any
 
 from core.approver import ApprovalRequest, Approver, Decision
 from core.hooks.registry import HookRegistry
-from gateway.progress import ProgressView
+from gateway.turns.progress import ProgressView
 
 ViewOf = Callable[[str], ProgressView | None]
 """The running turn's progress view of a session (None: none)."""

@@ -1,8 +1,8 @@
 """A streamed answer: the reply shown while the model writes it (docs/architecture.md §13).
 
 Where a bot declares ``Capabilities.streaming`` ``native`` or ``edit`` (and the chat is not
-the web's :mod:`gateway.live_text` path), each turn gets one :class:`StreamedReply` as the
-engine's ``on_text`` listener. It keeps the newest text (:func:`gateway.live_text.visible`:
+the web's :mod:`gateway.turns.live_text` path), each turn gets one :class:`StreamedReply` as the
+engine's ``on_text`` listener. It keeps the newest text (:func:`gateway.turns.live_text.visible`:
 redacted, cut at the last whitespace) and one tracked task writes it through the bot's
 pipeline, at ``Priority.STREAM`` (below progress), as a :class:`~gateway.outbound.pipeline.Latest`
 call: what is sent is read when the budget lets the call start, so a waiting update is
@@ -64,11 +64,11 @@ from core.bounded import BoundedMap
 from core.cancellation import CancellationToken
 from core.store.base import Store, StoreError, StreamRecord
 from core.tasks import TaskSet
-from gateway.live_text import END_SECONDS, visible
 from gateway.outbound.directory import Place
 from gateway.outbound.pipeline import Latest, Outbound
 from gateway.outbound.rate_limits import Sleep
-from gateway.progress import FINISH_SECONDS
+from gateway.turns.live_text import END_SECONDS, visible
+from gateway.turns.progress import FINISH_SECONDS
 
 logger = logging.getLogger(__name__)
 

@@ -39,8 +39,8 @@ from core.agent.model_choice import ModelChoice
 from core.agent.profile import BusyPolicy
 from core.store.base import SessionSettings, Store
 from gateway.chat_commands import CommandHandler, Reply
-from gateway.model_presets import DEFAULT_NAME, ModelPresets
-from gateway.progress import ProgressConfig, ProgressMode
+from gateway.turns.presets import DEFAULT_NAME, ModelPresets
+from gateway.turns.progress import ProgressConfig, ProgressMode
 
 MAX_CACHED = 10_000
 VERBOSE_PREVIEW = 200

@@ -42,11 +42,11 @@ from core.agent.turn import QueueFile, TurnResult
 from core.attachments import OutgoingFile
 from core.store.base import QueuedFile, Store, StoreError
 from core.tools.limits import megabytes
-from gateway.inbox_files import safe_name
 from gateway.outbound.delivery import Delivery
 from gateway.outbound.directory import ChatDirectory, Place
 from gateway.outbound.pipeline import Outbound
 from gateway.outbound.rate_limits import MAX_ATTEMPTS, Sleep, with_rate_limits
+from gateway.turns.workspace_files import safe_name
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ once per turn even if a result is reported twice (a report while the turn's repl
 being delivered is dropped; a later one — its update replayed after a store outage —
 sends only what was not sent: :mod:`gateway.outbound.delivery` remembers the chunks), into the
 streamed answer's message (edit mode) or a recent progress message when there is one
-(:class:`~gateway.progress.ProgressConfig`, docs/architecture.md §13). The outbox keeps
+(:class:`~gateway.turns.progress.ProgressConfig`, docs/architecture.md §13). The outbox keeps
 its chunks once across restarts (:mod:`gateway.outbound.delivery`).
 """
 
@@ -18,8 +18,8 @@ from adapters.base import SentMessage
 from core.agent.turn import TurnResult
 from gateway.outbound.delivery import Delivery
 from gateway.outbound.directory import ChatDirectory
-from gateway.progress import ProgressConfig, ProgressView
-from gateway.streaming import StreamedReply
+from gateway.turns.progress import ProgressConfig, ProgressView
+from gateway.turns.streaming import StreamedReply
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ text goes out as an ordinary call through the bot's pipeline (:mod:`gateway.outb
 
 Per turn, :func:`live_reply` gives the engine's ``on_text`` listener (:class:`LiveReply`)
 for the turn's chat, or ``None`` when the chat cannot show live text (the web chat can;
-the rate-limited platforms stream answers through :mod:`gateway.streaming` instead,
+the rate-limited platforms stream answers through :mod:`gateway.turns.streaming` instead,
 docs/architecture.md §13). The final reply is still delivered once, by
 :mod:`gateway.outbound.delivery`; the live text is display only.
 
@@ -104,7 +104,7 @@ class LiveReply:
 def visible(text: str) -> str:
     """What a chat may be shown of a reply still being written: redacted, up to its last
     whitespace (a secret is shown whole or not at all). Streamed answers use it too
-    (:mod:`gateway.streaming`)."""
+    (:mod:`gateway.turns.streaming`)."""
     return redact(whole_words(text))
 
 
