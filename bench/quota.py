@@ -20,8 +20,8 @@ from core.store.sqlite import open_store
 from core.store.usage import UsageBook, UsageRow
 from core.types import Usage
 from gateway.config.quotas import QuotaLimits, QuotasSection
-from gateway.usage.meter import GatewayMeter
-from gateway.usage.quota import QuotaRule
+from gateway.control.usage.meter import GatewayMeter
+from gateway.control.usage.quota import QuotaRule
 from tests.support.postgres import running_postgres
 
 ROWS, CHECKS = 20_000, 500

@@ -19,7 +19,7 @@ Groups never pair (a stranger there stays ignored, as before).
   :attr:`PairingSettings.wrong_limit` in :attr:`PairingSettings.wrong_window` seconds that
   user alone waits; nobody else's pairing is ever blocked.
 * Paired users are kept in the store (``paired_users``) and admitted by
-  :class:`gateway.access.AccessControl` alongside the config allowlist. The new user is
+  :class:`gateway.control.access.AccessControl` alongside the config allowlist. The new user is
   told they are in at once when approved from the chat or the dashboard; an approval by
   the CLI (another process on the same store) is seen by the gateway's own check every
   :attr:`PairingSettings.sync_seconds` (and at start), which tells them then — or, when
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from adapters.base import ChatRef, InboundEvent
 from core.store.base import PairedUser, PairingCode, Store
-from gateway.access import AccessControl, AccessPolicy, Verdict, qualified, user_of
+from gateway.control.access import AccessControl, AccessPolicy, Verdict, qualified, user_of
 from gateway.inbound.stages import Next
 from gateway.pairing_codes import ALPHABET as ALPHABET
 from gateway.pairing_codes import (

@@ -40,8 +40,8 @@ from core.agent.turn import UserMessage
 from core.approvals import Approvals
 from core.dispatcher import Dispatcher, SubmitOutcome
 from core.store.base import Store
-from gateway.access import AccessControl, user_of
-from gateway.chat_commands import (
+from gateway.control.access import AccessControl, user_of
+from gateway.control.commands import (
     ChatCommands,
     CommandHandler,
     Reply,
@@ -49,7 +49,7 @@ from gateway.chat_commands import (
     StopButtons,
     StoppedTurns,
 )
-from gateway.chat_syntax import (
+from gateway.control.syntax import (
     COMMANDS,
     ApprovalPress,
     ChoicePress,

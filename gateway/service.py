@@ -21,9 +21,9 @@ it from the configuration. Composed by hand, the service first, then its adapter
   its key rule (``adapters.session_keys.key_rule``) and awaits ``sink(event)`` (the
   router). The sink returns quickly: turns run in the Dispatcher's workers.
 * The command menu to register (``setMyCommands``) is
-  :func:`gateway.chat_syntax.command_menu`, passed to the adapter when it is built.
+  :func:`gateway.control.syntax.command_menu`, passed to the adapter when it is built.
 * Requesters and approvers are compared platform-qualified (``"telegram:12345"``, see
-  :func:`gateway.access.qualified`): ``approvers`` holds bare ids per platform and the
+  :func:`gateway.control.access.qualified`): ``approvers`` holds bare ids per platform and the
   service qualifies them, so an id configured for one platform approves only there.
 * Each event carries a :class:`~adapters.base.Receipt`, settled True once the turn it
   started has delivered its reply (or at once when it started none: a command), False
@@ -42,7 +42,7 @@ it from the configuration. Composed by hand, the service first, then its adapter
 Per turn (:mod:`gateway.turns.runner`, the Dispatcher's ports): typing, one progress view
 with its stop button, the streamed text, then the reply sent exactly once
 (:mod:`gateway.turns.replies`, docs/architecture.md §13). The feature modules (links, pairing,
-reactions, session settings) reach the router through :mod:`gateway.chat_features`, which
+reactions, session settings) reach the router through :mod:`gateway.control.features`, which
 also says who approves where.
 
 With several processes on one PostgreSQL store (docs/cluster.md) ``service.cluster`` is
@@ -81,13 +81,13 @@ from core.model.base import ModelClient
 from core.model.retry import RetryPolicy
 from core.store.base import ApprovalRecord, Store
 from core.tools.base import ToolRegistry
-from gateway.access import AccessControl, AccessPolicy, user_of
-from gateway.bot_guard import BotGuard
-from gateway.chat_commands import StoppedTurns
-from gateway.chat_features import ApproverRule, with_approvers
 from gateway.cluster.port import ClusterPart
+from gateway.control.access import AccessControl, AccessPolicy, user_of
+from gateway.control.bot_guard import BotGuard
+from gateway.control.commands import StoppedTurns
+from gateway.control.features import ApproverRule, with_approvers
+from gateway.control.links import Links
 from gateway.inbound.stages import Inbound, InboundFeatures, Named
-from gateway.links import Links
 from gateway.outbound.delivery import TYPING_INTERVAL, Delivery
 from gateway.outbound.directory import ChatDirectory
 from gateway.outbound.pipeline import Relay, Traffic
@@ -108,8 +108,8 @@ from gateway.turns.settings import SessionSettingsBook, SettingsCommands
 from gateway.turns.streaming import Streams
 
 if TYPE_CHECKING:
-    from gateway.memory import MemoryFeature
-    from gateway.usage import UsageFeature
+    from gateway.control.memory import MemoryFeature
+    from gateway.control.usage import UsageFeature
 
 logger = logging.getLogger(__name__)
 
@@ -134,9 +134,9 @@ class Engine:
     default_profile: str = "default"
     retry: RetryPolicy | None = None
     memory: MemoryFeature | None = None
-    """``[memory]`` when on (:mod:`gateway.memory`): the prompt section and ``/memory``."""
+    """``[memory]`` when on (:mod:`gateway.control.memory`): the prompt section and ``/memory``."""
     usage: UsageFeature | None = None
-    """Usage and quotas (:mod:`gateway.usage`): each agent's meter and ``/usage``."""
+    """Usage and quotas (:mod:`gateway.control.usage`): each agent's meter and ``/usage``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,7 +460,7 @@ class GatewayService:
 
     def agent_for(self, session_key: str) -> CommonAgent:
         """The agent of the profile the key's platform names; a linked session
-        (``link:dm:<person>``, :mod:`gateway.links`) runs the default profile."""
+        (``link:dm:<person>``, :mod:`gateway.control.links`) runs the default profile."""
         platform = parse_session_key(session_key).platform
         name = self._platform_profiles.get(platform, self._default_profile)
         return self.agents.get(name) or self.agents[self._default_profile]

@@ -89,7 +89,7 @@ async def report(config: Config, since: float) -> str:
 
 
 async def lines_of(book: UsageBook, since: float, zone: ZoneInfo) -> str:
-    from gateway.usage.report import figures, ranking
+    from gateway.control.usage.report import figures, ranking
 
     start = datetime.fromtimestamp(since, zone)
     lines = [f"Model usage since {start:%Y-%m-%d %H:%M} {start.tzname()}"]

@@ -35,10 +35,12 @@ from core.store.base import Store
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from core.tools.sandbox import Sandbox, Unavailable
-from gateway.access import AccessPolicy
-from gateway.bot_guard import BotLimits
-from gateway.chat_syntax import command_menu
 from gateway.config import Config
+from gateway.control.access import AccessPolicy
+from gateway.control.bot_guard import BotLimits
+from gateway.control.syntax import command_menu
+from gateway.control.usage import UsageFeature
+from gateway.control.usage.metrics import UsageCounters
 from gateway.log_redaction import config_secrets
 from gateway.outbound.pipeline import Relay
 from gateway.service import ChatPolicy, Engine, GatewayService
@@ -48,16 +50,14 @@ from gateway.turns.presets import build_presets
 from gateway.turns.progress import ProgressConfig
 from gateway.turns.transcription import Transcriber, TranscriptionConfig
 from gateway.turns.workspace_files import DownloadDeadline
-from gateway.usage import UsageFeature
-from gateway.usage.metrics import UsageCounters
 from gateway.web.compose import mount_web, web_operators
 from gateway.web.metrics import GatewayMetrics
 
 if TYPE_CHECKING:
     from core.mcp.servers import McpServers
     from gateway.cluster.node import ClusterNode
-    from gateway.memory import MemoryFeature
-    from gateway.skills import SkillsFeature
+    from gateway.control.memory import MemoryFeature
+    from gateway.control.skills import SkillsFeature
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ def _memory(config: Config, store: Store) -> MemoryFeature | None:
     """``[memory]`` when enabled; off, nothing of it is imported."""
     if not config.memory.enabled:
         return None
-    from gateway.memory import MemoryFeature
+    from gateway.control.memory import MemoryFeature
 
     return MemoryFeature.build(store, config.memory)
 
@@ -195,7 +195,7 @@ def _skills(config: Config) -> SkillsFeature | None:
     of it is imported."""
     if not config.skills.present(config.data_dir):
         return None
-    from gateway.skills import SkillsFeature
+    from gateway.control.skills import SkillsFeature
 
     return SkillsFeature.build(config)
 

@@ -14,8 +14,8 @@ from core.store.postgres import PgStore, open_pg_store
 from core.store.usage import Spent, Totals, UsageBook, UsageRow
 from core.types import Usage
 from gateway.config.quotas import QuotaLimits, QuotasSection
-from gateway.usage.meter import GatewayMeter, chat_of
-from gateway.usage.quota import QuotaRule
+from gateway.control.usage.meter import GatewayMeter, chat_of
+from gateway.control.usage.quota import QuotaRule
 
 DAY_START, MONTH_START = 1000.0, 100.0
 

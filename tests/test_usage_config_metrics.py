@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from core.types import Usage
 from gateway.config import ConfigError, load_config
-from gateway.usage.metrics import UsageCounters
+from gateway.control.usage.metrics import UsageCounters
 
 FILLED = """
 [quotas]

@@ -1,7 +1,8 @@
 """What each model call spends, and the quota asked before it is made (``docs/turn-loop.md`` §4).
 
 The engine does not count or price anything itself: a :class:`UsageMeter` (the gateway's,
-:mod:`gateway.usage.meter`) is given to the agent, and :class:`core.agent.model_call.ModelCaller`
+:mod:`gateway.control.usage.meter`) is given to the agent, and
+:class:`core.agent.model_call.ModelCaller`
 asks it before every model call — the loop's iterations, the grace call, compaction
 summaries (in a turn or by ``/compact``) and a child agent's calls alike — and tells it
 after each call what the call spent. No meter: nothing is asked or told.

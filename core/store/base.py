@@ -345,7 +345,7 @@ class Store(Protocol):
 
     async def identity_links(self) -> list[tuple[str, str, str]]:
         """Every link as (platform, user id, person): read once at start, so a message is
-        routed without a store query (gateway/links.py)."""
+        routed without a store query (gateway/control/links.py)."""
         ...
 
     async def unlink_identity(self, platform: str, user_id: str) -> bool: ...

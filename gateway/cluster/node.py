@@ -236,7 +236,7 @@ class ClusterNode:
         await self._renew()
         await self._take_bots()
         await self.mailbox.take()
-        if self._service is not None:  # links made on other processes (gateway/links.py)
+        if self._service is not None:  # links made on other processes (gateway/control/links.py)
             await self._service.links.load()
         await self.sweeper.sweep(self._owned_inboxes())
         await self.claim.release_idle()
@@ -334,7 +334,7 @@ class ClusterNode:
 
     def _key_of(self, event: InboundEvent) -> str:
         """The session key the event's turn runs under: a linked identity's direct message
-        runs in its person's session (gateway/links.py), leased as one."""
+        runs in its person's session (gateway/control/links.py), leased as one."""
         if self._service is None:
             return str(event.session_key)
         return str(self._service.links.rekey(event).session_key)

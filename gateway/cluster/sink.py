@@ -148,7 +148,7 @@ class ClusterClaim:
         session's last reply, if it is still being delivered here, is out (a text message
         waits for it rather than queue behind a turn that has ended); ``key_of(event)``:
         the session key its turn runs under (a linked identity's direct message runs in its
-        person's ``link:dm:`` session, gateway/links.py), default the event's own."""
+        person's ``link:dm:`` session, gateway/control/links.py), default the event's own."""
         self.stats = SinkStats()
         self.process_id = process_id
         self._store, self._leases, self._members = store, leases, members

@@ -1,4 +1,4 @@
-"""``[quotas]``: what a person and a chat may spend on model calls (:mod:`gateway.usage`).
+"""``[quotas]``: what a person and a chat may spend on model calls (:mod:`gateway.control.usage`).
 
 ``[quotas.person]`` caps each person (the sender, platform-qualified), ``[quotas.chat]``
 each chat (every sender's calls there together); each holds ``daily_tokens``,

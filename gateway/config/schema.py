@@ -379,7 +379,7 @@ class ModelPresetSection(Section):
     """Ask for the answer as a stream (its text shows as it is written)."""
     owners_only: Flag = False
     """Only owners (the platform's owners and approvers, operators) may pick it."""
-    # prices (gateway/usage): cost per million tokens, in one currency of your choice
+    # prices (gateway/control/usage): cost per million tokens, in one currency of your choice
     price_input_per_mtok: Price | None = None
     price_cached_input_per_mtok: Price | None = None
     """Default: ``price_input_per_mtok``."""

@@ -7,7 +7,7 @@ from one never asked there. Entries are small and keyed by session key, user id 
 approval id, bounded by ``capacity`` (oldest forgotten first).
 
 A turn answers where its message came from, not wherever its session spoke last (a
-linked session, :mod:`gateway.links`, lives in several chats): each recorded event's
+linked session, :mod:`gateway.control.links`, lives in several chats): each recorded event's
 chat is remembered by its origin (:func:`origin_of`), and while a turn runs its chat is
 *the* place of its session key (:meth:`ChatDirectory.turn_place`) for the reply, the
 progress view, approval cards and files.
@@ -129,7 +129,7 @@ class ChatDirectory:
         """The display name of a user seen on ``platform`` (the id when unknown).
 
         ``user_id`` may be platform-qualified (``"telegram:42"``, see
-        :func:`gateway.access.qualified`); its own platform then wins."""
+        :func:`gateway.control.access.qualified`); its own platform then wins."""
         if user_id is None:
             return "someone"
         own, _, bare = user_id.partition(":")

@@ -75,7 +75,7 @@ async def act(config: Config, action: str, job_id: str) -> str:
 
 async def listing(book: JobBook) -> str:
     """One line per job: id, creator, state, next run, last outcome, what and when."""
-    from gateway.schedule.commands import describe, next_run, outcome
+    from gateway.control.schedule import describe, next_run, outcome
 
     jobs = await book.jobs()
     if not jobs:

@@ -19,10 +19,10 @@ from core.hooks.results import AskUser
 from core.schedule.scheduler import Scheduler, SchedulerConfig
 from core.store.jobs import JobBook, job_book
 from core.tools.schedule import schedule_tool
-from gateway.chat_commands import Reply
 from gateway.config.schedule import ScheduleSection
+from gateway.control.commands import Reply
+from gateway.control.schedule import ScheduleCommands
 from gateway.outbound.messages import NOTHING_TO_STOP
-from gateway.schedule.commands import ScheduleCommands
 from gateway.schedule.runner import ResultWatch, ScheduledTurns
 from gateway.web.schedule_status import JobsPanel
 

@@ -33,8 +33,8 @@ from adapters.calls import Edit, Priority, Send
 from adapters.session_keys import parse_session_key
 from core.approver import ApprovalRequest, Decision
 from core.store.base import ApprovalRecord, Store
-from gateway.chat_commands import short_id
-from gateway.chat_syntax import approval_payload, choice_payload
+from gateway.control.commands import short_id
+from gateway.control.syntax import approval_payload, choice_payload
 from gateway.outbound.directory import ChatDirectory, Place
 from gateway.outbound.pipeline import Outbound
 from gateway.outbound.rate_limits import MAX_ATTEMPTS, Sleep, with_rate_limits

@@ -30,7 +30,7 @@ from core.agent.loop import CommonAgent
 from core.agent.turn import TurnResult, UserMessage
 from core.cancellation import Cancelled
 from core.store.fencing import Fenced
-from gateway.chat_commands import StopButtons, StoppedTurns, compact_now
+from gateway.control.commands import StopButtons, StoppedTurns, compact_now
 from gateway.outbound.delivery import TYPING_DELAY, Typing
 from gateway.outbound.directory import ChatDirectory, Place
 from gateway.turns.files import FileDelivery

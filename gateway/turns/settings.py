@@ -38,7 +38,7 @@ from adapters.base import InboundEvent
 from core.agent.model_choice import ModelChoice
 from core.agent.profile import BusyPolicy
 from core.store.base import SessionSettings, Store
-from gateway.chat_commands import CommandHandler, Reply
+from gateway.control.commands import CommandHandler, Reply
 from gateway.turns.presets import DEFAULT_NAME, ModelPresets
 from gateway.turns.progress import ProgressConfig, ProgressMode
 

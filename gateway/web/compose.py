@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from adapters.platforms import RouteHost, platforms
 from adapters.web.adapter import WebAdapter
-from gateway.access import qualified
 from gateway.config import Config
+from gateway.control.access import qualified
 from gateway.service import GatewayService
 from gateway.web.dashboard import install_dashboard
 from gateway.web.health import install_health

@@ -37,8 +37,8 @@ from aiohttp import web
 from adapters.platforms import RouteHost
 from adapters.session_keys import parse_session_key
 from adapters.web.sse import HEARTBEAT, HEARTBEAT_FRAME, frame, open_stream
-from gateway.access import qualified
 from gateway.cluster.control import ClusterControl
+from gateway.control.access import qualified
 from gateway.pairing import NOT_OWNER
 from gateway.service import GatewayService
 from gateway.turns.previews import preview, redact, shorten

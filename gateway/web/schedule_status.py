@@ -93,7 +93,7 @@ class JobsPanel:
         return list(self._jobs)
 
     async def _read(self) -> list[dict[str, Any]]:
-        from gateway.schedule.commands import describe, next_run, outcome
+        from gateway.control.schedule import describe, next_run, outcome
 
         shown = []
         for job in (await self._book.jobs())[:SHOWN]:

@@ -30,11 +30,11 @@ from core.hooks.registry import HookRegistry
 from core.model.openai_client import OpenAIClient
 from core.store.postgres import PgStore, open_pg_store
 from core.tools.base import ToolRegistry
-from gateway.access import AccessPolicy
 from gateway.cluster.bots import LeasedBot
 from gateway.cluster.node import ClusterNode
 from gateway.cluster.relay_stage import bot_lease_name
 from gateway.config.sections import ClusterSection
+from gateway.control.access import AccessPolicy
 from gateway.outbound.pipeline import Outbound
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
 from gateway.turns.progress import ProgressConfig

@@ -29,12 +29,12 @@ from core.model.openai_client import OpenAIClient
 from core.store.postgres import open_pg_store
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
-from gateway.access import AccessPolicy
 from gateway.cluster.bots import LeasedBot
 from gateway.cluster.control import CONTROL
 from gateway.cluster.node import ClusterNode
 from gateway.cluster.sink import session_lease
 from gateway.config.sections import ClusterSection
+from gateway.control.access import AccessPolicy
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
 from gateway.turns.progress import ProgressConfig
 from gateway.web.dashboard import STORE_DOWN, Dashboard

@@ -18,7 +18,7 @@ from core.approver import ApprovalRequest
 from gateway.cluster.bots import RELAYED
 from gateway.cluster.mailbox import Mail
 from gateway.cluster.sink import session_lease
-from gateway.links import linked_key
+from gateway.control.links import linked_key
 from gateway.turns.approvals import RESTART_NOTICE, card_buttons
 from tests.cluster.node_harness import ALICE_KEY, Cluster, echo
 from tests.platform_sim.telegram_files import Media, png
@@ -94,7 +94,7 @@ async def test_a_message_of_a_session_the_other_holds_is_forwarded_and_answered_
 async def test_a_linked_identitys_message_is_leased_under_its_persons_session(
     cluster: Cluster, telegram_sim: TelegramSim, model_server: ScriptedModelServer
 ) -> None:
-    """Alice's DMs run in ``link:dm:alice`` (gateway/links.py): the lease of that key, not
+    """Alice's DMs run in ``link:dm:alice`` (gateway/control/links.py): the lease of that key, not
     of her Telegram DM's, says which process runs them, so two platforms' messages of one
     linked person can never run in two processes at once."""
     model_server.script(echo)

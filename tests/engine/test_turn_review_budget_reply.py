@@ -15,7 +15,7 @@ from core.hooks.registry import HookRegistry
 from core.store.sqlite import SqliteStore
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
-from gateway.access import AccessPolicy
+from gateway.control.access import AccessPolicy
 from gateway.service import ChatPolicy, Engine, GatewayService
 from tests.engine.conftest import Rig
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim

@@ -13,8 +13,8 @@ from core.agent.turn import TurnResult, UserMessage
 from core.model.retry import RetryPolicy
 from core.store.usage import UsageBook
 from gateway.config.quotas import QuotaLimits, QuotasSection
-from gateway.usage.meter import GatewayMeter, Preset, Price
-from gateway.usage.quota import QuotaRule
+from gateway.control.usage.meter import GatewayMeter, Preset, Price
+from gateway.control.usage.quota import QuotaRule
 from tests.engine.conftest import KEY, USER, Rig
 from tests.engine.test_turn_child import delegate_tool
 from tests.support.model_server import ReceivedRequest, Reply, reply_text, reply_tool_call

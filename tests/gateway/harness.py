@@ -22,7 +22,7 @@ from core.store.sqlite import SqliteStore, open_store
 from core.tools.base import Tool, ToolContext, ToolRegistry, ToolResult
 from core.tools.clarify import clarify_tool
 from core.types import ToolSpec
-from gateway.access import AccessPolicy
+from gateway.control.access import AccessPolicy
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
 from gateway.turns.intake import DEFAULT_ATTACHMENTS, Attachments
 from gateway.turns.progress import ProgressConfig

@@ -8,7 +8,7 @@ import pytest
 
 from adapters.base import SessionKey
 from adapters.session_keys import KeyStrategy, session_key
-from gateway.access import REPORTED_CAPACITY, AccessControl, AccessPolicy
+from gateway.control.access import REPORTED_CAPACITY, AccessControl, AccessPolicy
 from tests.gateway.fakes import Person, event
 
 ALICE, BOB = Person("1", "Alice"), Person("2", "Bob")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.access import AccessControl, AccessPolicy
-from gateway.bot_guard import BotGuard, BotLimits
 from gateway.config import ConfigError, load_config
+from gateway.control.access import AccessControl, AccessPolicy
+from gateway.control.bot_guard import BotGuard, BotLimits
 from gateway.wiring import _access
 from tests.gateway.fakes import Person, event
 

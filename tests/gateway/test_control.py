@@ -10,8 +10,8 @@ from core.approver import ApprovalRequest
 from core.redaction import remember_secrets
 from core.store.base import ApprovalRecord
 from core.store.sqlite import open_store
-from gateway.chat_commands import ChatCommands
-from gateway.chat_syntax import COMMANDS, ChoicePress, parse_press
+from gateway.control.commands import ChatCommands
+from gateway.control.syntax import COMMANDS, ChoicePress, parse_press
 from gateway.router import Router
 from tests.gateway.fakes import Call, FakeAdapter, Step, event
 from tests.gateway.harness import (

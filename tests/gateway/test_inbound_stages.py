@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from adapters.base import InboundEvent
-from gateway.access import AccessPolicy
 from gateway.cli import main
+from gateway.control.access import AccessPolicy
 from gateway.inbound.stages import Inbound, InboundFeatures, Named, Next, fold, names
 from gateway.turns.progress import ProgressConfig
 from tests.gateway.fakes import FakeAdapter, event

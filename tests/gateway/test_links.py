@@ -1,4 +1,4 @@
-"""``/link``, ``/link CODE``, ``/unlink`` (gateway/links.py): codes, identity links, the
+"""``/link``, ``/link CODE``, ``/unlink`` (gateway/control/links.py): codes, identity links, the
 rekeying of linked direct messages, and a linked session through the real router and
 service on two fake platforms (``fake`` and ``other``)."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.store.sqlite import SqliteStore, open_store
-from gateway.links import (
+from gateway.control.links import (
     CODE_ALPHABET,
     CODE_LENGTH,
     CODE_SECONDS,

@@ -9,7 +9,7 @@ import re
 
 from adapters.base import ChatRef
 from core.store.sqlite import SqliteStore
-from gateway.access import AccessControl, AccessPolicy
+from gateway.control.access import AccessControl, AccessPolicy
 from gateway.pairing import (
     ALPHABET,
     NOT_OWNER,

@@ -1,4 +1,4 @@
-"""The chat commands of scheduled turns (gateway/schedule/commands.py) on a real store and
+"""The chat commands of scheduled turns (gateway/control/schedule.py) on a real store and
 a test clock: /every, /at, /cron make jobs in the chat they were said in, /tz, /jobs lists
 them, pause/resume/delete/run, and a stranger cannot touch another's job; a job made by
 /every then runs through the scheduler."""
@@ -14,7 +14,7 @@ from core.schedule.scheduler import RunOutcome, Scheduler
 from core.store.base import Store
 from core.store.jobs import Job, JobRun, job_book
 from gateway.config.schedule import ScheduleSection
-from gateway.schedule.commands import ScheduleCommands
+from gateway.control.schedule import ScheduleCommands
 from tests.gateway.fakes import Person, event
 
 ALICE, MALLORY, ADMIN = Person("1", "Alice"), Person("2", "Mallory"), Person("9", "Admin")

@@ -11,7 +11,7 @@ import pytest
 from adapters.base import BadMarkup, RateLimited
 from core.agent.turn import TurnResult
 from core.types import TurnStatus
-from gateway.access import AccessPolicy
+from gateway.control.access import AccessPolicy
 from gateway.service import FAILED_REPLY, reply_text
 from tests.gateway.fakes import Call, FakeAdapter, FakeClock, Person, Step
 from tests.gateway.harness import ALICE, MALLORY, Gateway, GatewayFactory, with_profile
@@ -38,7 +38,7 @@ async def test_stranger_gets_no_turn_and_one_log_line(
     running: GatewayFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with running(Step("never")) as gw:
-        with caplog.at_level(logging.WARNING, logger="gateway.access"):
+        with caplog.at_level(logging.WARNING, logger="gateway.control.access"):
             await gw.say(MALLORY, "let me in")
             await gw.say(MALLORY, "please")
         assert gw.model.requests == [] and gw.adapter.calls == []

@@ -17,7 +17,7 @@ from core.skills.index import skills_index
 from core.skills.tool import skill_tool
 from core.tools.base import ToolContext
 from gateway.config import load_config
-from gateway.skills import SkillsFeature
+from gateway.control.skills import SkillsFeature
 from tests.skills.support import PDF_BODY, pdf_skill, write_skill
 
 HOSTILE = [

@@ -34,10 +34,10 @@ from core.store.sqlite import SqliteStore
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from core.tools.sandbox import NoSandbox
-from gateway.access import AccessPolicy
-from gateway.chat_syntax import command_menu
 from gateway.config.memory import MemorySection
-from gateway.memory import MemoryFeature
+from gateway.control.access import AccessPolicy
+from gateway.control.memory import MemoryFeature
+from gateway.control.syntax import command_menu
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
 from gateway.turns.intake import DEFAULT_ATTACHMENTS, Attachments
 from gateway.turns.progress import ProgressConfig
@@ -133,11 +133,12 @@ class GatewaySetup:
     mcp: Any = None
     """Started ``core.mcp.servers.McpServers``: their tools and approval policy join."""
     memory: bool | MemorySection = False
-    """``[memory] enabled`` with its defaults, or with this section (:mod:`gateway.memory`)."""
+    """``[memory] enabled`` with its defaults, or with this section
+    (:mod:`gateway.control.memory`)."""
     skills: Any = None
-    """A ``gateway.skills.SkillsFeature``: the ``default`` profile's skills join."""
+    """A ``gateway.control.skills.SkillsFeature``: the ``default`` profile's skills join."""
     usage: Any = None
-    """A ``gateway.usage.UsageFeature``: model calls recorded, ``[quotas]`` checked."""
+    """A ``gateway.control.usage.UsageFeature``: model calls recorded, ``[quotas]`` checked."""
 
 
 def _section(memory: bool | MemorySection) -> MemorySection:

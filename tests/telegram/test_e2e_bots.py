@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from core.store.sqlite import SqliteStore, open_store
-from gateway.bot_guard import BotLimits
+from gateway.control.bot_guard import BotLimits
 from gateway.turns.progress import ProgressConfig
 from tests.platform_sim.telegram_sim import ALICE, TOKEN, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_text

@@ -23,8 +23,8 @@ from core.hooks.builtin import register_builtin_hooks
 from core.hooks.registry import HookRegistry
 from core.store.sqlite import SqliteStore, open_store
 from core.tools.base import ToolRegistry
-from gateway.access import AccessPolicy
 from gateway.config import load_config
+from gateway.control.access import AccessPolicy
 from gateway.pairing import WRONG_CODE, YOU_ARE_IN, PairingSettings
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
 from tests.platform_sim.base import SimMessage

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.skills.catalog import load_catalog
-from gateway.skills import SkillsFeature
+from gateway.control.skills import SkillsFeature
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.skills.support import PDF_BODY, pdf_skill, write_skill
 from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call

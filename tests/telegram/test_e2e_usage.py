@@ -8,7 +8,7 @@ from __future__ import annotations
 from core.store.sqlite import SqliteStore
 from core.store.usage import UsageBook, UsageRow
 from gateway.config.quotas import QuotaLimits, QuotasSection
-from gateway.usage import UsageFeature
+from gateway.control.usage import UsageFeature
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call
 from tests.telegram.harness import GatewayFactory

@@ -29,8 +29,8 @@ from core.hooks.registry import HookRegistry
 from core.model.openai_client import OpenAIClient
 from core.store.sqlite import SqliteStore
 from core.tools.base import ToolRegistry
-from gateway.access import AccessPolicy
-from gateway.links import CODE_ALPHABET, CODE_LENGTH, linked_key
+from gateway.control.access import AccessPolicy
+from gateway.control.links import CODE_ALPHABET, CODE_LENGTH, linked_key
 from gateway.service import ChatPolicy, Engine, GatewayService
 from gateway.turns.progress import ProgressConfig
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim

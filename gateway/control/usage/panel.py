@@ -15,7 +15,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from core.store.usage import Totals, UsageBook
-from gateway.usage.quota import Window
+from gateway.control.usage.quota import Window
 
 logger = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from core.bounded import BoundedMap
 from core.dispatcher import Dispatcher, StopOutcome
 from core.model.errors import ModelError
 from core.store.base import Store
-from gateway.access import user_of
-from gateway.chat_syntax import canonical, help_text, stop_payload
+from gateway.control.access import user_of
+from gateway.control.syntax import canonical, help_text, stop_payload
 from gateway.outbound.directory import ChatDirectory
 from gateway.outbound.messages import (
     APPROVED,

@@ -10,7 +10,7 @@ Bots (README.md, "Bots in chats"): a message from a bot is ignored unless ``allo
 lets it in — ``true`` every bot (each still needs ``allowed_users`` like anyone), a list
 of bot ids just those (a listed bot is allowed to talk, no ``allowed_users`` entry needed),
 ``false`` (the default) none. The agent's own messages never get here: each adapter drops
-them. The bots let in are then paced by :mod:`gateway.bot_guard`.
+them. The bots let in are then paced by :mod:`gateway.control.bot_guard`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Literal
 
 from adapters.base import InboundEvent
 from core.bounded import BoundedMap
-from gateway.bot_guard import BotLimits
+from gateway.control.bot_guard import BotLimits
 from gateway.inbound.stages import Next
 
 logger = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ as stages of its fold, :mod:`gateway.inbound.stages`, built by
 :meth:`gateway.service.GatewayService.start` with only the stages that are on.)
 
 :class:`ApproverRule` is who may answer a session's approval cards: the approvers of its
-platform, platform-qualified (:func:`gateway.access.qualified`), and the operators; for a
+platform, platform-qualified (:func:`gateway.control.access.qualified`), and the operators; for a
 linked session the person's own identities and their platforms' approvers.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from adapters.session_keys import parse_session_key
-from gateway.access import AccessPolicy, qualified
-from gateway.links import LINK_PLATFORM, Links
+from gateway.control.access import AccessPolicy, qualified
+from gateway.control.links import LINK_PLATFORM, Links
 
 
 def with_approvers(

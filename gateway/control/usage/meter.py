@@ -21,7 +21,7 @@ from core.agent.scope import TurnScope
 from core.agent.usage import ModelSpend
 from core.store.usage import UsageBook, UsageRow
 from core.types import Usage
-from gateway.usage.quota import QuotaRule
+from gateway.control.usage.quota import QuotaRule
 
 logger = logging.getLogger(__name__)
 

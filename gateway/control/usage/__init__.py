@@ -1,10 +1,10 @@
 """Usage and quotas in the gateway (issue 33, README "Usage and quotas").
 
-:class:`UsageFeature` gives each profile's agent a :class:`gateway.usage.meter.GatewayMeter`
+:class:`UsageFeature` gives each profile's agent a :class:`gateway.control.usage.meter.GatewayMeter`
 (every model call recorded in ``model_usage``, priced from ``[models.<name>]``, counted on
 ``/metrics`` by profile and model; the ``[quotas]`` check before each call when a cap is
 set — no cap: no check, no read), gives the dashboard its usage figures
-(:mod:`gateway.usage.panel`) and answers ``/usage``: the asker's tokens and cost today
+(:mod:`gateway.control.usage.panel`) and answers ``/usage``: the asker's tokens and cost today
 and this month; for an approver also the month's top people and chats.
 """
 
@@ -18,14 +18,14 @@ from adapters.base import InboundEvent
 from core.store.base import Store
 from core.store.jobs import StatementRunner
 from core.store.usage import UsageBook
-from gateway.access import qualified
-from gateway.chat_commands import CommandHandler, Reply
 from gateway.config.quotas import QuotasSection
 from gateway.config.schema import Config
-from gateway.usage.meter import GatewayMeter, Preset, Price, UsageCounter
-from gateway.usage.panel import UsagePanel
-from gateway.usage.quota import QuotaRule, Window
-from gateway.usage.report import figures, ranking
+from gateway.control.access import qualified
+from gateway.control.commands import CommandHandler, Reply
+from gateway.control.usage.meter import GatewayMeter, Preset, Price, UsageCounter
+from gateway.control.usage.panel import UsagePanel
+from gateway.control.usage.quota import QuotaRule, Window
+from gateway.control.usage.report import figures, ranking
 
 Approvers = Callable[[str], Collection[str]]
 TOP = 5

@@ -31,9 +31,9 @@ from core.schedule.times import (
 from core.store.jobs import Job, JobBook, JobRun
 from core.tools.base import ToolContext
 from core.tools.schedule import ScheduleRequest
-from gateway.access import qualified
-from gateway.chat_commands import CommandHandler, Reply
 from gateway.config.schedule import ScheduleSection
+from gateway.control.access import qualified
+from gateway.control.commands import CommandHandler, Reply
 
 RunNow = Callable[[Job], Awaitable[JobRun | None]]
 ACTIONS = ("pause", "resume", "delete", "run")

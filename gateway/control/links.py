@@ -41,8 +41,8 @@ from typing import Literal
 from adapters.base import ChatRef, InboundEvent, SessionKey
 from core.bounded import BoundedMap
 from core.store.base import LinkCode, Store
-from gateway.access import qualified
-from gateway.chat_commands import Reply
+from gateway.control.access import qualified
+from gateway.control.commands import Reply
 from gateway.inbound.stages import Next
 
 LINK_PLATFORM = "link"

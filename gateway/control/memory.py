@@ -26,9 +26,9 @@ from core.store.base import SessionRecord, Store
 from core.store.memory import MemoryStore, memory_store
 from core.tools.base import Tool
 from core.tools.memory import memory_tools
-from gateway.access import qualified
-from gateway.chat_commands import CommandHandler, Reply
 from gateway.config.memory import MemorySection
+from gateway.control.access import qualified
+from gateway.control.commands import CommandHandler, Reply
 
 USAGE = "🧠 /memory, /memory forget ID|all, /memory off|on, /memory share on|off"
 LIST_LIMIT = 50
