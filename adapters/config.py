@@ -32,7 +32,7 @@ BOT_MUTE_SECONDS = 600.0
 """``bot_exchanges_per_minute`` and ``bot_mute_seconds`` (gateway/control/bot_guard.py)."""
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 PAIRING_TTL = 3600.0
-"""Seconds a pairing code stays valid (``pairing_ttl``; gateway/pairing.py)."""
+"""Seconds a pairing code stays valid (``pairing_ttl``; gateway/inbound/pairing.py)."""
 
 
 # showing a raw value in a message ---------------------------------------------------

@@ -3,7 +3,7 @@
 Each opens the configured store directly (:mod:`gateway.store_open`), like ``commonos
 inbox``: it can run while the gateway runs (SQLite in WAL mode; PostgreSQL is shared).
 The running gateway reads the store every
-:attr:`gateway.pairing.PairingSettings.sync_seconds` (and at its start): it admits a user
+:attr:`gateway.inbound.pairing.PairingSettings.sync_seconds` (and at its start): it admits a user
 approved here and tells them they are in, and it stops admitting a revoked one.
 """
 
@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from core.store.base import Store
 from gateway.config import Config
-from gateway.pairing import approve_code, expired_message, listing, parse_user
+from gateway.inbound.pairing import approve_code, expired_message, listing, parse_user
 from gateway.store_open import configured_store
 
 T = TypeVar("T")

@@ -87,12 +87,12 @@ from gateway.control.bot_guard import BotGuard
 from gateway.control.commands import StoppedTurns
 from gateway.control.features import ApproverRule, with_approvers
 from gateway.control.links import Links
+from gateway.inbound.dispatch import Router
+from gateway.inbound.pairing import Pairing, PairingSettings
 from gateway.inbound.stages import Inbound, InboundFeatures, Named
 from gateway.outbound.delivery import TYPING_INTERVAL, Delivery
 from gateway.outbound.directory import ChatDirectory
 from gateway.outbound.pipeline import Relay, Traffic
-from gateway.pairing import Pairing, PairingSettings
-from gateway.router import Router
 from gateway.turns.approvals import ChatApprover
 from gateway.turns.files import FileDelivery, Spool
 from gateway.turns.intake import DEFAULT_ATTACHMENTS, Attachments, Intake

@@ -87,7 +87,7 @@ def user_of(event: InboundEvent) -> str:
 
 class AccessControl:
     """``paired(platform, user_id)``: users an owner let in from the chat
-    (:mod:`gateway.pairing`), allowed like the configured ones."""
+    (:mod:`gateway.inbound.pairing`), allowed like the configured ones."""
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ A stage is ``async (event, next) -> None``: it hands the event (or a changed cop
                     (PostgreSQL store only, gateway.cluster.sink)
     press           a button press is answered here (it checks access itself)
     access          a stranger, bot chatter or an unmentioned group message stops here;
-      access_pairing  the same with pairing on: a stranger's DM gets a code (gateway.pairing)
+      access_pairing  the same with pairing on: a stranger DM gets a code (inbound.pairing)
     bot_guard       a bot let in by allow_bots is paced (some platform allows bots)
     link_rekey      a linked person's DM moves into their one session (two platforms or more)
     record          where the session lives, who the sender is (gateway.outbound.directory)

@@ -8,7 +8,7 @@ is the profile's own model (``[model]`` and the profile), which ``/model default
 
 Who may pick: a preset with ``owners_only = true`` may be picked only by an owner (the
 platform's ``owners`` and approvers, and the dashboard's operators: pairing's owners,
-:meth:`gateway.pairing.Pairing.owns`); anyone admitted may pick the others. A session that
+:meth:`gateway.inbound.pairing.Pairing.owns`); anyone admitted may pick the others. A session that
 chose a preset later removed from the file falls back to the profile's model (the choice
 stays stored, and ``/status`` names it as unavailable).
 

@@ -5,7 +5,7 @@ Server-Sent Events, with Stop, steer and Approve / Deny.
 The page holds one ``EventSource`` on ``/api/dashboard/events``; the server sends the
 whole state when it changes (it looks every ``TICK`` seconds — the page never polls).
 Actions are POSTs that take the same paths as the chat commands: Stop is the router's
-``/stop`` (:meth:`gateway.router.Router.stop`: the chat gets the same one "Stopped"
+``/stop`` (:meth:`gateway.inbound.dispatch.Router.stop`: the chat gets the same one "Stopped"
 notice), steer is ``Dispatcher.steer`` (as ``/steer``), and ``Approvals.resolve`` as the
 web user (``web:<name>``), so only ``[approvals] web`` approvers may decide, and the card on
 the request's own platform is edited to the outcome exactly as if pressed there. Pairing:
@@ -39,7 +39,7 @@ from adapters.session_keys import parse_session_key
 from adapters.web.sse import HEARTBEAT, HEARTBEAT_FRAME, frame, open_stream
 from gateway.cluster.control import ClusterControl
 from gateway.control.access import qualified
-from gateway.pairing import NOT_OWNER
+from gateway.inbound.pairing import NOT_OWNER
 from gateway.service import GatewayService
 from gateway.turns.previews import preview, redact, shorten
 from gateway.web.health import health_json

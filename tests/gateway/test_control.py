@@ -12,7 +12,7 @@ from core.store.base import ApprovalRecord
 from core.store.sqlite import open_store
 from gateway.control.commands import ChatCommands
 from gateway.control.syntax import COMMANDS, ChoicePress, parse_press
-from gateway.router import Router
+from gateway.inbound.dispatch import Router
 from tests.gateway.fakes import Call, FakeAdapter, Step, event
 from tests.gateway.harness import (
     ALICE,

@@ -1,4 +1,4 @@
-"""Pairing (gateway/pairing.py, docs/pairing.md) on a real SQLite store and a test clock:
+"""Pairing (gateway/inbound/pairing.py, docs/pairing.md) on a real SQLite store and a test clock:
 codes, their limits, who may approve, wrong codes per user, the CLI's approvals seen by
 the gateway's sync."""
 
@@ -10,7 +10,7 @@ import re
 from adapters.base import ChatRef
 from core.store.sqlite import SqliteStore
 from gateway.control.access import AccessControl, AccessPolicy
-from gateway.pairing import (
+from gateway.inbound.pairing import (
     ALPHABET,
     NOT_OWNER,
     TOO_MANY_PENDING,

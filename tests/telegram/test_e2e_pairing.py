@@ -25,7 +25,7 @@ from core.store.sqlite import SqliteStore, open_store
 from core.tools.base import ToolRegistry
 from gateway.config import load_config
 from gateway.control.access import AccessPolicy
-from gateway.pairing import WRONG_CODE, YOU_ARE_IN, PairingSettings
+from gateway.inbound.pairing import WRONG_CODE, YOU_ARE_IN, PairingSettings
 from gateway.service import ChatPolicy, Engine, GatewayService, Pacing
 from tests.platform_sim.base import SimMessage
 from tests.platform_sim.telegram_sim import ALICE, BOB, TelegramSim, TgUser

@@ -15,7 +15,7 @@ import pytest
 
 from core.model.demo import DemoModel
 from core.store.sqlite import SqliteStore
-from gateway.pairing import NOT_OWNER, YOU_ARE_IN
+from gateway.inbound.pairing import NOT_OWNER, YOU_ARE_IN
 from gateway.web.compose import web_adapter_of
 from gateway.wiring import build_service
 from tests.platform_sim.telegram_sim import TelegramSim, TgUser

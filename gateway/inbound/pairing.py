@@ -6,7 +6,7 @@ DM gets a code (:func:`new_code`: 8 characters from ``secrets`` over an alphabet
 Groups never pair (a stranger there stays ignored, as before).
 
 * The code is stored hashed (sha256) with its user, chat and expiry (``pairing_ttl``,
-  default :data:`gateway.pairing_codes.DEFAULT_TTL`); the plain code lives only in the
+  default :data:`gateway.inbound.pairing_codes.DEFAULT_TTL`); the plain code lives only in the
   process that issued it, so a re-ask within :attr:`PairingSettings.refresh_seconds` gets
   the same code again (a reminder), never a new one; after that a new code replaces the old.
 * At most :attr:`PairingSettings.max_pending` live codes per platform; past that a stranger
@@ -38,9 +38,8 @@ from dataclasses import dataclass
 from adapters.base import ChatRef, InboundEvent
 from core.store.base import PairedUser, PairingCode, Store
 from gateway.control.access import AccessControl, AccessPolicy, Verdict, qualified, user_of
-from gateway.inbound.stages import Next
-from gateway.pairing_codes import ALPHABET as ALPHABET
-from gateway.pairing_codes import (
+from gateway.inbound.pairing_codes import ALPHABET as ALPHABET
+from gateway.inbound.pairing_codes import (
     KEEP_EXPIRED,
     Clock,
     WrongCodes,
@@ -48,8 +47,9 @@ from gateway.pairing_codes import (
     is_code_shaped,
     shown,
 )
-from gateway.pairing_codes import PairingSettings as PairingSettings
-from gateway.pairing_codes import new_code as new_code
+from gateway.inbound.pairing_codes import PairingSettings as PairingSettings
+from gateway.inbound.pairing_codes import new_code as new_code
+from gateway.inbound.stages import Next
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Pairing codes and their limits (docs/pairing.md): how a code is made, written, hashed
 and recognised, the limits of pairing (:class:`PairingSettings`), and the count of wrong
 codes per user who typed them (:class:`WrongCodes`). The flow that uses them is
-:mod:`gateway.pairing`.
+:mod:`gateway.inbound.pairing`.
 """
 
 from __future__ import annotations
