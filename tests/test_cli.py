@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gateway.app import Gateway, StartupError
-from gateway.cli import main
+from gateway.cli.main import main
 from gateway.config import Config, load_config
 
 READY_TIMEOUT = 30.0

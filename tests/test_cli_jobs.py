@@ -11,7 +11,7 @@ import pytest
 
 from core.store.jobs import Job, JobRun, job_book
 from core.store.sqlite import open_store
-from gateway.cli import main
+from gateway.cli.main import main
 from tests.test_cli_inbox import db_path
 
 AT = 1_800_000_000.0  # 2027-01-15 08:00 UTC

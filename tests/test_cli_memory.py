@@ -11,8 +11,8 @@ import pytest
 
 from core.store.memory import memory_store
 from core.store.sqlite import open_store
+from gateway.cli.memory import MemoryProblem, add
 from gateway.config import load_config
-from gateway.memory_cli import MemoryProblem, add
 from tests.test_cli_inbox import commonos, db_path
 
 

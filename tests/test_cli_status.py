@@ -14,7 +14,7 @@ import pytest
 
 from core.store.postgres import open_pg_store
 from core.store.sqlite import open_store
-from gateway.cli import main
+from gateway.cli.main import main
 from gateway.cluster.leases import Leases
 from gateway.cluster.members import Members
 from tests.cluster.harness import running_cluster

@@ -12,8 +12,9 @@ from core.store.base import PairingCode
 from core.store.files import StoreFileInUse
 from core.store.postgres import PgStore
 from core.store.sqlite import SqliteStore
-from gateway import dead_letters, pair_cli
 from gateway.app import Gateway, StartupError
+from gateway.cli import inbox as dead_letters
+from gateway.cli import pair as pair_cli
 from gateway.config import Config, load_config
 from gateway.store_open import lock_store, new_process_id, open_configured_store
 from tests.support.postgres import free_port

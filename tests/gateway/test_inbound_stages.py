@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from adapters.base import InboundEvent
-from gateway.cli import main
+from gateway.cli.main import main
 from gateway.control.access import AccessPolicy
 from gateway.inbound.stages import Inbound, InboundFeatures, Named, Next, fold, names
 from gateway.turns.progress import ProgressConfig

@@ -48,7 +48,7 @@ def test_a_server_is_stdio_or_http_and_profiles_name_known_servers(tmp_path: Pat
 
 def test_with_no_mcp_section_nothing_of_mcp_is_imported() -> None:
     code = (
-        "import sys, gateway.app, gateway.wiring, gateway.cli\n"
+        "import sys, gateway.app, gateway.wiring, gateway.cli.main\n"
         "from gateway.config import parse_config\n"
         "parse_config({}, None, {'COMMONOS_HOME': '/tmp/x'})\n"
         "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith(('mcp.', 'core.mcp'))))"

@@ -1,8 +1,8 @@
 """The ``commonos`` command line: ``run``, ``chat``, ``check-config``, ``inbox dead``,
 ``inbox drop ID``, ``pair list | approve CODE | revoke PLATFORM:USER`` (docs/pairing.md),
 ``status`` (the processes sharing the store, docs/cluster.md), ``memory export PERSON |
-add --profile NAME TEXT`` (:mod:`gateway.memory_cli`), ``jobs list | pause ID | delete
-ID`` (:mod:`gateway.schedule.cli`), ``usage [--since DATE]`` (:mod:`gateway.usage_cli`),
+add --profile NAME TEXT`` (:mod:`gateway.cli.memory`), ``jobs list | pause ID | delete
+ID`` (:mod:`gateway.cli.jobs`), ``usage [--since DATE]`` (:mod:`gateway.cli.usage`),
 ``--version``.
 
 Exit codes: 0 success (``run``: stopped by SIGINT/SIGTERM), 1 a problem the user can fix
@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.tracing import TraceIds
-from gateway import memory_cli, usage_cli
-from gateway.schedule import cli as jobs_cli
+from gateway.cli import jobs as jobs_cli
+from gateway.cli import memory as memory_cli
+from gateway.cli import usage as usage_cli
 
 if TYPE_CHECKING:
     from gateway.config import Config
@@ -173,7 +174,7 @@ def inbound_stages(config: Config) -> tuple[str, ...]:
 
 def inbox_dead_command(args: argparse.Namespace) -> int:
     from core.store.base import StoreError
-    from gateway import dead_letters
+    from gateway.cli import inbox as dead_letters
     from gateway.config import ConfigError, load_config
 
     try:
@@ -189,7 +190,7 @@ def inbox_dead_command(args: argparse.Namespace) -> int:
 
 def inbox_drop_command(args: argparse.Namespace) -> int:
     from core.store.base import StoreError
-    from gateway import dead_letters
+    from gateway.cli import inbox as dead_letters
     from gateway.config import ConfigError, load_config
 
     try:
@@ -210,7 +211,7 @@ def inbox_drop_command(args: argparse.Namespace) -> int:
 
 def pair_command(args: argparse.Namespace) -> int:
     from core.store.base import StoreError
-    from gateway import pair_cli
+    from gateway.cli import pair as pair_cli
     from gateway.config import ConfigError, load_config
 
     try:
@@ -224,13 +225,13 @@ def pair_command(args: argparse.Namespace) -> int:
 
 
 def status_command(args: argparse.Namespace) -> int:
-    from gateway import status_cli
+    from gateway.cli import status as status_cli
 
     return status_cli.command(args.config)
 
 
 def mcp_command(args: argparse.Namespace) -> int:
-    from gateway import mcp_cli
+    from gateway.cli import mcp as mcp_cli
 
     return mcp_cli.command(args.config)
 
@@ -260,7 +261,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def chat_command(args: argparse.Namespace) -> int:
-    from gateway.terminal_chat import chat_command as run_chat
+    from gateway.cli.chat import chat_command as run_chat
 
     return run_chat(args.config)
 

@@ -65,7 +65,7 @@ def chat_command(config_path: Path | None) -> int:
     from core.store.base import StoreError
     from gateway import log_redaction
     from gateway.app import StartupError
-    from gateway.cli import configure_logging, fail
+    from gateway.cli.main import configure_logging, fail
     from gateway.config import ConfigError, load_config
 
     try:

@@ -1,5 +1,5 @@
 """``commonos usage [--since DATE]`` (README "Usage and quotas"), registered in
-:mod:`gateway.cli`.
+:mod:`gateway.cli.main`.
 
 What the model calls spent since ``DATE`` (``YYYY-MM-DD``, midnight in ``[quotas]
 timezone``; default: the first of this month): everyone's totals, then the top people,
