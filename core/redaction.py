@@ -12,7 +12,7 @@ Values shorter than :data:`MIN_SECRET_LENGTH` are too likely to occur in ordinar
 are ignored.
 
 **In the logs, also the shapes** (:func:`redact_shapes`, applied by
-:mod:`gateway.log_redaction` after the known values): a tripwire for credentials nobody
+:mod:`gateway.config.log_redaction` after the known values): a tripwire for credentials nobody
 configured, which a library or a traceback may print. It replaces the credential with a
 mask and keeps what names it, so the reader still sees *that* a secret was there:
 

@@ -36,7 +36,7 @@ from core.store.files import StoreFileInUse, StoreFileLock
 from gateway import telemetry
 from gateway.config import Config, ModelSection
 from gateway.service import GatewayService
-from gateway.store_open import lock_store, new_process_id, open_configured_store, store_display
+from gateway.stores import lock_store, new_process_id, open_configured_store, store_display
 from gateway.turns.containment import prepare_sandboxes, protect_process
 from gateway.turns.mcp import builtin_names, configured, start_mcp_servers
 from gateway.wiring import build_service, demo_model
@@ -69,7 +69,7 @@ class Gateway:
 
     @property
     def process_id(self) -> str:
-        """Who this process is among those sharing the store (gateway.store_open)."""
+        """Who this process is among those sharing the store (gateway.stores)."""
         return self._process_id
 
     @property

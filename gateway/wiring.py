@@ -36,12 +36,12 @@ from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from core.tools.sandbox import Sandbox, Unavailable
 from gateway.config import Config
+from gateway.config.log_redaction import config_secrets
 from gateway.control.access import AccessPolicy
 from gateway.control.bot_guard import BotLimits
 from gateway.control.syntax import command_menu
 from gateway.control.usage import UsageFeature
 from gateway.control.usage.metrics import UsageCounters
-from gateway.log_redaction import config_secrets
 from gateway.outbound.pipeline import Relay
 from gateway.service import ChatPolicy, Engine, GatewayService
 from gateway.turns.containment import profile_workspaces, unprobed_sandboxes

@@ -8,7 +8,7 @@ import pytest
 
 from core.attachments import ATTACHMENT_KINDS
 from gateway.config import ConfigError, parse_config
-from gateway.log_redaction import config_secrets
+from gateway.config.log_redaction import config_secrets
 from gateway.turns.transcription import Transcriber
 from gateway.wiring import _attachments
 

@@ -11,7 +11,7 @@ import pytest
 
 from core.hooks.builtin import redact as hook_redact
 from core.redaction import MASK, redact, redact_shapes, remember_secrets
-from gateway.log_redaction import RedactSecrets
+from gateway.config.log_redaction import RedactSecrets
 from gateway.turns.previews import preview
 from gateway.turns.previews import redact as gateway_redact
 

@@ -11,7 +11,7 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from core.redaction import MASK, encoded_forms, redact, remember_secrets
-from gateway.log_redaction import RedactSecrets
+from gateway.config.log_redaction import RedactSecrets
 
 SECRET = "Zq9/x+Kp:W3mN0vB4-known-value"
 

@@ -63,10 +63,9 @@ async def chat(config: Config, terminal: TerminalAdapter) -> None:
 def chat_command(config_path: Path | None) -> int:
     """``commonos chat [--config PATH]``: exit codes as ``commonos run``'s."""
     from core.store.base import StoreError
-    from gateway import log_redaction
     from gateway.app import StartupError
     from gateway.cli.main import configure_logging, fail
-    from gateway.config import ConfigError, load_config
+    from gateway.config import ConfigError, load_config, log_redaction
 
     try:
         config = load_config(config_path)

@@ -1,7 +1,7 @@
 """``commonos inbox dead`` and ``commonos inbox drop ID``: the operator's view of the
 inbound items every platform's inbox quarantined (:mod:`adapters.inbox`).
 
-Both open the configured store directly (:mod:`gateway.store_open`); they can run while
+Both open the configured store directly (:mod:`gateway.stores`); they can run while
 the gateway runs (SQLite in WAL mode lets a second process read and make a small write;
 PostgreSQL is shared).
 """
@@ -14,7 +14,7 @@ import time
 from adapters.inbox import preview
 from core.store.base import DeadLetter
 from gateway.config import Config
-from gateway.store_open import configured_store, store_exists
+from gateway.stores import configured_store, store_exists
 
 ERROR_WIDTH = 60
 RAW_WIDTH = 80

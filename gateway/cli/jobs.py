@@ -58,7 +58,7 @@ def command(args: argparse.Namespace) -> int:
 async def act(config: Config, action: str, job_id: str) -> str:
     """What ``commonos jobs <action>`` prints."""
     from core.store.jobs import job_book
-    from gateway.store_open import configured_store
+    from gateway.stores import configured_store
 
     async with configured_store(config) as store:
         book = job_book(store)

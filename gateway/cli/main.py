@@ -240,9 +240,8 @@ def run_command(args: argparse.Namespace) -> int:
     import asyncio
 
     from core.store.base import StoreError
-    from gateway import log_redaction
     from gateway.app import Gateway, StartupError, run_until_signalled
-    from gateway.config import ConfigError, load_config
+    from gateway.config import ConfigError, load_config, log_redaction
 
     try:
         config = load_config(args.config)

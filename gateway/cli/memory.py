@@ -65,7 +65,7 @@ def command(args: argparse.Namespace) -> int:
 
 
 async def _open(config: Any, work: Callable[[Any], Any]) -> Any:
-    from gateway.store_open import configured_store
+    from gateway.stores import configured_store
 
     async with configured_store(config) as store:
         return await work(store)

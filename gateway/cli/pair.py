@@ -1,6 +1,6 @@
 """``commonos pair list | approve CODE | revoke PLATFORM:USER`` (docs/pairing.md).
 
-Each opens the configured store directly (:mod:`gateway.store_open`), like ``commonos
+Each opens the configured store directly (:mod:`gateway.stores`), like ``commonos
 inbox``: it can run while the gateway runs (SQLite in WAL mode; PostgreSQL is shared).
 The running gateway reads the store every
 :attr:`gateway.inbound.pairing.PairingSettings.sync_seconds` (and at its start): it admits a user
@@ -17,7 +17,7 @@ from typing import TypeVar
 from core.store.base import Store
 from gateway.config import Config
 from gateway.inbound.pairing import approve_code, expired_message, listing, parse_user
-from gateway.store_open import configured_store
+from gateway.stores import configured_store
 
 T = TypeVar("T")
 BY = "cli"

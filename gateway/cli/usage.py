@@ -78,7 +78,7 @@ async def report(config: Config, since: float) -> str:
     """What ``commonos usage`` prints."""
     from core.store.jobs import StatementRunner
     from core.store.usage import UsageBook
-    from gateway.store_open import configured_store, store_display, store_exists
+    from gateway.stores import configured_store, store_display, store_exists
 
     if not store_exists(config):
         raise UsageProblem(f"no store at {store_display(config)} yet (nothing recorded)")

@@ -1,4 +1,4 @@
-"""Opening the configured store (gateway/store_open.py): SQLite file or PostgreSQL URL, the
+"""Opening the configured store (gateway/stores.py): SQLite file or PostgreSQL URL, the
 flock per SQLite file only, the process id, and the CLI commands on PostgreSQL."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from gateway.app import Gateway, StartupError
 from gateway.cli import inbox as dead_letters
 from gateway.cli import pair as pair_cli
 from gateway.config import Config, load_config
-from gateway.store_open import lock_store, new_process_id, open_configured_store
+from gateway.stores import lock_store, new_process_id, open_configured_store
 from tests.support.postgres import free_port
 
 
