@@ -30,7 +30,11 @@ from adapters.config import (
     suggest,
 )
 from core.attachments import ATTACHMENT_KINDS, AttachmentKind
-from gateway.turns.workspace_files import DEFAULT_DOWNLOAD_RATE, DEFAULT_DOWNLOAD_SECONDS
+
+DEFAULT_DOWNLOAD_SECONDS = 30.0
+"""The least time a download is given (``[attachments] download_min_seconds``)."""
+DEFAULT_DOWNLOAD_RATE = 32 * 1024
+"""Bytes per second a download must average (``[attachments] download_min_rate``)."""
 
 ProgressMode = Literal["off", "new", "all"]
 

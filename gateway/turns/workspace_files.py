@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.tools.beneath import BadPath
+from gateway.config.sections import DEFAULT_DOWNLOAD_RATE, DEFAULT_DOWNLOAD_SECONDS
 
 INBOX = "inbox"
 PARTIAL = ".partial-"
@@ -49,12 +50,6 @@ _DROPPED_CATEGORIES = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 """Control, format (the bidi overrides U+202E…, zero-width), surrogate, private, unassigned
 and line/paragraph separators: none of them belongs in a file name."""
 _RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"{p}{n}" for p in ("COM", "LPT") for n in range(10))}
-
-
-DEFAULT_DOWNLOAD_SECONDS = 30.0
-"""The least time a download is given (``[attachments] download_min_seconds``)."""
-DEFAULT_DOWNLOAD_RATE = 32 * 1024
-"""Bytes per second a download must average (``[attachments] download_min_rate``)."""
 
 
 @dataclass(frozen=True, slots=True)
