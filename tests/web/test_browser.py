@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
+import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator
 
@@ -28,14 +31,46 @@ CHROMIUM_ARGS = [
 SEEN = 10_000  # ms
 
 
+CLOSE_SECONDS = 30.0
+"""How long the teardown waits for Chromium to exit, then for its profile to be removed."""
+
+
 @pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
+async def browser(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Browser]:
+    """Chromium with its profile in a directory of this fixture (the driver's ``TMPDIR``).
+    Teardown: closed (the driver waits for the process to exit), then the directory removed
+    off the event loop, waited for at most :data:`CLOSE_SECONDS` and errors ignored: a
+    slow disk under load never holds the test past its timeout."""
+    profiles = tempfile.mkdtemp(prefix="chromium-")
+    monkeypatch.setenv("TMPDIR", profiles)
+    try:
+        async with async_playwright() as playwright:
+            launched = await playwright.chromium.launch(
+                executable_path=CHROMIUM, args=CHROMIUM_ARGS
+            )
+            try:
+                yield launched
+            finally:
+                async with asyncio.timeout(CLOSE_SECONDS):
+                    await launched.close()
+    finally:
+        await _removed(profiles)
+
+
+async def _removed(directory: str) -> None:
+    """``directory`` removed in a daemon thread (errors ignored), waited for at most
+    :data:`CLOSE_SECONDS`."""
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def remove() -> None:
+        shutil.rmtree(directory, ignore_errors=True)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(done.set)
+
+    threading.Thread(target=remove, name="rm-chromium-profile", daemon=True).start()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(done.wait(), CLOSE_SECONDS)
 
 
 def scripted(server: ScriptedModelServer) -> OpenAIClient:
