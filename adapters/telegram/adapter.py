@@ -34,6 +34,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from telegram import BotCommand, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ChatAction, ParseMode
@@ -90,10 +91,12 @@ from adapters.telegram.polling import (
 )
 from adapters.telegram.render import TelegramRenderer
 from adapters.telegram.transport import AiohttpRequest
-from adapters.telegram.webhook import WebhookServer, WebhookSettings
 from core.attachments import Attachment
 from core.store.base import Store
 from core.tasks import TaskSet
+
+if TYPE_CHECKING:
+    from adapters.telegram.webhook import WebhookServer, WebhookSettings
 
 _log = logging.getLogger(__name__)
 
@@ -291,6 +294,8 @@ class TelegramAdapter:
         self._polling.spawn(self._poller.run(), name="telegram-poll")
 
     async def _start_webhook(self, inbox: Inbox, settings: WebhookSettings) -> None:
+        from adapters.telegram.webhook import WebhookServer  # aiohttp.web: webhook mode only
+
         self._webhook = WebhookServer(self.bot, inbox, settings)
         await self._webhook.start()
         with platform_errors():

@@ -48,10 +48,11 @@ def build(section: TelegramSection, context: AdapterContext) -> Adapter:
     from adapters.base import RateLimit
     from adapters.session_keys import KeyStrategy, key_rule
     from adapters.telegram.adapter import TelegramAdapter, TelegramSettings
-    from adapters.telegram.webhook import WebhookSettings
 
     webhook = None
     if section.mode == "webhook":
+        from adapters.telegram.webhook import WebhookSettings
+
         host, _, port = section.webhook_listen.rpartition(":")
         webhook = WebhookSettings(
             secret_token=section.webhook_secret or "",

@@ -33,8 +33,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import yaml
-
 from core.hooks.registry import HookFn, HookRegistry, UnknownHookError
 from core.hooks.spec import HOOK_NAMES
 
@@ -184,6 +182,8 @@ def _load_hook_dir(hook_dir: Path) -> _StagingRegistry:
 
 
 def _read_manifest(path: Path) -> _Manifest:
+    import yaml  # only when a hook folder holds a manifest: no hooks, no YAML parser loaded
+
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -8,14 +8,16 @@ when they are a ``[approvals] web`` approver.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from adapters.platforms import RouteHost, platforms
-from adapters.web.adapter import WebAdapter
 from gateway.config import Config
 from gateway.control.access import qualified
 from gateway.service import GatewayService
-from gateway.web.dashboard import install_dashboard
-from gateway.web.health import install_health
 from gateway.web.metrics import GatewayMetrics
+
+if TYPE_CHECKING:
+    from adapters.web.adapter import WebAdapter
 
 
 def web_operators(config: Config) -> frozenset[str]:
@@ -28,6 +30,8 @@ def web_operators(config: Config) -> frozenset[str]:
 
 def web_adapter_of(service: GatewayService) -> WebAdapter:
     """The service's web chat adapter (for tests and benchmarks that drive the web chat)."""
+    from adapters.web.adapter import WebAdapter
+
     adapter = service.directory.adapter("web")
     if not isinstance(adapter, WebAdapter):
         raise LookupError("the service has no web adapter")
@@ -50,6 +54,9 @@ def mount_web(service: GatewayService, metrics: GatewayMetrics) -> None:
     host = route_host_of(service)
     if host is None:
         return
+    from gateway.web.dashboard import install_dashboard
+    from gateway.web.health import install_health
+
     metrics.bind(service)
     host.add_routes(lambda app: install_health(app, service, metrics))
     host.add_routes(lambda app: install_dashboard(app, service, metrics, host))
