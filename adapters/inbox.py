@@ -285,11 +285,26 @@ class DurableInbox(Generic[Item]):
             item_id, raw, lambda: self.store.enqueue_inbound(record), chat
         )
         if taken == "known":
-            _log.info("%s already received; not delivered again", self._name(item_id))
+            return await self._deliver_if_never_started(item_id, item)
         if taken != "stored":
             return False
         await self._deliver(item_id, item)
         return True
+
+    async def _deliver_if_never_started(self, item_id: str, item: Item) -> bool:
+        """A redelivered item the store already holds: delivered only if no run ever started
+        it (still ``pending`` and not in flight here) — an enqueue cut off by a storage
+        outage or a cancelled receiver may have committed after this run's replay had read
+        its list, and nothing else would hand it over."""
+        name = self._name(item_id)
+        if item_id not in self._in_flight:
+            record = await self.store.get_inbound(self.form.platform, item_id)
+            if record is not None and record.state == "pending":
+                _log.info("%s was stored but never delivered; delivering it now", name)
+                await self._deliver(item_id, item)
+                return True
+        _log.info("%s already received; not delivered again", name)
+        return False
 
     async def replay(self) -> int:
         """Deliver what a previous run left pending or processing; returns how many.
@@ -303,6 +318,8 @@ class DurableInbox(Generic[Item]):
             record = await self.store.get_inbound(self.form.platform, listed.update_id)
             if record is None or record.state not in UNFINISHED:
                 continue
+            if record.update_id in self._in_flight:
+                continue  # a redelivery started it meanwhile
             await self._resume(record)
             replayed += 1
         if replayed:
@@ -345,13 +362,17 @@ class DurableInbox(Generic[Item]):
 
     async def _deliver(self, item_id: str, item: Item) -> None:
         """Start handing ``item`` over; it is stored already, so nothing here may fail (a
-        store error on the state change is logged: the item still gets handled)."""
+        store error on the state change is logged: the item still gets handled). It is in
+        flight from the first await on, so a redelivery meanwhile does not start it twice."""
+        self._in_flight.add(item_id)
         try:
             await self.store.set_inbound_state(self.form.platform, item_id, "processing")
         except Exception:
             _log.exception("%s: could not mark it processing", self._name(item_id))
+        except BaseException:
+            self._in_flight.discard(item_id)
+            raise
         name = f"{self.form.platform}-{self.form.noun}-{item_id}"
-        self._in_flight.add(item_id)
         task = self._deliveries.spawn(self._hand_over(item_id, item), name=name)
         task.add_done_callback(lambda _: self._in_flight.discard(item_id))
 

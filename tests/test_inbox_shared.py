@@ -224,3 +224,36 @@ async def test_replay_skips_an_item_another_process_finished_after_the_list_was_
     platform = Platform()
     assert await platform.inbox(store).replay() == 0
     assert platform.handed == [] and await state_of(store, "n1") == "done"
+
+
+async def test_a_redelivered_item_stored_but_never_started_is_delivered_once(
+    store: SqliteStore,
+) -> None:
+    """An enqueue cut off by an outage (or by its receiver's cancellation) may commit after
+    this run's replay read its list: the item is pending and nothing would hand it over.
+    Its redelivery does, once; a second redelivery finds it started."""
+    await store.enqueue_inbound(
+        InboundRecord(PLATFORM, "n1", "notes:dm:c1", json.dumps({"id": "n1", "text": "late"}), 1.0)
+    )
+    platform = Platform()
+    inbox = platform.inbox(store)
+    assert await inbox.accept(Note("n1", "late"), "notes:dm:c1")
+    assert not await inbox.accept(Note("n1", "late"), "notes:dm:c1")
+    await inbox.drain()
+    assert platform.handed == ["late"]
+    assert await state_of(store, "n1") == "done"
+    assert not await inbox.accept(Note("n1", "late"), "notes:dm:c1")
+    assert platform.handed == ["late"]
+
+
+async def test_a_redelivered_item_another_run_started_is_not_delivered_again(
+    store: SqliteStore,
+) -> None:
+    first = Platform(settles=False)
+    inbox = first.inbox(store)
+    await inbox.accept(Note("n1", "once"), "notes:dm:c1")
+    await inbox.drain()
+    assert await state_of(store, "n1") == "processing"
+    second = Platform()
+    assert not await second.inbox(store).accept(Note("n1", "once"), "notes:dm:c1")
+    assert second.handed == []
