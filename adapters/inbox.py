@@ -36,7 +36,8 @@ for items whose handling raised anyway.
 Taking one inbound item into the store (:meth:`Intake.take`) ends one of these ways::
 
     stored        the item is in the store (new)              → the caller confirms it
-    known         the store already had it (a redelivery)     → the caller confirms it
+    known         the store already had it (a redelivery)     → the caller confirms it;
+                  delivered only if no run ever started it (still pending, not in flight)
     quarantined   it could not be stored after ``max_attempts`` tries, or could not be
                   read at all (:meth:`Intake.reject`): kept as a dead letter with its raw
                   form and the error, named by one WARNING    → the caller confirms it
