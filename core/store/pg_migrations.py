@@ -331,6 +331,12 @@ PG_SCHEDULED_TURNS = Migration(
 
 PG_MODEL_USAGE = Migration(version=6, name="model usage per call", statements=PG_USAGE_TABLES)
 
+PG_MAIL_TAKER = Migration(
+    version=7,
+    name="cluster_mail.taken_by: a take cut off by an outage can be put back by its taker",
+    statements=("ALTER TABLE cluster_mail ADD COLUMN taken_by TEXT",),
+)
+
 PG_MIGRATIONS: tuple[Migration, ...] = (
     PG_INITIAL_SCHEMA,
     PG_CLUSTER,
@@ -338,6 +344,7 @@ PG_MIGRATIONS: tuple[Migration, ...] = (
     PG_SCHEDULED_TURNS,
     PG_MEMORY,
     PG_MODEL_USAGE,
+    PG_MAIL_TAKER,
 )
 PG_LATEST_VERSION = PG_MIGRATIONS[-1].version
 

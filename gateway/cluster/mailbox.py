@@ -44,10 +44,17 @@ DRAIN_SECONDS = 5.0
 _SEND = """INSERT INTO cluster_mail (target, kind, sender, payload)
     VALUES ($1, $2, $3, $4) RETURNING id"""
 _NOTIFY = "SELECT pg_notify($1, $2)"
-_TAKE = """UPDATE cluster_mail SET taken_at = clock_timestamp() WHERE id IN (
+_TAKE = """UPDATE cluster_mail SET taken_at = clock_timestamp(), taken_by = $3 WHERE id IN (
         SELECT id FROM cluster_mail WHERE taken_at IS NULL AND target = ANY($1::text[])
         ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED)
     RETURNING id, target, kind, sender, payload"""
+_PUT_BACK = """UPDATE cluster_mail SET taken_at = NULL, taken_by = NULL
+    WHERE taken_by = $1 AND target = ANY($2::text[]) AND NOT (id = ANY($3::bigint[]))"""
+"""After a take whose outcome is unknown (the store went away mid-statement: it may have
+committed with its rows never returned), this process's taken mail that never reached it
+goes back, to be taken again."""
+RECEIVED_KEPT = 10_000
+"""Mail ids this process queued, kept to tell a cut-off take's rows from mail it has."""
 _GIVE_BACK = """WITH back AS (
         UPDATE cluster_mail SET taken_at = NULL WHERE id = $1 RETURNING target)
     SELECT pg_notify($2, target) FROM back"""
@@ -104,6 +111,9 @@ class Mailbox:
         self._queues: dict[str, deque[Mail]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._taking = asyncio.Lock()
+        self._received: deque[int] = deque(maxlen=RECEIVED_KEPT)
+        self._unsure = False
+        """A take failed with the store unreachable: its rows may be taken but never seen."""
         self._waker: asyncio.Task[None] | None = None
         self._again = False
         self._listen: asyncpg.Connection | None = None
@@ -149,9 +159,17 @@ class Mailbox:
         if self._listen is not None and self._listen.is_closed() and self._reconnect is None:
             self._lost()
         async with self._taking:
+            if self._unsure:
+                await self._put_back_unseen()
             total = 0
             while self._served:
-                rows = await self._pool.fetch(_TAKE, list(self._served), BATCH)
+                try:
+                    rows = await self._pool.fetch(
+                        _TAKE, list(self._served), BATCH, self._process_id
+                    )
+                except DRIVER_ERRORS:
+                    self._unsure = True
+                    raise
                 mails = sorted((Mail(**dict(row)) for row in rows), key=lambda mail: mail.id)
                 for mail in mails:
                     self._queue(mail)
@@ -254,7 +272,18 @@ class Mailbox:
         finally:
             self._waker = None
 
+    async def _put_back_unseen(self) -> None:
+        """Mail this process took for its served targets but never queued goes back."""
+        status = await self._pool.execute(
+            _PUT_BACK, self._process_id, list(self._served), list(self._received)
+        )
+        self._unsure = False
+        back = int(status.split()[-1])
+        if back:
+            logger.info("mailbox: %d mail(s) a cut-off take had taken go back", back)
+
     def _queue(self, mail: Mail) -> None:
+        self._received.append(mail.id)
         self._queues.setdefault(mail.target, deque()).append(mail)
         if mail.target not in self._workers:
             self._workers[mail.target] = asyncio.create_task(self._deliver(mail.target))

@@ -398,3 +398,34 @@ async def test_after_a_database_restart_the_mailbox_listens_again_and_mail_arriv
         await inbox.wait()
     assert [mail.payload for mail in inbox.got] == ["after the restart"]
     assert [r.getMessage() for r in caplog.records if r.levelno > logging.WARNING] == []
+
+
+async def test_mail_a_cut_off_take_had_taken_goes_back_and_arrives_once(
+    mailbox_of: MakeMailbox, pool: asyncpg.Pool, pg_server: PostgresServer
+) -> None:
+    """A take the outage cut off may have committed with its rows never returned: after
+    a take that failed so, the taker's taken-but-never-seen mail goes back and is taken
+    again; mail it had seen is not."""
+    a, b = mailbox_of(A), mailbox_of(B)
+    inbox = Inbox(expect=2)
+    b.serve(B, inbox.receive)
+    await a.send(B, "event", "seen")
+    assert await b.take() == 1
+    await until(lambda: len(inbox.got) == 1)
+    await a.send(B, "event", "cut off")
+    await asyncio.to_thread(pg_server.halt)
+    try:
+        with pytest.raises(DRIVER_ERRORS):
+            await b.take()
+    finally:
+        await asyncio.to_thread(pg_server.resume)
+    # what the cut-off take left had it committed: the mail taken by B, its rows lost
+    await pool.execute(
+        "UPDATE cluster_mail SET taken_at = clock_timestamp(), taken_by = $1"
+        " WHERE payload = 'cut off'",
+        B,
+    )
+    assert await b.take() == 1
+    await inbox.wait()
+    assert [mail.payload for mail in inbox.got] == ["seen", "cut off"]
+    assert await b.take() == 0 and await _untaken(pool) == 0
