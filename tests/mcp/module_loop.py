@@ -10,9 +10,7 @@ Import them into a test module that sets
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -21,7 +19,7 @@ from core.store.sqlite import SqliteStore, open_store
 from tests.platform_sim.pytest_plugin import clear_proxies
 from tests.platform_sim.telegram_sim import TelegramSim
 from tests.support.model_server import ScriptedModelServer
-from tests.telegram.harness import Gateway, GatewayFactory, GatewaySetup
+from tests.telegram.harness import GatewayFactory, gateway_runs
 
 on_module_loop = pytest_asyncio.fixture(loop_scope="module")
 
@@ -58,18 +56,5 @@ async def gateway(
     telegram_sim: TelegramSim, model_server: ScriptedModelServer, store: SqliteStore,
     tmp_path: Path,
 ) -> AsyncIterator[GatewayFactory]:  # fmt: skip
-    runs: list[Gateway] = []
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-
-    async def start(**changes: Any) -> Gateway:
-        setup = replace(GatewaySetup(), **changes)
-        run = Gateway(telegram_sim, model_server, store, workspace, setup)
-        runs.append(run)
-        return await run.start()
-
-    try:
+    async with gateway_runs(telegram_sim, model_server, store, tmp_path) as start:
         yield start
-    finally:
-        for run in runs:
-            await run.stop()

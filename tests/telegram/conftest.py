@@ -5,7 +5,6 @@ whole gateway composed by ``GatewayService``."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from adapters.telegram import TelegramAdapter, default_session_key
 from core.store.sqlite import SqliteStore
 from tests.platform_sim.telegram_sim import TelegramSim
 from tests.support.model_server import ScriptedModelServer
-from tests.telegram.harness import EventLog, Gateway, GatewayFactory, GatewaySetup, sim_settings
+from tests.telegram.harness import EventLog, GatewayFactory, gateway_runs, sim_settings
 
 
 @pytest.fixture
@@ -64,18 +63,5 @@ async def gateway(
     tmp_path: Path,
 ) -> AsyncIterator[GatewayFactory]:  # fmt: skip
     """Start a gateway run on the shared sim, model server and database; stopped after."""
-    runs: list[Gateway] = []
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-
-    async def start(**changes: Any) -> Gateway:
-        setup = replace(GatewaySetup(), **changes)
-        run = Gateway(telegram_sim, model_server, store, workspace, setup)
-        runs.append(run)
-        return await run.start()
-
-    try:
+    async with gateway_runs(telegram_sim, model_server, store, tmp_path) as start:
         yield start
-    finally:
-        for run in runs:
-            await run.stop()

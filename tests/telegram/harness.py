@@ -15,8 +15,9 @@ A streamed answer (``gateway.turns.streaming``) is paced on the run's clock: the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -258,6 +259,31 @@ class Gateway:
 
 
 GatewayFactory = Callable[..., Awaitable[Gateway]]
+
+
+@asynccontextmanager
+async def gateway_runs(
+    telegram_sim: TelegramSim, model_server: Any, store: SqliteStore, tmp_path: Path,
+    kind: type[Gateway] | None = None,
+) -> AsyncIterator[GatewayFactory]:  # fmt: skip
+    """Start gateway runs (of ``kind``, default :class:`Gateway`) on the shared sim, model
+    server and database, each call with its own :class:`GatewaySetup` changes; all stopped
+    at the end. The body of the ``gateway`` fixtures."""
+    runs: list[Gateway] = []
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+
+    async def start(**changes: Any) -> Gateway:
+        setup = replace(GatewaySetup(), **changes)
+        run = (kind or Gateway)(telegram_sim, model_server, store, workspace, setup)
+        runs.append(run)
+        return await run.start()
+
+    try:
+        yield start
+    finally:
+        for run in runs:
+            await run.stop()
 
 
 def replies(sim: TelegramSim, chat: int, text: str) -> list[SimMessage]:

@@ -5,7 +5,6 @@ scripted model server (the request's ``model`` field is what the server sees).""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from tests.support.model_server import (
     reply_text,
     reply_tool_call,
 )
-from tests.telegram.harness import Gateway, GatewaySetup, replies
+from tests.telegram.harness import Gateway, gateway_runs, replies
 
 KEY = f"telegram:dm:{ALICE.id}"
 PRESETS = {"fast": "small-fast-1", "big": "large-2"}
@@ -58,21 +57,8 @@ async def gateway(
     tmp_path: Path,
 ) -> AsyncIterator[Factory]:  # fmt: skip
     """Like the harness's fixture: each call is one run on the same sim and database."""
-    runs: list[Gateway] = []
-    workspace = tmp_path / "workspace"
-    workspace.mkdir()
-
-    async def start(**changes: Any) -> Gateway:
-        setup = replace(GatewaySetup(), **changes)
-        run = PresetGateway(telegram_sim, model_server, store, workspace, setup)
-        runs.append(run)
-        return await run.start()
-
-    try:
+    async with gateway_runs(telegram_sim, model_server, store, tmp_path, PresetGateway) as start:
         yield start
-    finally:
-        for run in runs:
-            await run.stop()
 
 
 async def ask(sim: TelegramSim, text: str, answer_has: str) -> str:
