@@ -84,7 +84,6 @@ from core.tools.base import ToolRegistry
 from gateway.cluster.port import ClusterPart
 from gateway.control.access import AccessControl, AccessPolicy, user_of
 from gateway.control.bot_guard import BotGuard
-from gateway.control.commands import StoppedTurns
 from gateway.control.features import ApproverRule, with_approvers
 from gateway.control.links import Links
 from gateway.inbound.dispatch import Router
@@ -105,6 +104,7 @@ from gateway.turns.replies import reply_text as reply_text
 from gateway.turns.runner import ChatTurns, ProgressViews, TurnPacing
 from gateway.turns.running_steps import RunningSteps
 from gateway.turns.settings import SessionSettingsBook, SettingsCommands
+from gateway.turns.stops import StoppedTurns
 from gateway.turns.streaming import Streams
 
 if TYPE_CHECKING:

@@ -41,7 +41,6 @@ from gateway.control.access import AccessPolicy
 from gateway.control.bot_guard import BotLimits
 from gateway.control.syntax import command_menu
 from gateway.control.usage import UsageFeature
-from gateway.control.usage.metrics import UsageCounters
 from gateway.outbound.pipeline import Relay
 from gateway.service import ChatPolicy, Engine, GatewayService
 from gateway.turns.containment import profile_workspaces, unprobed_sandboxes
@@ -51,13 +50,14 @@ from gateway.turns.progress import ProgressConfig
 from gateway.turns.transcription import Transcriber, TranscriptionConfig
 from gateway.turns.workspace_files import DownloadDeadline
 from gateway.web.compose import mount_web, web_operators
-from gateway.web.metrics import GatewayMetrics
 
 if TYPE_CHECKING:
     from core.mcp.servers import McpServers
     from gateway.cluster.node import ClusterNode
     from gateway.control.memory import MemoryFeature
     from gateway.control.skills import SkillsFeature
+    from gateway.schedule.feature import ScheduleFeature
+    from gateway.web.metrics import GatewayMetrics
 
 log = logging.getLogger(__name__)
 
@@ -89,14 +89,6 @@ def build_service(
     each profile's registry, their approval policy the hooks, their state the health page.
     The configured secrets are taught to the one redactor before anything can be sent."""
     remember_secrets(config_secrets(config))
-    metrics = GatewayMetrics()
-    engine = _engine(config, store, model, sandboxes, metrics, mcp)
-    if mcp is not None:
-        metrics.watch_mcp(mcp.status)
-    service = GatewayService(
-        engine, _chat(config), traffic=metrics.traffic, attachments=_attachments(config),
-        presets=build_presets(config.models, config.model),
-    )  # fmt: skip
     context = AdapterContext(
         store=store,
         commands=tuple(command_menu()) + _schedule_menu(config) + _memory_menu(config),
@@ -104,19 +96,54 @@ def build_service(
         max_attachment_bytes=config.attachments.max_bytes,
     )
     adapters, builders = _adapters(config, context)
+    metrics = _metrics(adapters)
+    engine = _engine(config, store, model, sandboxes, metrics, mcp)
+    service = GatewayService(
+        engine, _chat(config), traffic=metrics.traffic if metrics else None,
+        attachments=_attachments(config), presets=build_presets(config.models, config.model),
+    )  # fmt: skip
     if mcp is not None:
         service.router.session_ended.append(mcp.end_session)
     attached: Sequence[tuple[Adapter, Relay | None]] = [(a, None) for a in adapters]
     if node is not None:
         attached = node.lease_bots(adapters, builders)
         service.cluster = node
-        metrics.watch_cluster(node.stats)
     for adapter, relay in attached:
         service.attach(adapter, relay)
-    if config.schedule.enabled:
-        _schedule(service, config, metrics)
-    mount_web(service, metrics)
+    schedule = _schedule(service, config) if config.schedule.enabled else None
+    if metrics is not None:
+        _watch(metrics, mcp, node, schedule)
+        mount_web(service, metrics)
     return service
+
+
+def _metrics(adapters: Sequence[Adapter]) -> GatewayMetrics | None:
+    """The gateway's metrics (``/metrics``, ``/healthz``, the dashboard) when a platform
+    serves HTTP to show them (``Platform.route_host``: the web chat); else none are kept
+    and ``prometheus_client`` is not imported (docs/architecture.md §10)."""
+    registered = platforms()
+    if not any(registered[a.platform].route_host is not None for a in adapters):
+        return None
+    from gateway.web.metrics import GatewayMetrics
+
+    return GatewayMetrics()
+
+
+def _watch(
+    metrics: GatewayMetrics,
+    mcp: McpServers | None,
+    node: ClusterNode | None,
+    schedule: ScheduleFeature | None,
+) -> None:
+    """What ``/metrics`` reads when scraped besides its own counters."""
+    if mcp is not None:
+        metrics.watch_mcp(mcp.status)
+    if node is not None:
+        metrics.watch_cluster(node.stats)
+    if schedule is not None:
+        from gateway.web.schedule_status import ScheduleCollector
+
+        metrics.registry.register(ScheduleCollector(schedule.scheduler.figures))
 
 
 def _schedule_menu(config: Config) -> tuple[tuple[str, str], ...]:
@@ -133,13 +160,11 @@ def _memory_menu(config: Config) -> tuple[tuple[str, str], ...]:
     return (entry,) if config.memory.enabled else ()
 
 
-def _schedule(service: GatewayService, config: Config, metrics: GatewayMetrics) -> None:
+def _schedule(service: GatewayService, config: Config) -> ScheduleFeature:
     """``[schedule]`` when enabled; off, nothing of it is imported."""
     from gateway.schedule.feature import ScheduleFeature
-    from gateway.web.schedule_status import ScheduleCollector
 
-    feature = ScheduleFeature(service, config.schedule)
-    metrics.registry.register(ScheduleCollector(feature.scheduler.figures))
+    return ScheduleFeature(service, config.schedule)
 
 
 def _engine(
@@ -147,7 +172,7 @@ def _engine(
     store: Store,
     model: ModelClient,
     sandboxes: Mapping[str, Sandbox] | None,
-    metrics: GatewayMetrics,
+    metrics: GatewayMetrics | None,
     mcp: McpServers | None = None,
 ) -> Engine:
     hooks = _hooks(config.data_dir / "hooks")
@@ -161,15 +186,20 @@ def _engine(
         tools=_tools(config, sandboxes or unprobed_sandboxes(config), mcp, memory, skills),
         memory=memory,
         usage=_usage(config, store, metrics),
-        hooks=metrics.observe(hooks),
+        hooks=metrics.observe(hooks) if metrics is not None else hooks,
         profiles=_profiles(config, skills),
         default_profile=config.gateway.default_profile,
         retry=_retry(config),
     )
 
 
-def _usage(config: Config, store: Store, metrics: GatewayMetrics) -> UsageFeature | None:
-    """Every model call recorded and counted; ``[quotas]`` checked when it sets a cap."""
+def _usage(config: Config, store: Store, metrics: GatewayMetrics | None) -> UsageFeature | None:
+    """Every model call recorded (and counted on ``/metrics`` when it is served);
+    ``[quotas]`` checked when it sets a cap."""
+    if metrics is None:
+        return UsageFeature.of(store, config)
+    from gateway.control.usage.metrics import UsageCounters
+
     return UsageFeature.of(store, config, UsageCounters(metrics.registry))
 
 

@@ -8,35 +8,26 @@ from __future__ import annotations
 
 import logging
 import re
-import secrets
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Protocol
 
-from adapters.base import Button, ButtonRows, Capabilities, InboundEvent
+from adapters.base import InboundEvent
 from core.agent.compaction import Compacted
 from core.agent.context import ContextUse
-from core.agent.control import TurnControl
-from core.agent.failure_text import compact_failure
 from core.agent.profile import BusyPolicy
-from core.agent.step import NoticeCallback
-from core.agent.turn import TurnResult, UserMessage
-from core.agent.usage import QuotaReached
+from core.agent.turn import UserMessage
 from core.approvals import Approvals, ResolveOutcome
 from core.approver import ApprovalRequest
-from core.bounded import BoundedMap
 from core.dispatcher import Dispatcher, StopOutcome
-from core.model.errors import ModelError
 from core.store.base import Store
 from gateway.control.access import user_of
-from gateway.control.syntax import canonical, help_text, stop_payload
+from gateway.control.syntax import canonical, help_text
 from gateway.outbound.directory import ChatDirectory
 from gateway.outbound.messages import (
     APPROVED,
     COMPACT_WHEN_IDLE,
     DENIED,
     NEW_SESSION,
-    NO_LONGER_VALID,
     NO_PENDING,
     NOTHING_TO_COMPACT,
     NOTHING_TO_STOP,
@@ -44,7 +35,6 @@ from gateway.outbound.messages import (
     RESOLVE_ANSWERS,
     STEERED,
     UNKNOWN_APPROVAL,
-    compacted,
     stopped,
     unknown_command,
     usage,
@@ -72,6 +62,13 @@ class SessionContext(Protocol):
         ...
 
 
+class Acknowledged(Protocol):
+    """Where an acknowledged ``/stop`` is remembered, so the stopped turn's reply is
+    suppressed (:class:`gateway.turns.stops.StoppedTurns`)."""
+
+    def acknowledge(self, turn_id: str) -> None: ...
+
+
 class SubmitText(Protocol):
     """Start or queue a turn with ``text`` (the router's ``submit_text``)."""
 
@@ -95,40 +92,6 @@ def short_id(approval_id: str) -> str:
     return approval_id[:SHORT_ID]
 
 
-class Compacting(Protocol):
-    """The agent's side of ``/compact`` (:class:`core.agent.loop.CommonAgent`)."""
-
-    async def compact(
-        self, session_key: str, control: TurnControl, on_notice: NoticeCallback | None
-    ) -> Compacted | None: ...
-
-    async def context_use(self, session_key: str) -> ContextUse | None: ...
-
-
-async def compact_now(
-    agent: Compacting, key: str, control: TurnControl, on_notice: NoticeCallback | None
-) -> TurnResult:
-    """``/compact`` run in the session's lane (``UserMessage.command``): its answer as the
-    lane's result (no turn id: nothing of it is a turn). ``/stop`` cancels it (``Cancelled``
-    raised: the Dispatcher reports it interrupted, the chat already heard "Stopped"); a
-    slow summary call tells ``on_notice`` like any model call."""
-    try:
-        done = await agent.compact(key, control, on_notice)
-    except ModelError as error:
-        logger.warning("/compact of %s: the summary call failed: %s", key, error)
-        reply = compact_failure(error)
-    except QuotaReached as reached:  # the summary call would start over a quota
-        reply = reached.reply
-    else:
-        use = await agent.context_use(key) if done is not None else None
-        described = use.describe() if use is not None else None
-        reply = NOTHING_TO_COMPACT if done is None else compacted(done.summarised, described)
-    return TurnResult(
-        turn_id="", session_id="", status="completed", exit_reason="text_response",
-        reply=reply, iterations=0,
-    )  # fmt: skip
-
-
 class ChatCommands:
     def __init__(
         self,
@@ -136,7 +99,7 @@ class ChatCommands:
         approvals: Approvals,
         store: Store,
         submit: SubmitText,
-        stopped: StoppedTurns,
+        stopped: Acknowledged,
         directory: ChatDirectory,
         context: SessionContext | None = None,
         extra: Mapping[str, CommandHandler] | None = None,
@@ -310,85 +273,3 @@ class ChatCommands:
             return given
         matches = [i for i in self._directory.approvals_in(session_key) if i.startswith(given)]
         return matches[0] if len(matches) == 1 else given
-
-
-STOP_LABEL = "⏹ Stop"
-NOT_YOURS = "Sorry — only the person who asked (or an approver) can stop this."
-REMEMBERED_STOPS = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class _StopTarget:
-    session_key: str
-    control: TurnControl
-    requester: str | None
-
-
-class StopButtons:
-    """The Stop button on a turn's progress message: ``/stop`` for that turn only.
-
-    Each running turn gets its own unguessable id (payload ``st:<id>``); a press names the
-    turn, never the session, so a press on an old progress message cannot stop a newer turn
-    (its id is forgotten when its turn ends: "no longer valid"). Only the requester or an
-    approver of the session may press it; the stopped turn's reply is suppressed as after
-    ``/stop``."""
-
-    def __init__(self, dispatcher: Dispatcher, approvals: Approvals, stopped: StoppedTurns) -> None:
-        self._dispatcher, self._approvals, self._stopped = dispatcher, approvals, stopped
-        self._targets: BoundedMap[str, _StopTarget] = BoundedMap(REMEMBERED_STOPS)
-
-    def register(self, session_key: str, control: TurnControl, requester: str | None) -> str:
-        stop_id = secrets.token_urlsafe(12)
-        self._targets.put(stop_id, _StopTarget(session_key, control, requester))
-        return stop_id
-
-    def forget(self, stop_id: str) -> None:
-        self._targets.pop(stop_id, None)
-
-    def buttons(self, stop_id: str, capabilities: Capabilities) -> ButtonRows:
-        """The Stop button's row, or none when the payload would not fit the platform."""
-        payload = stop_payload(stop_id)
-        if len(payload.encode()) > capabilities.button_payload_limit:
-            return ()
-        return ((Button(STOP_LABEL, payload, role="stop"),),)
-
-    def press(self, stop_id: str, by: str) -> str:
-        """What the presser is told; stops the turn when ``by`` may and it still runs."""
-        target = self._targets.get(stop_id)
-        if target is None:
-            return NO_LONGER_VALID
-        allowed = by == target.requester or by in self._approvals.approvers_of(target.session_key)
-        if not allowed:
-            return NOT_YOURS
-        turn_id = target.control.turn_id
-        running = self._dispatcher.status(target.session_key).turn_id
-        if turn_id is None or running != turn_id:
-            return NO_LONGER_VALID
-        outcome = self._dispatcher.stop(target.session_key)
-        if not outcome:
-            return NO_LONGER_VALID
-        self._stopped.acknowledge(turn_id)
-        self.forget(stop_id)
-        return stopped(outcome)
-
-
-REMEMBERED_STOPS = 10_000
-
-
-class StoppedTurns:
-    """Turns whose ``/stop`` was acknowledged (bounded; oldest forgotten first): their reply
-    is suppressed even if it still completed (the stop raced the final answer)."""
-
-    def __init__(self, *, capacity: int = REMEMBERED_STOPS) -> None:
-        self._stopped: BoundedMap[str, None] = BoundedMap(capacity)
-
-    def acknowledge(self, turn_id: str) -> None:
-        """``/stop`` told the user this turn stopped: its reply must not follow."""
-        self._stopped.put(turn_id, None)
-
-    def was_stopped(self, turn_id: str) -> bool:
-        """True (once) when a ``/stop`` was acknowledged for ``turn_id``."""
-        if turn_id not in self._stopped:
-            return False
-        del self._stopped[turn_id]
-        return True

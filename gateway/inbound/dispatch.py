@@ -46,8 +46,6 @@ from gateway.control.commands import (
     CommandHandler,
     Reply,
     SessionContext,
-    StopButtons,
-    StoppedTurns,
 )
 from gateway.control.syntax import (
     COMMANDS,
@@ -70,6 +68,7 @@ from gateway.outbound.messages import (
     stopped,
 )
 from gateway.outbound.pipeline import Outbound
+from gateway.turns.stops import StopButtons, StoppedTurns
 
 logger = logging.getLogger(__name__)
 

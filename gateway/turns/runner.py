@@ -30,7 +30,6 @@ from core.agent.loop import CommonAgent
 from core.agent.turn import TurnResult, UserMessage
 from core.cancellation import Cancelled
 from core.store.fencing import Fenced
-from gateway.control.commands import StopButtons, StoppedTurns, compact_now
 from gateway.outbound.delivery import TYPING_DELAY, Typing
 from gateway.outbound.directory import ChatDirectory, Place
 from gateway.turns.files import FileDelivery
@@ -40,6 +39,7 @@ from gateway.turns.progress import ProgressConfig, ProgressView
 from gateway.turns.reactions import Reactions
 from gateway.turns.replies import Replies, reply_text
 from gateway.turns.settings import SessionSettingsBook, progress_for
+from gateway.turns.stops import StopButtons, StoppedTurns, compact_now
 from gateway.turns.streaming import StreamedReply, Streams
 
 logger = logging.getLogger(__name__)

@@ -14,10 +14,10 @@ from adapters.platforms import RouteHost, platforms
 from gateway.config import Config
 from gateway.control.access import qualified
 from gateway.service import GatewayService
-from gateway.web.metrics import GatewayMetrics
 
 if TYPE_CHECKING:
     from adapters.web.adapter import WebAdapter
+    from gateway.web.metrics import GatewayMetrics
 
 
 def web_operators(config: Config) -> frozenset[str]:

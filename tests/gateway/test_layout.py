@@ -29,7 +29,7 @@ ALLOWED: Mapping[str, frozenset[str]] = {
     "web": frozenset({"service", "cluster", "inbound", "control", "turns", "outbound", "config"}),
     "cluster": frozenset({"service", "outbound", "config"}),
     "service": frozenset({"cluster", "inbound", "control", "turns", "outbound"}),
-    "inbound": frozenset({"control", "outbound"}),
+    "inbound": frozenset({"control", "turns", "outbound"}),
     "turns": frozenset({"control", "outbound", "config"}),
     "control": frozenset({"outbound", "config"}),
     "outbound": frozenset(),
