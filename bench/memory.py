@@ -33,7 +33,7 @@ from bench.sizes import Sizes
 from core.memory.rendering import memory_section, tokens
 from core.skills.catalog import Skill
 from core.skills.index import skills_index
-from core.store import memory as m
+from core.store import memory_tables as m
 from core.store.memory import MemoryEntry, MemoryStore, memory_store
 
 ENTRIES = 100_000

@@ -21,7 +21,7 @@ from pathlib import Path
 import aiosqlite
 
 from core.store.base import StoreError
-from core.store.memory import SQLITE_TABLES as MEMORY_TABLES
+from core.store.memory_tables import SQLITE_TABLES as MEMORY_TABLES
 from core.store.usage import SQLITE_TABLES as USAGE_TABLES
 
 log = logging.getLogger(__name__)
@@ -380,7 +380,7 @@ LIVE_STREAMS = Migration(
 MEMORY = Migration(
     version=12,
     name="memory entries (FTS5) and memory settings",
-    statements=MEMORY_TABLES,  # core/store/memory.py
+    statements=MEMORY_TABLES,  # core/store/memory_tables.py
 )
 
 SCHEDULED_TURNS = Migration(

@@ -1,5 +1,5 @@
 """The memory tables on PostgreSQL (migration 5): :class:`PgMemory` runs
-:mod:`core.store.memory`'s statements on :class:`core.store.postgres.PgStore`; the search
+:mod:`core.store.memory_tables`' statements on :class:`core.store.postgres.PgStore`; the search
 is PostgreSQL full-text search (a ``tsvector`` column generated with the ``simple``
 configuration — no stemming, like SQLite FTS5's ``unicode61`` — under a GIN index)."""
 
@@ -9,34 +9,11 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from core.store import memory as m
+from core.store import memory_tables as m
 from core.store.statements import Statement
 
 if TYPE_CHECKING:
     from core.store.postgres import PgStore
-
-PG_TABLES: tuple[str, ...] = (
-    """CREATE TABLE memory_entries (
-        id BIGSERIAL PRIMARY KEY,
-        owner TEXT NOT NULL,
-        text TEXT NOT NULL,
-        digest TEXT NOT NULL,
-        created_at DOUBLE PRECISION NOT NULL,
-        used_at DOUBLE PRECISION NOT NULL,
-        uses INTEGER NOT NULL DEFAULT 0,
-        tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED,
-        UNIQUE (owner, digest)
-    )""",
-    "CREATE INDEX memory_entries_recent ON memory_entries (owner, used_at)",
-    "CREATE INDEX memory_entries_tsv ON memory_entries USING GIN (tsv)",
-    """CREATE TABLE memory_settings (
-        identity TEXT NOT NULL,
-        setting TEXT NOT NULL,
-        chat TEXT NOT NULL DEFAULT '',
-        PRIMARY KEY (identity, setting, chat)
-    )""",
-    "CREATE INDEX memory_settings_chat ON memory_settings (setting, chat)",
-)
 
 
 def pg_search(owners: Sequence[str]) -> str:
@@ -52,7 +29,8 @@ def tsquery(terms: Sequence[str]) -> str:
 
 
 class PgMemory:
-    """:class:`core.store.memory.MemoryStore` on PostgreSQL."""
+    """:class:`core.store.memory.MemoryStore` on PostgreSQL (made by
+    :func:`core.store.memory.memory_store`)."""
 
     def __init__(self, store: PgStore, clock: m.Clock = time.time) -> None:
         self._store = store

@@ -27,9 +27,9 @@ from collections.abc import Sequence
 import asyncpg
 
 from core.store.base import StoreError
+from core.store.memory_tables import PG_TABLES
 from core.store.migrations import Migration, refuse_newer
 from core.store.pg_cluster_tables import CLUSTER_TABLES
-from core.store.pg_memory import PG_TABLES
 from core.store.usage import PG_TABLES as PG_USAGE_TABLES
 
 log = logging.getLogger(__name__)
