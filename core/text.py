@@ -1,16 +1,35 @@
-"""Text that can always be written: the edges (store, model wire) pass every string through here.
+"""Text that can always be written: repaired once, where it enters, and trusted inside.
 
 A Python ``str`` may hold lone UTF-16 surrogates (``"\\ud800"``): a chat platform or a model
-server can send them as JSON escapes, and ``json.loads`` keeps them. Such a string cannot be
-encoded as UTF-8, so writing it to SQLite or sending it in a request body raises
+server can send them as JSON escapes, and ``json.loads`` keeps them; a file name the OS
+cannot decode comes back with them (``surrogateescape``). Such a string cannot be encoded
+as UTF-8, so writing it to SQLite or PostgreSQL or sending it in a request body raises
 ``UnicodeEncodeError``. :func:`valid_text` joins surrogates that form a pair (a pair split
 across stream chunks becomes the real character again) and replaces lone ones with U+FFFD.
 Everything else — emoji, right-to-left text, zero-width and control characters — is kept.
 
-Inbound text is made valid once, where it enters: each adapter's normalize step repairs the
-platform's item (:func:`valid_json` on a decoded payload, :func:`repair_fields` on a record
-built from it), so every event the gateway reads — text, names, chat and user ids — can be
-estimated, hashed and stored. The user is told nothing: a lone surrogate shows as U+FFFD.
+Text is made valid once, at the edge where it enters the gateway, and nowhere else: the
+store binds its parameters as given and the model request body is not walked again. The
+edges (docs/architecture.md, "Text at the edges"):
+
+* **platform events** — each adapter's normalize step repairs the platform's item:
+  Telegram's update (:func:`adapters.telegram.normalize.valid_update`), Slack's payloads
+  (:func:`valid_json`), Discord's envelope and the web page's message
+  (:func:`repair_fields` in their ``__post_init__``); the terminal decodes its input with
+  ``errors="replace"`` (nothing to repair). So every event the gateway reads — text,
+  names, chat and user ids, file names — can be estimated, hashed and stored;
+* **model replies** — :mod:`core.model.wire` (content, a tool call's id, name and
+  arguments, an error object) and :mod:`core.model.stream` (each fragment, the joined
+  text and calls);
+* **tool results** — :mod:`core.agent.tool_runner`, where a result enters the turn: a
+  command's output, an MCP server's answer, a file name from the sandbox, an exception's
+  message, a ``transform_tool_result`` hook's text;
+* **MCP tool listings** — a server's tool description and schema
+  (:mod:`core.mcp.tools`);
+* **transcripts** — the transcription server's text (:mod:`gateway.turns.transcription`).
+
+Files read from disk are decoded strictly as UTF-8 (which never yields a surrogate). The
+user is told nothing: a lone surrogate shows as U+FFFD.
 """
 
 from __future__ import annotations

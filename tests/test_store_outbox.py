@@ -10,6 +10,7 @@ import pytest
 
 from adapters.base import AdapterError, ChatRef
 from core.agent.turn import TurnResult
+from core.model.wire import parse_reply
 from core.store.base import OutboxChunk, Store, StoreUnavailable
 from gateway.outbound.delivery import Delivery
 from gateway.outbound.directory import ChatDirectory
@@ -33,9 +34,17 @@ def chunks(*texts: str) -> list[OutboxChunk]:
     return [OutboxChunk(TURN, i, "telegram", "42", None, t, True) for i, t in enumerate(texts)]
 
 
+def replied(text: str) -> str:
+    """``text`` as a model reply carries it in: repaired at that edge (core/model/wire.py);
+    the store binds text as given (core/text.py)."""
+    content = parse_reply({"choices": [{"message": {"content": text}}]}).content
+    assert content is not None
+    return content
+
+
 async def test_a_new_reply_comes_back_as_a_read_would_return_it(store: Store) -> None:
-    first = await store.put_outbox(chunks("one", "two \ud800 lone"))
-    again = await store.put_outbox(chunks("one", "two \ud800 lone"))  # read from the file
+    first = await store.put_outbox(chunks("one", replied("two \ud800 lone")))
+    again = await store.put_outbox(chunks("one", replied("two \ud800 lone")))  # from the file
     assert first == again
     assert [c.text for c in first] == ["one", "two \ufffd lone"]
     assert all(c.message_id is None for c in first)

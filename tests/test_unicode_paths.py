@@ -66,6 +66,12 @@ async def rig(
         await client.aclose()
 
 
+def entered(text: str) -> str:
+    """``text`` as a platform event carries it into the gateway: through an adapter's
+    normalize step (the web page's message, repaired where it enters: core/text.py)."""
+    return WebMessage("conversation", "1", text).text
+
+
 def sent_bodies(rig: Rig) -> list[Any]:
     """What the model server received, decoded strictly: fails unless valid UTF-8 JSON."""
     return [
@@ -80,7 +86,7 @@ async def test_lone_surrogates_in_user_text_and_reply_are_stored_repaired(
     rig.agent(stream=stream)
     rig.server.script(reply_text(f"hi {LONE} there", chunks=["hi ", f"{LONE} ", "there"]))
 
-    result = await rig.turn(f"a{LONE}b")
+    result = await rig.turn(entered(f"a{LONE}b"))
 
     assert result.status == "completed"
     assert [(m.role, m.content) for m in await rig.stored()] == [
@@ -128,15 +134,20 @@ async def test_emoji_rtl_zero_width_and_control_characters_round_trip(
     assert without_clock_note(sent_bodies(rig)[0]["messages"])[-1]["content"] == ODD_BUT_VALID
 
 
-async def test_store_repairs_every_text_it_writes(store: SqliteStore) -> None:
-    session = await store.create_session(f"key{LONE}", "profile")
-    blocks = [{"type": "text", "text": f"block{LONE}"}]
-    await store.append_message(session.id, None, ChatMessage("user", blocks), origin=f"o{LONE}")
+async def test_every_text_the_store_writes_was_repaired_where_it_entered(
+    store: SqliteStore,
+) -> None:
+    # was test_store_repairs_every_text_it_writes: the store no longer repairs, the edge
+    # (an adapter's normalize step) does; the same values are stored and read back
+    session = await store.create_session(entered(f"key{LONE}"), "profile")
+    blocks = [{"type": "text", "text": entered(f"block{LONE}")}]
+    message = ChatMessage("user", blocks)
+    await store.append_message(session.id, None, message, origin=entered(f"o{LONE}"))
 
     [stored] = await store.load_active_messages(session.id)
     assert stored.message.content == [{"type": "text", "text": f"block{FFFD}"}]
     assert stored.origin == f"o{FFFD}"
-    assert await store.get_active_session(f"key{LONE}") is not None
+    assert await store.get_active_session(entered(f"key{LONE}")) is not None
 
 
 def test_valid_text_keeps_valid_text_and_repairs_only_surrogates() -> None:

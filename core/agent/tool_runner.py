@@ -22,7 +22,10 @@ asked for them. For each call:
    result that is none of these (or a ``Modify`` whose args are not a dict):
    ``Blocked: invalid pre_tool_call result (<type>)``, logged;
 4. run the handler under the turn's token; an exception becomes an error result; the
-   images its result names are read for a vision model (:mod:`core.agent.tool_images`);
+   images its result names are read for a vision model (:mod:`core.agent.tool_images`).
+   The result is an edge (:mod:`core.text`): its text — a command's output, an MCP
+   server's answer, a file name from the sandbox, an exception's message — has its lone
+   surrogates replaced with U+FFFD here, where it enters the turn;
 5. fire ``post_tool_call`` — for blocked, failed and cancelled calls too;
 6. ``transform_tool_result`` may replace the text;
 7. store the call's end (``Store.finish_tool_call``) with its approval id and outcome.
@@ -64,6 +67,7 @@ from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry, InvalidDecision, Verdict
 from core.hooks.results import AskUser, Block, Modify
 from core.store.base import Store, ToolCallRecord, ToolCallStatus
+from core.text import valid_text
 from core.tools.base import (
     AskChoice,
     Choice,
@@ -174,6 +178,8 @@ class ToolRunner:
             except Cancelled:
                 attempt = _Attempt(CANCELLED_RESULT, is_error=True, cancelled=True)
             text = await self._after_call(call, attempt)
+            if text is not attempt.text:  # a transform_tool_result hook's text enters too
+                text = entered(text)
             await self._record(call, attempt, text, started)
         finally:
             self._rows.pop(id(call), None)
@@ -318,9 +324,9 @@ class ToolRunner:
             raise
         except Exception as error:
             text = f"Tool {call.name} failed: {type(error).__name__}: {error}"
-            return _Attempt(text, is_error=True, arguments=arguments)
+            return _Attempt(valid_text(text), is_error=True, arguments=arguments)
         images = await loaded(result.images, self._env.workspace) if self._env.vision else ()
-        return _Attempt(result.text, result.is_error, images, arguments=arguments)
+        return _Attempt(entered(result.text), result.is_error, images, arguments=arguments)
 
     def _context(self, call: ToolCall, arguments: dict[str, Any]) -> ToolContext:
         scope, env = self._env.scope, self._env
@@ -398,6 +404,13 @@ class ToolRunner:
             approval_outcome=attempt.approval if attempt is not None else None,
             status=end_status(attempt) if attempt is not None else "requested",
         )
+
+
+def entered(text: str) -> str:
+    """A tool's result text as it enters the turn: valid (:func:`core.text.valid_text`).
+    A result that is not text is passed on as it is (the store refuses it: the turn
+    crashes, as any broken tool contract does)."""
+    return valid_text(text) if isinstance(text, str) else text
 
 
 def end_status(attempt: _Attempt) -> ToolCallStatus:

@@ -7,7 +7,8 @@ keeps its tools listed (they answer "unavailable" until it is back, so the model
 left improvising around a tool that vanished).
 
 Each tool is ``mcp__<server>__<tool>`` (:mod:`core.mcp.names`), its JSON Schema passed
-through as the parameters, its description capped; its handler calls the server with the
+through as the parameters, its description capped (both made valid text here: a server's
+listing is an edge, :mod:`core.text`); its handler calls the server with the
 call's deadline and the turn's token (:meth:`ServerConnection.call`) and maps the result
 (:mod:`core.mcp.results`). A tool whose name another already has (a built-in, another
 server's) is left out and logged; at start such a clash refuses to start
@@ -36,6 +37,7 @@ from core.mcp.names import description, tool_name
 from core.mcp.results import tool_result
 from core.mcp.spec import ServerSpec
 from core.redaction import redact
+from core.text import valid_json, valid_text
 from core.tools.base import Tool, ToolContext, ToolResult
 from core.types import ToolSpec
 
@@ -121,8 +123,8 @@ def registered_tool(connection: Server, tool: types.Tool, name: str) -> Tool:
     read_only = bool(hints is not None and hints.read_only_hint)
     spec = ToolSpec(
         name=name,
-        description=description(connection.name, tool.description),
-        parameters=tool.input_schema or EMPTY_SCHEMA,
+        description=valid_text(description(connection.name, tool.description)),
+        parameters=valid_json(tool.input_schema) if tool.input_schema else EMPTY_SCHEMA,
         risk="safe" if read_only else "dangerous",
     )
 

@@ -10,10 +10,10 @@ The assembled calls' arguments are checked like a whole reply's
 (:func:`core.model.arguments.checked_call`): a call cut off by ``finish_reason: length``
 inside its arguments comes out with ``{}`` and its text in ``unparsed``.
 
-Text is made valid (:func:`core.text.valid_text`) where it leaves: each fragment handed
-out for display, and the joined reply text, arguments and names — joining first, so a
-surrogate pair split across two chunks becomes its character again, and a lone surrogate
-becomes U+FFFD.
+The stream is an edge (:mod:`core.text`): text is made valid (:func:`core.text.valid_text`)
+where it leaves the assembler: each fragment handed out for display, and the joined reply
+text, arguments and names — joining first, so a surrogate pair split across two chunks
+becomes its character again, and a lone surrogate becomes U+FFFD.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class StreamAssembler:
 
     def _apply(self, chunk: Json) -> str | None:
         if "error" in chunk:
-            raise ModelError(classify_error_object(chunk["error"]))
+            raise ModelError(classify_error_object(valid_json(chunk["error"])))
         if chunk.get("usage"):
             self._usage = parse_usage(chunk["usage"], chunk.get("timings"))
         choices = chunk.get("choices")

@@ -7,9 +7,10 @@ Tool-call arguments that are not JSON (a generation cut off inside them) are rep
 ``{}`` with the model's text kept on the call (:mod:`core.model.arguments`), and
 ``finish_reason`` is read into :data:`core.types.FinishReason` (``docs/turn-loop.md`` §17).
 
-Both directions go through :mod:`core.text`: a lone surrogate in our messages or in the
-server's decoded reply becomes U+FFFD, so the body we send is always valid UTF-8 JSON and
-no reply text can fail later when it is stored or shown.
+The reply is an edge (:mod:`core.text`): each text read from it — content, a tool call's
+id, name and arguments, an error object — has its lone surrogates replaced with U+FFFD
+here, so no reply text can fail later when it is stored, shown or sent back. The request
+body is built from text already made valid where it entered and is not walked again.
 """
 
 from __future__ import annotations
@@ -52,8 +53,7 @@ def request_body(model: str, request: ModelRequest, *, stream_usage: bool) -> Js
         if stream_usage:
             body["stream_options"] = {"include_usage": True}
     body.update(request.extra)
-    sendable: Json = valid_json(body)
-    return sendable
+    return body
 
 
 def parse_json(text: str, what: str, status: int | None = None) -> Any:
@@ -67,11 +67,10 @@ def parse_json(text: str, what: str, status: int | None = None) -> Any:
 
 def parse_reply(payload: Any, status: int | None = None) -> ModelReply:
     """A non-streamed completion (already decoded) into a :class:`ModelReply`."""
-    payload = valid_json(payload)
     if not isinstance(payload, dict):
         raise ModelError(bad_response("model reply is not a JSON object", status=status))
     if "error" in payload and "choices" not in payload:
-        raise ModelError(classify_error_object(payload["error"], status=status))
+        raise ModelError(classify_error_object(valid_json(payload["error"]), status=status))
     choice = first_choice(payload, status)
     message = choice.get("message")
     if not isinstance(message, dict):
@@ -135,17 +134,19 @@ def _tool_call(raw: object, position: int) -> ToolCall:
         raise ModelError(bad_response(f"tool call #{position} has no function name"))
     call_id = raw.get("id")
     return checked_call(
-        call_id if isinstance(call_id, str) and call_id else f"call_{position}",
-        name,
+        valid_text(call_id) if isinstance(call_id, str) and call_id else f"call_{position}",
+        valid_text(name),
         arguments_text(function.get("arguments")),
     )
 
 
 def _content(raw: object) -> str | None:
-    if raw is None or isinstance(raw, str):
+    if raw is None:
         return raw
+    if isinstance(raw, str):
+        return valid_text(raw)
     if isinstance(raw, list):  # content parts: keep the text ones
-        return "".join(str(p.get("text", "")) for p in raw if isinstance(p, dict))
+        return valid_text("".join(str(p.get("text", "")) for p in raw if isinstance(p, dict)))
     raise ModelError(bad_response(f"model reply content is a {type(raw).__name__}, not text"))
 
 

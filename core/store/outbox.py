@@ -16,7 +16,6 @@ from dataclasses import replace
 
 from core.store.base import OutboxChunk
 from core.store.statements import Row, Statement
-from core.text import valid_text
 
 OUTBOX_COLUMNS = (
     "turn_id", "chunk", "platform", "chat_id", "thread_id", "text", "markup", "created_at",
@@ -61,17 +60,8 @@ def outbox_params(chunk: OutboxChunk, now: float) -> tuple[object, ...]:
 
 
 def outbox_as_stored(chunk: OutboxChunk) -> OutboxChunk:
-    """``chunk`` as a fresh row reads back: its texts made storable, not sent yet."""
-    return replace(
-        chunk,
-        turn_id=valid_text(chunk.turn_id),
-        platform=valid_text(chunk.platform),
-        chat_id=valid_text(chunk.chat_id),
-        thread_id=None if chunk.thread_id is None else valid_text(chunk.thread_id),
-        text=valid_text(chunk.text),
-        message_id=None,
-        started_at=None,
-    )
+    """``chunk`` as a fresh row reads back: not sent yet."""
+    return replace(chunk, message_id=None, started_at=None)
 
 
 def outbox_from_row(row: Row) -> OutboxChunk:

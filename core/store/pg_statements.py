@@ -14,7 +14,8 @@ adjustments made here and nowhere else:
   ``verbose`` (a keyword in PG) quoted. ``rowid`` needs no translation: the PG tables
   that order by it have a ``rowid`` identity column (:mod:`core.store.pg_migrations`).
 * **Text.** PostgreSQL ``text`` cannot hold NUL: :func:`pg_storable` stores ``\\x00`` as
-  U+FFFD, besides what :func:`core.store.statements.storable` does for lone surrogates.
+  U+FFFD (lone surrogates never reach the store: text is made valid where it enters,
+  :mod:`core.text`).
   A NUL inside JSON-encoded content is an escape (``\\u0000``) and comes back intact.
 
 Statements that exist only on PostgreSQL (``start_turn`` with the process id,
@@ -30,7 +31,7 @@ from functools import lru_cache
 from core.store import access, sessions
 from core.store import settings as chat_settings
 from core.store.base import TurnRecord
-from core.store.statements import Statement, storable
+from core.store.statements import Statement
 
 _PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\?(\d*)")
 
@@ -55,10 +56,9 @@ def pg_sql(sql: str) -> str:
 
 
 def pg_storable(params: Sequence[object]) -> tuple[object, ...]:
-    """Parameters PostgreSQL accepts: surrogates repaired, NUL characters as U+FFFD."""
+    """Parameters PostgreSQL accepts: NUL characters as U+FFFD."""
     return tuple(
-        p.replace("\x00", "\ufffd") if isinstance(p, str) and "\x00" in p else p
-        for p in storable(params)
+        p.replace("\x00", "\ufffd") if isinstance(p, str) and "\x00" in p else p for p in params
     )
 
 

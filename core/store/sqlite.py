@@ -32,9 +32,8 @@ How the contract of :mod:`core.store.base` is kept:
 
 The SQL and the row mapping of each table group live beside this module, as values
 (:mod:`core.store.statements`); this one holds the connection and runs them (``take_*``
-as ``DELETE ... RETURNING``: a code is taken once). Every text parameter is made encodable
-first (:func:`~core.store.statements.storable`): a lone surrogate is stored as U+FFFD
-instead of failing the write.
+as ``DELETE ... RETURNING``: a code is taken once). Text parameters are bound as given:
+text was made valid where it entered the gateway (:mod:`core.text`).
 
 Foreign errors stop here (:func:`core.store.connection.translated`): every ``sqlite3.Error``
 leaves as a ``StoreError`` naming the file and what was being done; one that means
@@ -81,7 +80,7 @@ from core.store.base import (
     TurnRecord,
 )
 from core.store.connection import open_connection, translated
-from core.store.statements import Statement, storable
+from core.store.statements import Statement
 from core.types import ApprovalState, ChatMessage, Content, ExitReason, TurnStatus
 
 log = logging.getLogger(__name__)
@@ -418,14 +417,14 @@ class SqliteStore:
     async def _read(self, sql: str, params: Params) -> list[sqlite3.Row]:
         conn = self._open_connection()
         with translated(self._path, "read"):
-            return list(await conn.execute_fetchall(sql, storable(params)))
+            return list(await conn.execute_fetchall(sql, params))
 
     async def _write(self, sql: str, params: Params, doing: str) -> _Written:
         """Run one writing statement, alone, as its own committed transaction."""
         async with self._write_lock:
             conn = self._open_connection()
             with translated(self._path, doing):
-                async with conn.execute(sql, storable(params)) as cursor:
+                async with conn.execute(sql, params) as cursor:
                     return _Written(cursor.rowcount, cursor.lastrowid)
 
     async def _take(self, sql: str, params: Params, doing: str) -> list[sqlite3.Row]:
@@ -433,7 +432,7 @@ class SqliteStore:
         async with self._write_lock:
             conn = self._open_connection()
             with translated(self._path, doing):
-                return list(await conn.execute_fetchall(sql, storable(params)))
+                return list(await conn.execute_fetchall(sql, params))
 
     async def _update_one(self, sql: str, params: Params, target: str) -> None:
         written = await self._write(sql, params, f"update {target}")

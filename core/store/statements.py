@@ -8,16 +8,14 @@ runs each statement alone, as its own committed write (the store's one-writer co
 another backend can run the same values. Booleans are stored as 0/1, times as REAL UNIX
 seconds.
 
-Every text written goes through :func:`storable` first: a lone surrogate (which SQLite's
-UTF-8 encoding refuses) becomes U+FFFD, so odd input is stored, never a crashed write.
+Texts are stored as given: they were made valid where they entered (:mod:`core.text` lists
+the edges), so no statement parameter is repaired here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Protocol
-
-from core.text import valid_text
 
 
 class Statement(NamedTuple):
@@ -45,8 +43,3 @@ def insert_sql(table: str, columns: Sequence[str], suffix: str = "") -> str:
     """``INSERT INTO table (columns) VALUES (?, ...)`` followed by ``suffix``."""
     marks = ", ".join("?" for _ in columns)
     return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}){suffix}"
-
-
-def storable(params: Sequence[object]) -> tuple[object, ...]:
-    """Statement parameters with every ``str`` made encodable (lone surrogates → U+FFFD)."""
-    return tuple(valid_text(p) if isinstance(p, str) else p for p in params)

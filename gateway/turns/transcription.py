@@ -45,6 +45,7 @@ from typing import IO, Any
 import httpx
 
 from core.model.classify import header_retry_after, quote
+from core.text import valid_text
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -199,7 +200,7 @@ class Transcriber:
             raise TranscriptionFailed("the transcription server's answer has no text")
         if not text.strip():
             raise TranscriptionFailed("the transcript was empty")
-        return text.strip()
+        return valid_text(text.strip())  # the server's answer is an edge (core.text)
 
     def _status_failure(self, response: httpx.Response) -> TranscriptionFailed:
         status = response.status_code
