@@ -68,6 +68,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -241,10 +242,16 @@ class Dispatcher:
                 entry = None
                 entry = await self._gather(lane)
             while entry is not None:
-                with _turn_span(session_key, entry.message) as span:
+                traced: AbstractContextManager[tracing.Span | None] = (
+                    nullcontext()
+                    if tracing.tracer is None
+                    else _turn_span(session_key, entry.message)
+                )  # telemetry off: no span
+                with traced as span:
                     result = await self._run_one(session_key, lane, entry.message)
-                    span.set("turn.id", result.turn_id or None)
-                    span.set("turn.status", result.status)
+                    if span is not None:
+                        span.set("turn.id", result.turn_id or None)
+                        span.set("turn.status", result.status)
                     delivered = await self._deliver(session_key, entry.message, result)
                 cut_short = self._closing and result.status == "interrupted"
                 entry.settle(delivered and not cut_short)

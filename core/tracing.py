@@ -9,10 +9,11 @@ Core code marks what it does with :func:`span` (a child of the current span, if 
 
 Both are plain and ``async with`` context managers. Until the gateway installs a
 :class:`Tracer` (``gateway.telemetry``, only when ``[telemetry] otlp_endpoint`` is set)
-they hand back one shared no-op object: no import, no allocation but the keyword dict, so
-a turn pays nothing measurable for the spans it would make. The span that is current
-travels in context variables, so tasks started inside a span (a turn's progress edits,
-typing) make their spans in the same trace.
+they hand back one shared no-op object: no import, no allocation but the keyword dict.
+A site on a message's path (a turn, its model calls) reads :data:`tracer` first and, while
+it is None, makes no span at all: telemetry that is off costs the turn no call. The span
+that is current travels in context variables, so tasks started inside a span (a turn's
+progress edits, typing) make their spans in the same trace.
 
 What an attribute may hold: names, counts, kinds, outcomes, hashes. Never the text of a
 message, a reply, a prompt, tool arguments or results, or a file name: everything passed
@@ -137,51 +138,53 @@ SpanScope = NoSpan | LiveSpan
 """What :func:`span` and :func:`trace` return: enter it (``with`` or ``async with``) to get
 the :class:`Span`."""
 
-_tracer: Tracer | None = None
+tracer: Tracer | None = None
+"""The installed tracer; None while telemetry is off (read it as ``tracing.tracer``: a
+site on the message path skips its span while it is None)."""
 
 
-def install(tracer: Tracer | None) -> None:
-    """Make ``tracer`` the one every span goes to (None: back to no-op spans)."""
-    global _tracer
-    _tracer = tracer
+def install(installed: Tracer | None) -> None:
+    """Make ``installed`` the tracer every span goes to (None: back to no-op spans)."""
+    global tracer
+    tracer = installed
 
 
 def installed() -> bool:
-    return _tracer is not None
+    return tracer is not None
 
 
 def span(name: str, **attributes: AttributeValue | None) -> SpanScope:
     """A child of the current span (or a root outside any), named ``name``."""
-    if _tracer is None:
+    if tracer is None:
         return NO_SPAN
-    return LiveSpan(_tracer.start(name, _present(attributes), root=False))
+    return LiveSpan(tracer.start(name, _present(attributes), root=False))
 
 
 def trace(name: str, **attributes: AttributeValue | None) -> SpanScope:
     """The root span of a new trace, whatever span is current (a turn)."""
-    if _tracer is None:
+    if tracer is None:
         return NO_SPAN
-    return LiveSpan(_tracer.start(name, _present(attributes), root=True))
+    return LiveSpan(tracer.start(name, _present(attributes), root=True))
 
 
 def current_trace_id() -> str | None:
     """The current trace's id (32 hex digits); None outside a span or with no tracer."""
-    return None if _tracer is None else _tracer.current_trace_id()
+    return None if tracer is None else tracer.current_trace_id()
 
 
 def carrier() -> dict[str, str]:
     """The current span, to be sent along with work another process does for it (a relayed
     platform call, gateway/cluster/relay.py); empty with no tracer or outside a span."""
-    return {} if _tracer is None else _tracer.carrier()
+    return {} if tracer is None else tracer.carrier()
 
 
 def joined(carrier: object) -> AbstractContextManager[None]:
     """Continue the trace ``carrier`` (from :func:`carrier`, maybe another process's) for
     the spans started inside; anything else (missing, malformed) continues nothing."""
-    if _tracer is None or not _is_carrier(carrier):
+    if tracer is None or not _is_carrier(carrier):
         return nullcontext()
     assert isinstance(carrier, dict)
-    return _tracer.joined(carrier)
+    return tracer.joined(carrier)
 
 
 def _is_carrier(value: object) -> bool:

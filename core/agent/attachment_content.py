@@ -35,7 +35,6 @@ from typing import Any
 from core.agent.profile import AgentProfile
 from core.agent.turn import UserMessage
 from core.attachments import Attachment, human_size
-from core.store.base import Store
 from core.tools.beneath import BadPath, open_regular
 from core.types import ChatMessage, Content
 
@@ -57,21 +56,14 @@ _SIGNATURES = (
 
 
 async def user_content(message: UserMessage, workspace: Path, profile: AgentProfile) -> Content:
-    """The stored content of ``message``: its text, or text, notes and image references."""
-    if not message.attachments:
-        return message.text
+    """The stored content of ``message``, which came with files: its text and notes, and
+    its image references (a message without files is stored as its text)."""
     notes = await asyncio.to_thread(_notes, message, workspace, profile.inline_bytes)
     text = "\n\n".join(part for part in (message.text, *notes) if part)
     images = [image_ref(a.path) for a in message.attachments if _shown(a, profile.vision)]
     if not images:
         return text
     return [{"type": "text", "text": text}, *images]
-
-
-async def link_attachments(store: Store, message: UserMessage, message_id: int) -> None:
-    """Link the message's stored files (``attachments`` rows) to its stored message."""
-    if message.attachments and message.origin is not None:
-        await store.link_attachments(message.origin, message_id)
 
 
 def image_ref(path: str) -> dict[str, Any]:

@@ -80,7 +80,7 @@ from core.agent.opening import Opening, OpenTurn, TurnOpener
 from core.agent.profile import AgentProfile
 from core.agent.prompt import ContextSection, SoulFile
 from core.agent.scope import TurnScope
-from core.agent.session_hooks import after_turn, session_end, session_hooks, session_start
+from core.agent.session_hooks import after_turn, session_hooks, session_start
 from core.agent.session_lock import SessionLocks
 from core.agent.steer import record_redirects, watch_redirects
 from core.agent.step import NoticeCallback, TextCallback
@@ -232,9 +232,11 @@ class CommonAgent:
         except Exception as problem:  # the start never reached the store: nothing to end
             logger.info("turn %s ended before it was stored: %s", scope.turn_id, problem)
             return False
-        if opening.is_new:
+        live = self.hooks.live
+        if opening.is_new and "on_session_start" in live:
             await after_turn(self.hooks, scope, control.token, "on_session_start")
-        await session_end(self.hooks, scope, control.token, end)
+        if "on_session_end" in live:
+            await self._session_end(scope, control.token, end)
         return True
 
     # context (``/status``, ``/compact``; docs/turn-loop.md §18) ------------------------
@@ -411,7 +413,8 @@ class CommonAgent:
         return run_child
 
     async def _finish(self, turn: OpenTurn, end: TurnEnd) -> TurnResult:
-        await session_start(self.hooks, turn)  # a first turn that ended before step 4
+        if "on_session_start" in self.hooks.live:  # a first turn that ended before step 4
+            await session_start(self.hooks, turn)
         iterations = turn.gate.calls if turn.gate is not None else end.iterations
         return await self._close(turn.scope, turn.control.token, end, iterations)
 
@@ -419,7 +422,8 @@ class CommonAgent:
         self, scope: TurnScope, token: CancellationToken, end: TurnEnd, iterations: int
     ) -> TurnResult:
         """Step 6 for every started turn: stop hook, final status stored, session end."""
-        if end.stopped_early:
+        live = self.hooks.live
+        if end.stopped_early and "agent_loop_stopped" in live:
             await after_turn(self.hooks, scope, token, "agent_loop_stopped", reason=end.exit_reason)
         try:
             await self.store.finish_turn(
@@ -435,8 +439,15 @@ class CommonAgent:
                 log_lease_lost(f"turn {scope.turn_id}", lost)
         except Exception:
             logger.exception("turn %s: final status not stored", scope.turn_id)
-        await session_end(self.hooks, scope, token, end)
+        if "on_session_end" in live:
+            await self._session_end(scope, token, end)
         return _result(scope, end, iterations)
+
+    async def _session_end(self, scope: TurnScope, token: CancellationToken, end: TurnEnd) -> None:
+        status, reason = end.status, end.exit_reason
+        await after_turn(
+            self.hooks, scope, token, "on_session_end", status=status, exit_reason=reason
+        )
 
 
 def _compactor(

@@ -78,7 +78,7 @@ class ModelCaller:
         self._hooks = hooks
         self._policy = policy
         self._turn = scope
-        self._scope = scope.hook_args()
+        self._scope = scope.common
         self._meter = meter
         self._on_notice = on_notice
         self._on_text = on_text
@@ -91,13 +91,25 @@ class ModelCaller:
         meter = self._meter
         if meter is not None:
             await token.guard(meter.admit(self._turn))
-        with tracing.span(
-            "model.call", **{"model.name": self._model.model}, iteration=iteration
-        ) as span:
+        if tracing.tracer is None:  # telemetry off: no span
             reply = await self._relayed(request, iteration, token)
-            _describe(span, reply)
+        else:
+            reply = await self._traced(request, iteration, token)
         if meter is not None:
             await meter.record(ModelSpend(self._turn, self._model.model, spent(request, reply)))
+        return reply
+
+    async def _traced(
+        self, request: ModelRequest, iteration: int, token: CancellationToken
+    ) -> ModelReply:
+        """The call as a ``model.call`` span with its figures (never its text)."""
+        name = self._model.model
+        with tracing.span("model.call", **{"model.name": name}, iteration=iteration) as span:
+            reply = await self._relayed(request, iteration, token)
+            span.set("tokens.prompt", reply.usage.prompt_tokens or None)
+            span.set("tokens.completion", reply.usage.completion_tokens or None)
+            span.set("finish_reason", reply.finish_reason)
+            span.set("tool_calls", len(reply.tool_calls))
         return reply
 
     async def _relayed(
@@ -141,26 +153,32 @@ class ModelCaller:
             watch.attempt_started()
             if relay is not None:
                 relay.reset("retry")  # the last attempt's text, if reclassify did not drop it
-            messages = [m.to_wire() for m in request.messages]
-            await self._hooks.notify(
-                "pre_api_request", **self._scope, iteration=iteration, messages=messages
-            )
+            hooks = self._hooks
+            if "pre_api_request" in hooks.live:
+                messages = [m.to_wire() for m in request.messages]
+                await hooks.notify(
+                    "pre_api_request", **self._scope, iteration=iteration, messages=messages
+                )
             reply = await self._model.complete(request)
-            await self._hooks.notify(
-                "post_api_request", **self._scope, iteration=iteration, reply=reply
-            )
+            if "post_api_request" in hooks.live:
+                await hooks.notify(
+                    "post_api_request", **self._scope, iteration=iteration, reply=reply
+                )
             return reply
 
         async def on_error(error: ModelError) -> None:
             watch.failed(_detail(error))
-            await self._hooks.notify(
-                "api_request_error", **self._scope, iteration=iteration, error=error
-            )
+            if "api_request_error" in self._hooks.live:
+                await self._hooks.notify(
+                    "api_request_error", **self._scope, iteration=iteration, error=error
+                )
 
         async def reclassify(found: ErrorClassification) -> ErrorClassification:
-            final = await self._hooks.transform(
-                "transform_api_error_classification", found, **self._scope, iteration=iteration
-            )
+            final = found
+            if "transform_api_error_classification" in self._hooks.live:
+                final = await self._hooks.transform(
+                    "transform_api_error_classification", found, **self._scope, iteration=iteration
+                )
             if relay is not None:  # drop the failed attempt's text now, not after the backoff
                 relay.reset("retry" if self._retries(final, watch.attempt) else "failed")
             return final
@@ -204,14 +222,6 @@ class ModelCaller:
 
     async def _tell(self, notice: TurnNotice, token: CancellationToken) -> None:
         await notify_notice(self._on_notice, notice, token)
-
-
-def _describe(span: tracing.Span, reply: ModelReply) -> None:
-    """The call's figures on its span (never its text)."""
-    span.set("tokens.prompt", reply.usage.prompt_tokens or None)
-    span.set("tokens.completion", reply.usage.completion_tokens or None)
-    span.set("finish_reason", reply.finish_reason)
-    span.set("tool_calls", len(reply.tool_calls))
 
 
 def _detail(error: ModelError) -> str:

@@ -10,7 +10,8 @@
    turn did, never later turns. Tool calls a crash left without a result get a placeholder
    saying what their record knows (:func:`core.agent.transcript.load_call_records`).
    The files the message came with become notes and image references of the stored
-   message (:mod:`core.agent.attachment_content`), linked to their ``attachments`` rows.
+   message (:mod:`core.agent.attachment_content`), linked to their ``attachments`` rows;
+   a message without files is stored as its text and never enters that module.
 3. **System prompt** — stable + context (restored or rebuilt, :mod:`core.agent.prompt`;
    it names the session's workspace, :meth:`AgentProfile.session_workspace`, the directory
    the tools get as ``ToolContext.workspace``) as the system message; volatile (the clock's
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from core.agent.attachment_content import current_images, link_attachments, user_content
+from core.agent.attachment_content import current_images, user_content
 from core.agent.budget import IterationBudget, LoopGate
 from core.agent.context import summary_first
 from core.agent.control import TurnControl
@@ -53,7 +54,7 @@ from core.agent.turn import TurnResult, UserMessage
 from core.model.base import ModelClient
 from core.store.base import SessionRecord, Store, StoredMessage
 from core.tools.base import QueueFile, ToolRegistry
-from core.types import ChatMessage
+from core.types import ChatMessage, Content
 
 # The turn's log: its records keep the name operators (and the replay tests) select it by.
 logger = logging.getLogger(__name__)
@@ -152,9 +153,10 @@ class TurnOpener:
         if not self._resume_replayed(turn):
             await self._store_user_message(turn)
         user = turn.transcript.user_entry.message
-        turn.transcript.images = await current_images(
-            user.content, turn.workspace, self.profile.vision
-        )
+        if isinstance(user.content, list):  # only a message with files has image parts
+            turn.transcript.images = await current_images(
+                user.content, turn.workspace, self.profile.vision
+            )
         await record_redirects(turn.control, turn.transcript, self.store)
         await self._system_prompt(turn)
 
@@ -198,12 +200,15 @@ class TurnOpener:
 
     async def _store_user_message(self, turn: OpenTurn) -> None:
         scope, message = turn.scope, turn.message
-        content = await user_content(message, turn.workspace, self.profile)
+        content: Content = message.text
+        if message.attachments:
+            content = await user_content(message, turn.workspace, self.profile)
         user = ChatMessage(role="user", content=content)
         user_id = await self.store.append_message(
             scope.session_id, scope.turn_id, user, origin=message.stored_origin
         )
-        await link_attachments(self.store, message, user_id)
+        if message.attachments and message.origin is not None:  # rows name their message
+            await self.store.link_attachments(message.origin, user_id)
         turn.transcript.add(user, user_id)
 
     async def _system_prompt(self, turn: OpenTurn) -> None:

@@ -2,6 +2,9 @@
 once in a new session's first turn, ``pre_llm_call`` before the loop, and the hooks that
 must fire even once the turn is stopped (``agent_loop_stopped``, ``on_session_end``),
 each time-boxed under the turn's token (:func:`after_turn`).
+
+A hook name with no hook registered is skipped where it would fire, arguments and all
+(:attr:`HookRegistry.live`): the callers here check it before they call.
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ import logging
 
 from core.agent.opening import OpenTurn
 from core.agent.scope import TurnScope
-from core.agent.turn_run import TurnEnd
 from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry, under_token
 
@@ -18,9 +20,14 @@ logger = logging.getLogger(__name__)
 
 
 async def session_hooks(hooks: HookRegistry, turn: OpenTurn, text: str) -> None:
-    await session_start(hooks, turn)
-    scope, guard = turn.scope.hook_args(), turn.control.token.guard
-    found = await guard(hooks.collect("pre_llm_call", **scope, user_message=text))
+    """Step 4: ``on_session_start`` (a new session's), then ``pre_llm_call``, whose
+    context goes in front of the user message for the model only."""
+    if "on_session_start" in hooks.live:
+        await session_start(hooks, turn)
+    if "pre_llm_call" not in hooks.live:
+        return
+    work = hooks.collect("pre_llm_call", **turn.scope.common, user_message=text)
+    found = await hooks.guarded("pre_llm_call", turn.control.token, work)
     turn.transcript.model_context = "\n\n".join(str(c) for c in found if str(c))
 
 
@@ -34,22 +41,19 @@ async def session_start(hooks: HookRegistry, turn: OpenTurn) -> None:
     await after_turn(hooks, turn.scope, turn.control.token, "on_session_start")
 
 
-async def session_end(
-    hooks: HookRegistry, scope: TurnScope, token: CancellationToken, end: TurnEnd
-) -> None:
-    status, reason = end.status, end.exit_reason
-    await after_turn(hooks, scope, token, "on_session_end", status=status, exit_reason=reason)
-
-
 async def after_turn(
     hooks: HookRegistry, scope: TurnScope, token: CancellationToken, name: str, **kwargs: object
 ) -> None:
     """A hook that must fire even once the turn is stopped (the after-turn hooks and
     ``on_session_start``): under the token, the whole dispatch boxed to ``time_box``
-    (after a stop, to ``AFTER_STOP_SECONDS``); a stop or overrun is logged, never raised."""
-    work = under_token(token, hooks.notify(name, **scope.hook_args(), **kwargs))
+    (after a stop, to ``AFTER_STOP_SECONDS``); a stop or overrun is logged, never raised.
+    Sync hooks alone have nothing to box: they are dispatched directly."""
+    dispatch = hooks.notify(name, **scope.common, **kwargs)
+    if name not in hooks.awaiting:
+        await dispatch
+        return
     try:
-        await CancellationToken.time_boxed(work, hooks.time_box)
+        await CancellationToken.time_boxed(under_token(token, dispatch), hooks.time_box)
     except (Cancelled, TimeoutError) as cut:
         why = "stopped" if isinstance(cut, Cancelled) else "timed out"
         logger.warning("turn %s: %s hook %s; going on", scope.turn_id, name, why)

@@ -137,6 +137,8 @@ class Transcript:
         system = ChatMessage(role="system", content=self.system_prompt)
         messages = [
             for_request(e.message, self.images if i == self.turn_start else {})
+            if isinstance(e.message.content, list)  # image parts: resolved or left out
+            else e.message
             for i, e in enumerate(self.entries)
         ]
         if (self.model_context or self.volatile_note) and len(messages) > self.turn_start:

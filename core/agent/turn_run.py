@@ -237,14 +237,17 @@ class TurnRun:
     ) -> TurnEnd:
         """The answer: hooks on its text, then the chat's reply says when it was cut off,
         empty or an unreadable tool call (``docs/turn-loop.md`` §17)."""
-        raw = reply.content or ""
-        hooks, scope = self._parts.hooks, self._scope.hook_args()
-        guard = self._control.token.guard
-        text = await guard(hooks.transform("transform_llm_output", raw, **scope))
+        raw = text = reply.content or ""
+        hooks, scope, token = self._parts.hooks, self._scope.common, self._control.token
+        if "transform_llm_output" in hooks.live:
+            work = hooks.transform("transform_llm_output", raw, **scope)
+            text = await hooks.guarded("transform_llm_output", token, work)
         if text != raw:
             store = self._parts.store
             await replace_reply_text(store, self._scope, self._transcript, entry, text)
-        await guard(hooks.notify("post_llm_call", **scope, reply=text))
+        if "post_llm_call" in hooks.live:
+            told = hooks.notify("post_llm_call", **scope, reply=text)
+            await hooks.guarded("post_llm_call", token, told)
         shown = shown_answer(text, reply.finish_reason, markup)
         if kind == "grace":
             exhausted = budget_end(self.gate.calls)

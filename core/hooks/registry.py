@@ -25,6 +25,13 @@ blocks the event loop cannot be boxed: hooks must not block.
 through :func:`under_token`: ``/stop`` aborts a hook that hangs at once, and a hook fired
 after the stop (``agent_loop_stopped``, ``on_session_end``, the after-call hooks of a
 cancelled tool) gets :data:`AFTER_STOP_SECONDS` instead.
+
+**What is not registered costs nothing.** :attr:`HookRegistry.live` holds the names with at
+least one hook: the engine skips a dispatch (and building its arguments) for any other
+name, so a hook point nobody registered for costs no call on the turn's path
+(``docs/turn-loop.md`` §7). :attr:`HookRegistry.awaiting` holds the names with at least one
+``async`` hook: only those have anything a token or a time box could cut, so a name whose
+hooks are all sync (the gateway's metrics) is dispatched directly.
 """
 
 from __future__ import annotations
@@ -69,6 +76,10 @@ class HookRegistry:
         self._counter = 0
         self.time_box = time_box
         """Seconds one async hook function may take (see the module docstring)."""
+        self.live: frozenset[str] = frozenset()
+        """The names with at least one hook; a dispatch of any other name is skipped."""
+        self.awaiting: frozenset[str] = frozenset()
+        """The names with at least one ``async`` hook (dispatched under the token, boxed)."""
 
     def register(self, name: str, fn: HookFn, *, priority: int = 100, source: str = "") -> None:
         if name not in HOOK_NAMES:
@@ -77,9 +88,17 @@ class HookRegistry:
         entries = self._hooks.setdefault(name, [])
         entries.append(_Registration(fn, priority, self._counter, source or _describe(fn)))
         entries.sort(key=lambda r: (r.priority, r.order))
+        self.live |= {name}
+        if not _plain(fn):
+            self.awaiting |= {name}
 
     def has(self, name: str) -> bool:
         return bool(self._hooks.get(name))
+
+    def guarded(self, name: str, token: CancellationToken, work: Awaitable[T]) -> Awaitable[T]:
+        """``work`` (a dispatch of ``name``) under ``token`` (``guard``: ``/stop`` aborts it)
+        when a hook of ``name`` is async; as it is when all are sync — nothing to abort."""
+        return token.guard(work) if name in self.awaiting else work
 
     def sources(self, name: str) -> list[str]:
         return [r.source for r in self._hooks.get(name, [])]
@@ -200,6 +219,14 @@ def _log_failure(name: str, reg: _Registration, error: Exception) -> None:
         logger.warning("hook %s: %s; abandoned", name, error)
         return
     logger.warning("hook %s (%s) failed; ignored", name, reg.source, exc_info=error)
+
+
+def _plain(fn: HookFn) -> bool:
+    """A sync function or method: nothing in its dispatch awaits (one that still returns
+    an awaitable has it awaited boxed by ``time_box``, not under the turn's token)."""
+    inner = inspect.unwrap(fn)
+    plain = inspect.isfunction(inner) or inspect.ismethod(inner)
+    return plain and not inspect.iscoroutinefunction(inner)
 
 
 def _describe(fn: HookFn) -> str:
