@@ -2,7 +2,9 @@
 
 An adapter turns platform updates into :class:`InboundEvent` values (each with a
 :class:`SessionKey`) and renders outbound text, edits and buttons back. Platform
-differences are data (:class:`Capabilities`), never optional methods that raise.
+differences are data (:class:`Capabilities`), never optional methods that raise. The
+event values live in :mod:`adapters.events` (below the call values of :mod:`adapters.calls`,
+which :meth:`Adapter.perform` takes) and are re-exported here: import them from this module.
 
 Errors: adapters translate their SDK's exceptions into this tree at the edge::
 
@@ -19,22 +21,64 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
+from adapters.calls import Call
+from adapters.events import (
+    Button,
+    ButtonRole,
+    ButtonRows,
+    ChatRef,
+    ChatType,
+    EventKind,
+    InboundEvent,
+    Receipt,
+    Sender,
+    SentMessage,
+    SessionKey,
+)
 from adapters.health import Health
 from adapters.render import LengthUnit, Renderer
 from core.attachments import Attachment
 
-if TYPE_CHECKING:
-    from adapters.calls import Call
+__all__ = [
+    "EVERY_CALL",
+    "MESSAGES",
+    "MONOTONIC",
+    "Adapter",
+    "AdapterError",
+    "BadMarkup",
+    "Button",
+    "ButtonRole",
+    "ButtonRows",
+    "CallKind",
+    "Capabilities",
+    "Charges",
+    "ChatRef",
+    "ChatType",
+    "DownloadFailed",
+    "EventKind",
+    "EventSink",
+    "Forbidden",
+    "InboundEvent",
+    "Markup",
+    "MessageGone",
+    "MonotonicClock",
+    "NotModified",
+    "PaceClock",
+    "RateLimit",
+    "RateLimited",
+    "Receipt",
+    "Sender",
+    "SentMessage",
+    "SessionKey",
+    "StreamRefused",
+    "StreamingMode",
+    "TooLong",
+]
 
-ChatType = Literal["dm", "group", "channel", "thread"]
-EventKind = Literal["text", "command", "button", "stop"]
-"""``stop``: the platform's own Stop control on a live streamed answer was used (Telegram's
-``stopped_message_generation``, Slack's ``agent_session_stopped``); the router ends the
-session's running turn as ``/stop`` does, and does nothing (no reply) when none runs."""
 StreamingMode = Literal["native", "edit", "off"]
 """How a chat shows an answer as the model writes it (``[<platform>] streaming``):
 ``native`` the platform's own stream (Telegram drafts in private chats, Slack chat streams;
@@ -42,174 +86,6 @@ where it is refused, edits), ``edit`` one message edited in place, ``off`` the w
 at the end (docs/architecture.md, "Streaming")."""
 Markup = Literal["telegram_html", "discord_markdown", "slack_mrkdwn", "markdown", "plain"]
 """``markdown``: CommonMark passed through as is; the adapter renders it (the web chat)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SessionKey:
-    """Which conversation a message belongs to; ``str()`` is the canonical stored form.
-
-    ``telegram:dm:<chat>``, ``telegram:group:<chat>:<user>``,
-    ``telegram:thread:<chat>:<topic>``, ``discord:thread:<thread>``,
-    ``slack:channel:<channel>:<thread_ts>``. Whether a group key carries the user is
-    the configured strategy (per user by default, or shared).
-    """
-
-    platform: str
-    chat_type: ChatType
-    chat_id: str
-    thread_id: str | None = None
-    user_id: str | None = None
-
-    def __str__(self) -> str:
-        parts = [self.platform, self.chat_type, self.chat_id]
-        if self.thread_id is not None:
-            parts.append(self.thread_id)
-        if self.user_id is not None:
-            parts.append(self.user_id)
-        return ":".join(parts)
-
-
-@dataclass(frozen=True, slots=True)
-class ChatRef:
-    """Where to send: a chat, and a thread/topic inside it when there is one."""
-
-    platform: str
-    chat_id: str
-    thread_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Sender:
-    id: str
-    name: str
-    is_bot: bool = False
-
-
-ButtonRole = Literal["approve", "deny", "always", "stop", "choice"]
-"""What a button means, so an adapter styles it without reading its payload: ``approve``
-(green/primary), ``deny`` (red/danger), ``always`` (approve for good), ``stop`` (ends the
-running turn), ``choice`` (a neutral option)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Button:
-    label: str
-    data: str
-    """Opaque payload returned on press; must fit ``Capabilities.button_payload_limit``."""
-    role: ButtonRole = "choice"
-
-
-@dataclass(frozen=True, slots=True)
-class SentMessage:
-    chat: ChatRef
-    message_id: str
-
-
-class Receipt:
-    """How an inbound event's handling ended; open until settled, the first settlement
-    wins. Made outside an event loop too (it is a plain value's field).
-
-    It travels with the event (:attr:`InboundEvent.receipt`); the durable inbox
-    that stored the item awaits it and marks the item done only when it says True
-    (:mod:`adapters.inbox`, ``docs/architecture.md`` §3 step 10). The sink (the gateway's
-    router) either handles the event whole before it returns — a command, a press, a folded
-    or refused message: the receipt is settled True as the sink returns
-    (:meth:`Receipt.sink_returned`) — or has it :meth:`~Receipt.follow` the work that goes on
-    after: a turn, whose outcome is True once its reply was delivered (or the queued message
-    was dropped by ``/stop``) and False when a shutdown cut it short, so the item replays.
-
-    With several processes (docs/cluster.md) the event may be *handed over*
-    (:meth:`hand_over`): another process handles it and marks the item done; the inbox of
-    this run then neither marks it nor replays it.
-    """
-
-    __slots__ = ("_delivered", "_followed", "_handed_over", "_over")
-
-    def __init__(self) -> None:
-        self._over = asyncio.Event()
-        self._delivered = False
-        self._followed = False
-        self._handed_over = False
-
-    def settle(self, delivered: bool) -> None:
-        """The handling is over: ran to its end (True) or was cut short (False)."""
-        if not self._over.is_set():
-            self._delivered = delivered
-            self._over.set()
-
-    def follow(self, outcome: asyncio.Future[bool]) -> None:
-        """Settle with ``outcome`` once it is done (cancelled or failed: False)."""
-        self._followed = True
-        outcome.add_done_callback(self._settle_from)
-
-    def hand_over(self) -> None:
-        """Another process handles the event now (it marks the item done): settled False,
-        and :attr:`handed_over` tells the inbox not to replay it in this run."""
-        if not self._over.is_set():
-            self._handed_over = True
-            self.settle(False)
-
-    @property
-    def handed_over(self) -> bool:
-        return self._handed_over
-
-    def sink_returned(self) -> None:
-        """The sink is done with the event: settled True unless it follows an outcome."""
-        if not self._followed:
-            self.settle(True)
-
-    @property
-    def settled(self) -> bool:
-        return self._over.is_set()
-
-    async def wait(self) -> bool:
-        """Until settled; True when the handling ran to its end."""
-        await self._over.wait()
-        return self._delivered
-
-    def _settle_from(self, outcome: asyncio.Future[bool]) -> None:
-        ok = not outcome.cancelled() and outcome.exception() is None
-        self.settle(ok and outcome.result())
-
-
-@dataclass(frozen=True, slots=True)
-class InboundEvent:
-    """One normalised platform update.
-
-    ``kind == "command"``: ``command`` is the lower-cased name without ``/`` or
-    ``@botname``, ``args`` the rest. ``kind == "button"``: ``button_data`` is the pressed
-    button's payload and ``message`` the message carrying it; ``press_id`` is what the
-    adapter needs to answer the press (callback query id, interaction id, ...).
-    ``receipt`` is this event's own :class:`Receipt` (not part of its
-    value: never compared nor shown; ``dataclasses.replace`` keeps it).
-    ``kind == "stop"``: ``stream_id`` names the live stream whose Stop control was used
-    (the adapter emits it only while that stream is live).
-    ``attachments`` are the files the message carries, *offered* (not yet downloaded:
-    :mod:`core.attachments`); a caption is the message's ``text``. The gateway downloads
-    them with :meth:`Adapter.download` once the sender is admitted (docs/attachments.md).
-    """
-
-    kind: EventKind
-    platform: str
-    update_id: str
-    chat: ChatRef
-    chat_type: ChatType
-    sender: Sender
-    session_key: SessionKey
-    text: str = ""
-    command: str | None = None
-    args: str = ""
-    button_data: str | None = None
-    message: SentMessage | None = None
-    press_id: str | None = None
-    mentioned: bool = False
-    reply_to_bot: bool = False
-    attachments: tuple[Attachment, ...] = ()
-    stream_id: str | None = None
-    source: SentMessage | None = None
-    """The user's message itself (a text or command event: its chat and Telegram
-    ``message_id``, Discord message id or Slack ``ts``): what a status reaction marks."""
-    receipt: Receipt = field(default_factory=Receipt, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,9 +242,6 @@ class StreamRefused(AdapterError):
 class DownloadFailed(AdapterError):
     """An attachment could not be fetched (gone, refused, the connection broke); the
     message says why in words a user can read."""
-
-
-ButtonRows = Sequence[Sequence[Button]]
 
 
 class Adapter(Protocol):

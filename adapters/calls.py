@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Literal
 
-from adapters.base import ButtonRows, ChatRef, InboundEvent, SentMessage
+from adapters.events import ButtonRows, ChatRef, InboundEvent, SentMessage
 from core.attachments import OutgoingFile
 
 LiveMode = Literal["append", "replace", "seal"]

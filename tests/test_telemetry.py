@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from core import tracing
 from core.tools.sandbox import Workspaces
-from gateway.cli.main import LOG_FORMAT
+from gateway.cli.console import LOG_FORMAT
 from gateway.otel import OtelTracer
 from tests.platform_sim.telegram_sim import TelegramSim
 from tests.platform_sim.telegram_types import ALICE

@@ -167,8 +167,9 @@ class SlackAdapter:
         self._controls = TaskSet(_log)
         self._joined: BoundedMap[str, bool] = BoundedMap(REMEMBERED)
         self._outbound = SlackOutbound(
-            self.client, self.settings, key_rule, self._joined, lambda: self.identity
-        )
+            self.client, key_rule, self._joined, lambda: self.identity,
+            status_text=self.settings.status_text, status_lease=self.settings.status_lease,
+        )  # fmt: skip
         self.status = self._outbound.status
         self.streams = self._outbound.streams
         self._last_thread: BoundedMap[tuple[str, str], str] = BoundedMap(REMEMBERED)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -54,9 +54,6 @@ from adapters.slack.streams import SlackStreams, stop_cut
 from core.attachments import OutgoingFile
 from core.bounded import BoundedMap
 
-if TYPE_CHECKING:
-    from adapters.slack.adapter import SlackSettings
-
 _log = logging.getLogger(__name__)
 
 CHUNK_EVENT = "commonos_chunk"
@@ -74,22 +71,24 @@ SLACK_REACTIONS = {"👀": "eyes", "✅": "white_check_mark", "❌": "x"}
 class SlackOutbound:
     """:meth:`perform` for :class:`~adapters.slack.adapter.SlackAdapter`, with the thread
     status and the chat streams it drives. ``joined`` (shared with the inbound side) is
-    where a thread the bot answered in is marked; ``identity`` is None until ``start``."""
+    where a thread the bot answered in is marked; ``identity`` is None until ``start``;
+    ``status_text`` and ``status_lease`` are the thread status's words and how long Slack
+    keeps it unrefreshed (``SlackSettings``)."""
 
     def __init__(
         self,
         client: AsyncWebClient,
-        settings: SlackSettings,
         key_rule: SessionKeyRule,
         joined: BoundedMap[str, bool],
         identity: Callable[[], SlackIdentity | None],
+        *,
+        status_text: str,
+        status_lease: float,
     ) -> None:
         self.client, self.key_rule = client, key_rule
         self._joined = joined
         self._identity = identity
-        self.status = ThreadStatus(
-            self._set_status, text=settings.status_text, lease=settings.status_lease
-        )
+        self.status = ThreadStatus(self._set_status, text=status_text, lease=status_lease)
         self.streams = SlackStreams(client, self.clear_status)
 
     async def perform(self, call: Call) -> SentMessage | None:

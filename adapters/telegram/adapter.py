@@ -42,7 +42,6 @@ from telegram.error import InvalidToken
 from telegram.ext import ExtBot
 
 from adapters.base import (
-    MESSAGES,
     MONOTONIC,
     AdapterError,
     ButtonRows,
@@ -75,13 +74,13 @@ from adapters.telegram.drafts import DraftStreams
 from adapters.telegram.errors import platform_errors
 from adapters.telegram.files import UPLOAD_LIMIT, TelegramFiles
 from adapters.telegram.inbox import Inbox, Normalized
+from adapters.telegram.limits import BOT_LIMIT, CHAT_LIMIT, GROUP_LIMIT, TELEGRAM_CHARGES
 from adapters.telegram.normalize import (
     PLATFORM,
     BotIdentity,
     Normalizer,
     default_session_key,
 )
-from adapters.telegram.platform import CHAT_BURST
 from adapters.telegram.polling import (
     TOKEN_REJECTED,
     LongPoller,
@@ -105,21 +104,6 @@ BUTTON_PAYLOAD_LIMIT = 64
 DEFAULT_API_URL = "https://api.telegram.org/bot"
 DEFAULT_FILE_URL = "https://api.telegram.org/file/bot"
 
-BOT_LIMIT = RateLimit(30, 1.0)
-CHAT_LIMIT = RateLimit(1, 1.0, burst=CHAT_BURST)
-"""About one message a second in a chat, short bursts allowed (core.telegram.org/bots/faq):
-a token bucket of ``[telegram] chat_burst`` messages refilled one a second."""
-GROUP_LIMIT = RateLimit(20, 60.0)
-TELEGRAM_CHARGES = Charges(
-    bot=MESSAGES | {"live"},
-    chat=frozenset({"send", "live"}),
-    group=frozenset({"send", "edit"}),
-)
-"""What Telegram counts (core.telegram.org/bots/faq): messages. A chat's ~1 a second counts
-new messages and drafts (``sendMessageDraft``, "live"), a group's 20 a minute counts edits
-too, the bot's 30 a second counts every message call (deletes and drafts included, to be
-safe). Button answers (``answerCallbackQuery``), typing (``sendChatAction``) and status
-reactions (``setMessageReaction``) are not messages: no window counts them."""
 TELEGRAM_REACTIONS = {"✅": "👍", "❌": "👎"}
 """Status reactions Telegram's reaction list lacks, and what stands in for them."""
 STREAM_INTERVAL = 1.0

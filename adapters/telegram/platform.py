@@ -13,10 +13,9 @@ from pydantic import BeforeValidator
 from adapters.base import Adapter, StreamingMode
 from adapters.config import GroupChatSection, HttpUrl, Listen, PositiveInt, choice, secret_field
 from adapters.platforms import AdapterContext, Platform
+from adapters.telegram.limits import CHAT_BURST
 
 TelegramMode = Literal["polling", "webhook"]
-CHAT_BURST = 6
-"""Messages a chat may get at once before the one-a-second pace (``[telegram] chat_burst``)."""
 
 
 class TelegramSection(GroupChatSection):

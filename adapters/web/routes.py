@@ -13,24 +13,23 @@ each route means.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import BodyPartReader, web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from adapters.web.access import LOGIN_PATH, locked_out, login_page
-from adapters.web.feed import FeedEvent
-from adapters.web.files import download_headers
+from adapters.web.access import LOGIN_PATH, AccessGate, locked_out, login_page
+from adapters.web.feed import Feed, FeedEvent
+from adapters.web.files import SentFiles, download_headers
 from adapters.web.inbox import WebMessage
 from adapters.web.sse import HEARTBEAT_FRAME, frame, open_stream, with_heartbeats
-from adapters.web.uploads import CHUNK_BYTES, UnknownUpload, UploadTooLarge
-
-if TYPE_CHECKING:
-    from adapters.web.adapter import WebAdapter
+from adapters.web.uploads import CHUNK_BYTES, UnknownUpload, UploadSpool, UploadTooLarge
+from core.attachments import Attachment
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{6,64}")
 MAX_TEXT = 32_000
@@ -129,8 +128,33 @@ def _bad(exc: BadRequest) -> web.Response:
     return web.json_response({"error": str(exc)}, status=exc.status)
 
 
+class ChatServer(Protocol):
+    """What the routes ask of the web chat they serve (:class:`adapters.web.adapter.WebAdapter`
+    is one): its conversations' feeds, uploads and sent files, its access gate, and the
+    messages and presses the routes hand it."""
+
+    uploads: UploadSpool
+    sent_files: SentFiles
+    gate: AccessGate
+    closing: asyncio.Event
+    """Set when the server stops: open event streams end."""
+
+    async def feed(self, conversation: str) -> Feed: ...
+
+    def claim_uploads(self, conversation: str, upload_ids: list[str]) -> tuple[Attachment, ...]:
+        """The offered attachments of this conversation's uploads (:class:`UnknownUpload`
+        for an id that is not its)."""
+        ...
+
+    async def receive(self, message: WebMessage) -> bool:
+        """Deliver a message; False when its id was seen before (a duplicate)."""
+        ...
+
+    async def press(self, conversation: str, message_id: str, data: str) -> None: ...
+
+
 class ChatRoutes:
-    def __init__(self, adapter: WebAdapter) -> None:
+    def __init__(self, adapter: ChatServer) -> None:
         self.adapter = adapter
 
     def install(self, app: web.Application) -> None:

@@ -64,7 +64,7 @@ def chat_command(config_path: Path | None) -> int:
     """``commonos chat [--config PATH]``: exit codes as ``commonos run``'s."""
     from core.store.base import StoreError
     from gateway.app import StartupError
-    from gateway.cli.main import configure_logging, fail
+    from gateway.cli.console import configure_logging, fail
     from gateway.config import ConfigError, load_config, log_redaction
 
     try:

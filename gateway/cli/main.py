@@ -20,10 +20,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.tracing import TraceIds
 from gateway.cli import jobs as jobs_cli
 from gateway.cli import memory as memory_cli
 from gateway.cli import usage as usage_cli
+from gateway.cli.console import configure_logging, fail
 
 if TYPE_CHECKING:
     from gateway.config import Config
@@ -32,10 +32,6 @@ if TYPE_CHECKING:
 # that needs it, so `commonos --help` and `check-config` stay fast.
 
 log = logging.getLogger("gateway")
-
-LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s%(trace)s"
-"""``trace``: `` trace=<32 hex>`` for a record made inside a span, else "" (core.tracing)."""
-CHATTY_LIBRARIES = ("httpx", "httpcore", "aiosqlite", "telegram", "discord", "slack_bolt")
 
 
 def version() -> str:
@@ -129,12 +125,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C before the loop's own signal handler is installed
         return 130
     return code
-
-
-def fail(lines: Sequence[str]) -> int:
-    for line in lines:
-        print(f"commonos: {line}", file=sys.stderr)
-    return 1
 
 
 def check_config_command(args: argparse.Namespace) -> int:
@@ -263,12 +253,3 @@ def chat_command(args: argparse.Namespace) -> int:
     from gateway.cli.chat import chat_command as run_chat
 
     return run_chat(args.config)
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr, force=True)
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(TraceIds())
-    if level != "DEBUG":
-        for name in CHATTY_LIBRARIES:
-            logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLevelName(level)))

@@ -3,11 +3,8 @@ import: at module top, inside functions (lazy) and under ``if TYPE_CHECKING:``.
 
 The graph is read from the source (``ast``), not from ``sys.modules``: a lazy or
 type-only import is an edge too, since it is a dependency the reader must follow. A cycle
-is a strongly connected component of more than one module.
-
-Cycles older than this test are listed in :data:`REMAINING` and may only go: a new
-cycle fails, and so does one that was broken while still listed (remove it, so the list
-shrinks and never grows back)."""
+is a strongly connected component of more than one module. There is none: any cycle fails
+(docs/architecture.md, "Layout")."""
 
 from __future__ import annotations
 
@@ -19,28 +16,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("core", "adapters", "gateway")
-
-STORE_BACKENDS = frozenset(
-    {
-        "core.store.connection", "core.store.memory", "core.store.migrations",
-        "core.store.pg_memory", "core.store.pg_migrations", "core.store.postgres",
-        "core.store.sqlite",
-    }
-)  # fmt: skip
-"""The store's backends and their migrations, lazily importing each other."""
-
-REMAINING: frozenset[frozenset[str]] = frozenset(
-    {
-        STORE_BACKENDS,
-        frozenset({"adapters.base", "adapters.calls"}),
-        frozenset({"adapters.web.adapter", "adapters.web.routes"}),
-        frozenset({"adapters.telegram.adapter", "adapters.telegram.platform"}),
-        frozenset({"adapters.slack.adapter", "adapters.slack.outbound"}),
-        # Broken when the CLI moves to gateway/cli/ (plan29 §1: main imports chat, never back).
-        frozenset({"gateway.cli.main", "gateway.cli.chat"}),
-    }
-)
-"""The cycles left after ``TurnHost`` went (issue 29): each may only be removed."""
 
 
 def module_files(root: Path, layers: Iterable[str]) -> dict[str, Path]:
@@ -140,14 +115,9 @@ def graph() -> dict[str, set[str]]:
     return import_graph(module_files(ROOT, LAYERS))
 
 
-def test_no_import_cycle_but_the_remaining_ones_which_only_shrink(
-    graph: dict[str, set[str]],
-) -> None:
+def test_no_import_cycle(graph: dict[str, set[str]]) -> None:
     found = cycles(graph)
-    new = found - REMAINING
-    broken = REMAINING - found
-    assert not new, f"new import cycles (lazy and TYPE_CHECKING imports count): {_named(new)}"
-    assert not broken, f"cycles broken: remove them from REMAINING: {_named(broken)}"
+    assert not found, f"import cycles (lazy and TYPE_CHECKING imports count): {_named(found)}"
 
 
 def test_a_turn_service_and_cluster_port_are_in_no_cycle(graph: dict[str, set[str]]) -> None:
