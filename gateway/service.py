@@ -274,13 +274,13 @@ class GatewayService:
         (:meth:`_inbound`): its ``names`` are the stage list."""
 
     @property
-    def streams(self) -> Streams:
+    def streams(self) -> Streams | None:
         """The turns' streamed replies (a test may put its own, on its clock, before
-        :meth:`start`)."""
+        :meth:`start`); None once started when no attached bot streams."""
         return self.turns.streams
 
     @streams.setter
-    def streams(self, streams: Streams) -> None:
+    def streams(self, streams: Streams | None) -> None:
         self.turns.streams = streams
 
     @property
@@ -383,8 +383,11 @@ class GatewayService:
         recovered first, so no new turn is mistaken for a stale one)."""
         stale = await self._recover()
         await self.links.load()
+        await self.files.load_unsent()  # sent after their session's next reply
         cluster = self.cluster
         inbound = self.inbound = self._inbound()
+        if not any(_streams(adapter) for adapter in self.directory.adapters):
+            self.streams = None  # no bot streams: no stream is opened, none is looked for
         for adapter in self.directory.adapters:
             await adapter.start(inbound.enter)
             if adapter.health.state != "down":  # down: reported by the adapter or the gateway
@@ -420,7 +423,8 @@ class GatewayService:
         await self.dispatcher.aclose(grace)
         await self.approvals.aclose()
         await self.turns.aclose()
-        await self.streams.aclose()
+        if self.streams is not None:
+            await self.streams.aclose()
         for bot in self.directory.bots:
             try:
                 await bot.aclose()
@@ -492,6 +496,12 @@ class GatewayService:
 
     def _approval_timeout(self, session_key: str) -> float:
         return self.profile_for(session_key).approval_timeout
+
+
+def _streams(adapter: Adapter) -> bool:
+    """The bot streams replies by sending or editing (not as the web chat's live text)."""
+    capabilities = adapter.capabilities
+    return capabilities.streaming != "off" and not capabilities.live_text
 
 
 def _turn_pacing(chat: ChatPolicy, pacing: Pacing) -> TurnPacing:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
@@ -99,7 +100,8 @@ class ChatTurns:
     """The Dispatcher's ports: run one turn with its chat plumbing, deliver its result.
 
     Its collaborators are given once, at construction (the composition builds them);
-    ``reactions`` is None when ``[progress] reactions`` is off (never called then).
+    ``reactions`` is None when ``[progress] reactions`` is off, ``streams`` when no bot
+    streams (never called then).
     ``streams`` and ``lost`` may be replaced by the composition before the first turn
     (a test's streams on its clock; the cluster node once it joins)."""
 
@@ -114,7 +116,7 @@ class ChatTurns:
         stops: StopButtons,
         stopped: StoppedTurns,
         awaiting: Awaiting,
-        streams: Streams,
+        streams: Streams | None,
         intake: Intake,
         replies: Replies,
         files: FileDelivery,
@@ -169,7 +171,7 @@ class ChatTurns:
             return await agent.run_turn(session_key, message, control)
         stops, streams = self._stops, self.streams
         stop_id = stops.register(session_key, control, message.sender_id)
-        stream = streams.open(session_key, place, control.token)
+        stream = streams.open(session_key, place, control.token) if streams else None
         pacing = self._pacing
         progress = progress_for(settings, pacing.progress)
         view = ProgressView(
@@ -189,7 +191,8 @@ class ChatTurns:
             delay=TYPING_DELAY,
         )
         try:
-            async with typing, live_reply(place) as live:
+            live_text = place.outbound.capabilities.live_text
+            async with typing, live_reply(place) if live_text else nullcontext() as live:
                 if message.command == "compact":  # its slow notice and Stop in the view
                     return await compact_now(agent, session_key, control, view.notice)
                 return await agent.run_turn(
@@ -199,7 +202,8 @@ class ChatTurns:
         except BaseException:
             self._views.take(session_key)
             await view.aclose()
-            await streams.discard(session_key)
+            if streams is not None:
+                await streams.discard(session_key)
             raise
         finally:
             stops.forget(stop_id)
@@ -231,7 +235,8 @@ class ChatTurns:
         the message's ``handled`` outcome is False and a durable inbox replays the update
         rather than losing the reply (:mod:`core.dispatcher`, "Handled"). Nothing is sent
         for a session another process took over (it answers)."""
-        view, stream = self._views.take(session_key), self.streams.take(session_key)
+        view, streams = self._views.take(session_key), self.streams
+        stream = streams.take(session_key) if streams is not None else None
         if await self._lost_session(session_key):
             await _quiet_end(view, stream)
             self._directory.turn_ended(session_key)
