@@ -125,6 +125,12 @@ UNSENT_FILES = (
     "SELECT * FROM queued_files WHERE session_id = ? AND message_id IS NULL AND failed = ''"
     " ORDER BY queued_at, rowid"
 )
+UNSENT_SESSIONS = (
+    "SELECT DISTINCT sessions.key FROM queued_files JOIN sessions"
+    " ON sessions.id = queued_files.session_id"
+    " WHERE queued_files.message_id IS NULL AND queued_files.failed = ''"
+)
+"""The keys of the sessions holding files not yet arrived nor given up (read at start-up)."""
 
 
 def queue_file(queued: QueuedFile) -> Statement:

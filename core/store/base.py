@@ -281,6 +281,11 @@ class Store(Protocol):
         """The session's queued files not yet arrived nor given up, oldest first."""
         ...
 
+    async def unsent_file_sessions(self) -> list[str]:
+        """The keys of the sessions holding files not yet arrived nor given up (one read at
+        start-up: files a previous run left)."""
+        ...
+
     async def mark_file_started(self, key: str) -> None:
         """An upload of ``key`` is about to begin (the first such time is kept)."""
         ...

@@ -309,6 +309,9 @@ class PgStore:
         found = await self._read(attachments.UNSENT_FILES, (session_id,))
         return [attachments.queued_file_from_row(row) for row in found]
 
+    async def unsent_file_sessions(self) -> list[str]:
+        return [row["key"] for row in await self._read(attachments.UNSENT_SESSIONS, ())]
+
     async def mark_file_started(self, key: str) -> None:
         await self._update_one(attachments.mark_file_started(key, time.time()))
 

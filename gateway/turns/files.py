@@ -9,13 +9,20 @@ docs/attachments.md, "Outbound". Two halves:
   checked bytes into the :class:`Spool` (``<data dir>/outbox/<key>/<name>``, outside every
   workspace: no sandboxed command can change or replace what is sent) and keeps the file in
   the store (``Store.queue_file``, the outbox for files) with the chat it goes to.
-* :meth:`FileDelivery.send_unsent` runs after the turn's reply is delivered — also after a
-  replayed update's redelivery and after a failed turn's apology — and sends the session's
-  unsent files in the order queued, each as a ``SendFile`` through the bot's pipeline: the
-  row is marked started just before the call and sent just after, the call carries the
+* :meth:`FileDelivery.after_turn` runs after the turn's reply is delivered — also after a
+  replayed update's redelivery and after a failed turn's apology — and, for a session with
+  files to send, sends the session's unsent files in the order queued, each as a
+  ``SendFile`` through the bot's pipeline: the row is marked started just before the call
+  and sent just after, the call carries the
   row's key and, for one that was in flight when the process stopped, when that send began
   (``in_flight_since``), so a platform with an idempotency mechanism shows it once (the
   same exactly-once rules as reply chunks: docs/architecture.md, "Exactly once").
+
+The store is read only for a session known to hold files to send: one whose turn queued a
+file in this process, one whose file failed for now, and the sessions a previous run left
+files unsent in — read once at start-up (:meth:`FileDelivery.load_unsent`); their files go
+after the session's next reply (a replayed update's, usually), so a file still follows the
+reply it belongs to. A turn that queued no file costs no read.
 
 A refusal for good (forbidden, too large for the platform, chat gone, the spooled file
 unreadable) marks the row failed and tells the chat in one plain notice naming the file; a
@@ -120,6 +127,16 @@ class FileDelivery:
         self._store, self._directory, self._delivery = store, directory, delivery
         self.spool = spool if spool is not None else Spool()
         self._clock, self._sleep, self._attempts = clock, sleep, attempts
+        self._pending: set[str] = set()
+        """Keys of the sessions with files to send (the only ones :meth:`after_turn` reads)."""
+
+    async def load_unsent(self) -> None:
+        """At start-up: the sessions a previous run left files unsent in, whose next turn's
+        end sends them (one read)."""
+        try:
+            self._pending.update(await self._store.unsent_file_sessions())
+        except StoreError as exc:
+            logger.error("files a previous run left unsent not read (%s)", exc)
 
     # queueing (during the turn) -------------------------------------------------------
     def queue_for(self, session_key: str, place: Place | None) -> QueueFile:
@@ -155,6 +172,7 @@ class FileDelivery:
         )  # fmt: skip
         if not await self._store.queue_file(queued):
             logger.info("%s: file %s was already queued", session_key, file.key)
+        self._pending.add(session_key)
         return None
 
     async def _running_turn(self, session_id: str) -> str:
@@ -164,12 +182,16 @@ class FileDelivery:
     # sending (after the reply) --------------------------------------------------------
     async def after_turn(self, session_key: str, result: TurnResult, *, stopped: bool) -> None:
         """The turn's reply was delivered (or suppressed by ``/stop``): send the session's
-        unsent files — or, after ``/stop``, give them up (the chat asked for quiet)."""
+        unsent files — or, after ``/stop``, give them up (the chat asked for quiet). A
+        session with no file to send is not read."""
+        if session_key not in self._pending:
+            return
+        self._pending.discard(session_key)
         session_id = result.session_id or await self._open_session(session_key)
         if stopped:
             await self.drop_unsent(session_id, STOPPED)
-        else:
-            await self.send_unsent(session_id)
+        elif await self.send_unsent(session_id) < 0:
+            self._pending.add(session_key)  # a file failed for now: after the next reply
 
     async def _open_session(self, session_key: str) -> str:
         """The session of a turn that failed to open (its result names none)."""
@@ -177,25 +199,26 @@ class FileDelivery:
         return session.id if session is not None else ""
 
     async def send_unsent(self, session_id: str) -> int:
-        """Send the session's files not yet arrived nor given up; how many arrived."""
+        """Send the session's files not yet arrived nor given up; how many arrived, or -1
+        when one is kept for later (it failed for now, or the store could not be read)."""
         if not session_id:
             return 0
         try:
             unsent = await self._store.unsent_files(session_id)
         except StoreError as exc:
             logger.error("session %s: queued files not read (%s)", session_id, exc)
-            return 0
-        sent = 0
-        for queued in unsent:
-            sent += await self._send(queued)
-        return sent
+            return -1
+        outcomes = [await self._send(queued) for queued in unsent]
+        return -1 if None in outcomes else outcomes.count(True)
 
     async def drop_unsent(self, session_id: str, reason: str) -> None:
         """Give up the session's unsent files (their turn was stopped with ``/stop``)."""
         for queued in await self._store.unsent_files(session_id) if session_id else []:
             await self._store.mark_file_failed(queued.file.key, reason)
 
-    async def _send(self, queued: QueuedFile) -> bool:
+    async def _send(self, queued: QueuedFile) -> bool | None:
+        """True: arrived; False: given up; None: kept for the session's next delivery
+        (it failed for now, or its platform is not attached)."""
         chat = ChatRef(queued.platform, queued.chat_id, queued.thread_id)
         outbound = self._directory.outbound(queued.platform)
         file = queued.file
@@ -203,7 +226,7 @@ class FileDelivery:
             logger.error(
                 "file %s for %s: platform %s is not attached", file.key, chat, chat.platform
             )
-            return False
+            return None
         since = queued.started_at if queued.in_flight else None
         await self._marked(self._store.mark_file_started(file.key), file, "started")
         call = SendFile(chat, file, file.caption, key=file.key, in_flight_since=since)
@@ -217,7 +240,7 @@ class FileDelivery:
             return False
         except (RateLimited, AdapterError) as exc:
             logger.warning("file %s to %s not sent now (%s); kept for later", file.name, chat, exc)
-            return False
+            return None
         await self._marked(self._store.mark_file_sent(file.key, message.message_id), file, "sent")
         return True
 
