@@ -179,12 +179,13 @@ async def trace(root: str, platform: str, streaming: str) -> dict[str, int]:
             gateway = Gateway(load_config(path, env={}))
             await gateway.start()
             try:
+                store = gateway.store  # read before tracing: the poll is left out
                 recorder = Trace(root, _settled.__code__)
                 sys.setprofile(recorder)
                 try:
                     await says("hi")
                     await answered()
-                    await _settled(gateway.store, platform)
+                    await _settled(store, platform)
                 finally:
                     sys.setprofile(None)
             finally:

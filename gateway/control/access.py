@@ -110,8 +110,8 @@ class AccessControl:
         if event.sender.is_bot and not policy.lets_in_bot(event.sender.id):
             return "ignore"
         named = event.sender.is_bot and policy.named_bot(event.sender.id)
-        paired = self._paired(event.platform, event.sender.id)
-        if not (named or paired or policy.allows(event.sender.id)):
+        allowed = policy.allows(event.sender.id) or self._paired(event.platform, event.sender.id)
+        if not (named or allowed):
             self._report_unknown(event)
             return "deny"
         if _needs_mention(event) and policy.require_mention:
