@@ -47,7 +47,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from core.agent.context import (
     BYTES_PER_TOKEN,
@@ -156,10 +156,11 @@ class ContextLimits:
 
     window: int
     compact_at: float
+    threshold: int = field(init=False)
+    """The request size that makes a turn compact first (``window`` × ``compact_at``)."""
 
-    @property
-    def threshold(self) -> int:
-        return int(self.window * self.compact_at)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "threshold", int(self.window * self.compact_at))
 
 
 class Compactor:
@@ -243,7 +244,7 @@ class Compactor:
         transcript = Transcript(system_prompt, history)
         ratio = self.meter.ratio(session_id)
         fitted = fit_request(transcript.for_model(), self.limits.window, ratio, tools)
-        return ContextUse(scaled(fitted.raw, ratio), self.limits.window)
+        return ContextUse(fitted.tokens, self.limits.window)
 
 
 def summary_request(source: str, window: int) -> ModelRequest:
@@ -400,7 +401,7 @@ class ContextKeeper:
 
     async def _fitted(self, compactor: Compactor) -> Fitted:
         fitted = self._messages(compactor)
-        tokens = scaled(fitted.raw, compactor.meter.ratio(self._scope.session_id))
+        tokens = fitted.tokens
         if tokens <= compactor.limits.threshold:
             return fitted
         logger.info(

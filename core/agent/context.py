@@ -67,23 +67,21 @@ def raw_estimate(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     """Tokens of a request by bytes: the wire JSON of its messages and tools / 4, each
     image part counted as :data:`IMAGE_TOKENS` (its ``data:`` URL is not text the model
     reads)."""
-    wire = [_textual(m.to_wire()) for m in messages] + [t.to_wire() for t in tools]
-    size = len(json.dumps(wire, ensure_ascii=False).encode())
-    return math.ceil(size / BYTES_PER_TOKEN) + IMAGE_TOKENS * sum(map(_images, messages))
+    return _raw(messages, [t.to_wire() for t in tools])
 
 
-def _images(message: ChatMessage) -> int:
-    content = message.content
-    return (
-        sum(1 for p in content if p.get("type") == "image_url") if isinstance(content, list) else 0
-    )
-
-
-def _textual(wire: dict[str, Any]) -> dict[str, Any]:
-    content = wire.get("content")
-    if isinstance(content, list):
-        wire["content"] = [p for p in content if p.get("type") != "image_url"]
-    return wire
+def _raw(messages: Sequence[ChatMessage], tools: list[dict[str, Any]]) -> int:
+    """:func:`raw_estimate` with the tools already in their wire form (serialised once
+    per fitted request, however many passes it takes)."""
+    wire = [m.to_wire() for m in messages]
+    images = 0
+    for sent in wire:
+        content = sent["content"]
+        if isinstance(content, list):  # image parts count as IMAGE_TOKENS, not their URL
+            sent["content"] = [p for p in content if p.get("type") != "image_url"]
+            images += len(content) - len(sent["content"])
+    size = len(json.dumps(wire + tools, ensure_ascii=False).encode())
+    return math.ceil(size / BYTES_PER_TOKEN) + IMAGE_TOKENS * images
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +169,8 @@ def fit_tool_results(
     limit = tool_result_limit(window, ratio)
     fitted: list[ChatMessage] = []
     for index, message in enumerate(messages):
-        if _cuttable(message, index) and len(message.text()) > limit:
+        content = message.content  # only a text (never list content) is cut
+        if isinstance(content, str) and len(content) > limit and _cuttable(message, index):
             message = _cut(message, limit)
         fitted.append(message)
     return fitted
@@ -185,6 +184,8 @@ class Fitted:
 
     messages: list[ChatMessage]
     raw: int
+    tokens: int
+    """``raw`` scaled by the session's learnt ratio: what the threshold is checked against."""
 
 
 def fit_request(
@@ -199,19 +200,22 @@ def fit_request(
     originals = list(messages)
     fitted = fit_tool_results(originals, window, ratio)
     target = int(window * (1 - REPLY_SHARE))
-    raw = raw_estimate(fitted, tools)
+    wire_tools = [t.to_wire() for t in tools]
+    raw = _raw(fitted, wire_tools)
     for _ in range(FIT_PASSES):
-        excess = scaled(raw, ratio) - target
+        excess = math.ceil(raw * ratio) - target
+        if excess <= 0:
+            break
         largest = _largest_cuttable(fitted)
-        if excess <= 0 or largest is None:
+        if largest is None:
             break
         text = fitted[largest].text()
         wire_per_char = len(json.dumps(text, ensure_ascii=False).encode()) / len(text)
         drop = math.ceil(excess * BYTES_PER_TOKEN / ratio / wire_per_char) + _NOTE_CHARS
         limit = max(MIN_KEPT_CHARS, len(text) - drop)
         fitted[largest] = _cut(originals[largest], limit)
-        raw = raw_estimate(fitted, tools)
-    return Fitted(fitted, raw)
+        raw = _raw(fitted, wire_tools)
+    return Fitted(fitted, raw, math.ceil(raw * ratio))
 
 
 _NOTE_CHARS = 200
@@ -243,15 +247,17 @@ def is_summary(message: ChatMessage) -> bool:
 def summary_first(history: list[StoredMessage]) -> list[StoredMessage]:
     """The active history with the compaction summary first (it is stored after the rows
     it leaves active, so the store's id order puts it last)."""
-    summaries = [m for m in history if is_summary(m.message)]
-    return summaries + [m for m in history if not is_summary(m.message)]
+    summaries = [m for m in history if m.message.role == "system"]  # is_summary, inlined
+    if not summaries:
+        return history
+    return summaries + [m for m in history if m.message.role != "system"]
 
 
 def as_sent(messages: Iterable[ChatMessage]) -> list[ChatMessage]:
     """The request's history: a summary becomes a user message and :data:`SUMMARY_ACK`."""
     sent: list[ChatMessage] = []
     for message in messages:
-        if is_summary(message):
+        if message.role == "system":  # is_summary, inlined: once per message per call
             sent.append(ChatMessage(role="user", content=message.content))
             sent.append(ChatMessage(role="assistant", content=SUMMARY_ACK))
         else:
