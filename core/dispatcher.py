@@ -294,7 +294,8 @@ class Dispatcher:
             return _crashed(exc)
         finally:
             lane.control, lane.since, lane.running = None, None, None
-            self._keep_leftovers(session_key, lane, message, control)
+            if control.redirects or control.steers:  # a steer or redirect never delivered
+                self._keep_leftovers(session_key, lane, message, control)
 
     def _keep_leftovers(
         self, session_key: str, lane: Lane, message: UserMessage, control: TurnControl

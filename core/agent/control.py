@@ -28,47 +28,51 @@ class TurnControl:
     """Set by :meth:`redirect`; the turn's recorder waits on it to persist at once."""
     redirect_recorded: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once every redirect so far is stored with the user message (cleared by a new one)."""
-    _steer: list[str] = field(default_factory=list)
-    _redirect: list[str] = field(default_factory=list)
-    _unrecorded: list[str] = field(default_factory=list)
+    steers: list[str] = field(default_factory=list)
+    """Steer lines queued by :meth:`steer`, not yet delivered (read it; queue with
+    :meth:`steer`): empty, the loop's steer check and the leftovers cost no call."""
+    redirects: list[str] = field(default_factory=list)
+    """Corrections queued by :meth:`redirect`, not yet handed to the model (read only)."""
+    unrecorded: list[str] = field(default_factory=list)
+    """Corrections not yet stored with the user message (read only)."""
 
     def stop(self, reason: str = "cancelled") -> None:
         self.token.cancel(reason)
 
     def steer(self, text: str) -> None:
         """Queue a line to be appended to the most recent tool result."""
-        self._steer.append(text)
+        self.steers.append(text)
 
     def redirect(self, text: str) -> None:
         """Queue a correction that is also folded into the stored user message."""
-        self._redirect.append(text)
-        self._unrecorded.append(text)
+        self.redirects.append(text)
+        self.unrecorded.append(text)
         self.redirect_recorded.clear()
         self.redirect_arrived.set()
 
     def drain_steer(self) -> str | None:
-        if not self._steer:
+        if not self.steers:
             return None
-        text = "\n".join(self._steer)
-        self._steer.clear()
+        text = "\n".join(self.steers)
+        self.steers.clear()
         return text
 
     def restore_steer(self, text: str) -> None:
         """Put an undelivered steer back (no tool message to ride on yet)."""
-        self._steer.insert(0, text)
+        self.steers.insert(0, text)
 
     def drain_redirect(self) -> str | None:
-        if not self._redirect:
+        if not self.redirects:
             return None
-        text = "\n".join(self._redirect)
-        self._redirect.clear()
+        text = "\n".join(self.redirects)
+        self.redirects.clear()
         return text
 
     def drain_unrecorded(self) -> list[str]:
         """Redirects not yet persisted into the stored user message (oldest first)."""
         self.redirect_arrived.clear()
-        found = list(self._unrecorded)
-        self._unrecorded.clear()
+        found = list(self.unrecorded)
+        self.unrecorded.clear()
         return found
 
     def drain_leftovers(self) -> str | None:
@@ -78,4 +82,4 @@ class TurnControl:
 
     @property
     def has_pending_steer(self) -> bool:
-        return bool(self._steer)
+        return bool(self.steers)

@@ -328,7 +328,8 @@ class CommonAgent:
         finally:
             watcher.cancel()
             await asyncio.wait({watcher})
-        await record_redirects(turn.control, turn.transcript, self.store)
+        if turn.control.unrecorded:  # a straggler the watcher had no time for
+            await record_redirects(turn.control, turn.transcript, self.store)
         return end
 
     async def _loop(

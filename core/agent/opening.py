@@ -157,7 +157,8 @@ class TurnOpener:
             turn.transcript.images = await current_images(
                 user.content, turn.workspace, self.profile.vision
             )
-        await record_redirects(turn.control, turn.transcript, self.store)
+        if turn.control.unrecorded:  # a /redirect came while the turn opened
+            await record_redirects(turn.control, turn.transcript, self.store)
         await self._system_prompt(turn)
 
     async def _session(self, key: str) -> tuple[SessionRecord, bool]:

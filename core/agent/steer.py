@@ -99,7 +99,13 @@ class SteerChannel:
         self._notes.append(format_note_marker(text))
 
     async def deliver(self) -> None:
-        await record_redirects(self._control, self._transcript, self._store)
+        """The steer check before a model call: redirects recorded and told, steer lines
+        and notes appended to the latest tool result; nothing pending, nothing done."""
+        control = self._control
+        if not (control.unrecorded or control.redirects or control.steers or self._notes):
+            return
+        if control.unrecorded:
+            await record_redirects(control, self._transcript, self._store)
         redirect = self._control.drain_redirect()
         if redirect:
             await self._apply_redirect(redirect)

@@ -31,6 +31,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from core.agent.turn import StepCallback
@@ -139,7 +140,7 @@ async def notify_step(
     if callback is None:
         return
     what = f"step_callback (iteration {iteration})"
-    await observe(lambda: callback(iteration, tools), token, what)
+    await observe(partial(callback, iteration, tools), token, what)
 
 
 async def notify_notice(
@@ -148,7 +149,7 @@ async def notify_notice(
     """Hand a notice to the gateway, under the same rules as the step callback."""
     if callback is None:
         return
-    await observe(lambda: callback(notice), token, f"notice callback ({type(notice).__name__})")
+    await observe(partial(callback, notice), token, f"notice callback ({type(notice).__name__})")
 
 
 async def observe(

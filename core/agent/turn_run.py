@@ -194,8 +194,9 @@ class TurnRun:
         return replace(reply, content=content, tool_calls=())
 
     async def _prepare_call(self) -> None:
-        tools = prev_tools(self._transcript.turn_messages())
-        await notify_step(self._step_callback, self.gate.calls, tools, self._control.token)
+        if self._step_callback is not None:
+            tools = prev_tools(self._transcript.turn_messages())
+            await notify_step(self._step_callback, self.gate.calls, tools, self._control.token)
         if self._wrap_up.due():
             self._steer.add_note(self._wrap_up.text())
         await self._steer.deliver()
