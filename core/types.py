@@ -148,13 +148,14 @@ class ToolSpec:
     parameters: dict[str, Any]
     risk: Risk = "safe"
     interactive: bool = False
+    wire: dict[str, Any] = field(init=False, repr=False, compare=False)
+    """The spec as the model gets it (Chat Completions ``tools`` item), made once with the
+    spec: every request and every context estimate sends the same tools. Never changed."""
+
+    def __post_init__(self) -> None:
+        function = {"name": self.name, "description": self.description}
+        wire = {"type": "function", "function": {**function, "parameters": self.parameters}}
+        object.__setattr__(self, "wire", wire)
 
     def to_wire(self) -> dict[str, Any]:
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
-        }
+        return self.wire

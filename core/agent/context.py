@@ -67,7 +67,7 @@ def raw_estimate(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     """Tokens of a request by bytes: the wire JSON of its messages and tools / 4, each
     image part counted as :data:`IMAGE_TOKENS` (its ``data:`` URL is not text the model
     reads)."""
-    return _raw(messages, [t.to_wire() for t in tools])
+    return _raw(messages, [t.wire for t in tools])
 
 
 def _raw(messages: Sequence[ChatMessage], tools: list[dict[str, Any]]) -> int:
@@ -200,7 +200,7 @@ def fit_request(
     originals = list(messages)
     fitted = fit_tool_results(originals, window, ratio)
     target = int(window * (1 - REPLY_SHARE))
-    wire_tools = [t.to_wire() for t in tools]
+    wire_tools = [t.wire for t in tools]
     raw = _raw(fitted, wire_tools)
     for _ in range(FIT_PASSES):
         excess = math.ceil(raw * ratio) - target

@@ -70,19 +70,13 @@ class Runtime:
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def stored_prompt_matches_runtime(session: SessionRecord, runtime: Runtime) -> bool:
-    return session.system_prompt is not None and session.prompt_fingerprint == (
-        runtime.fingerprint()
-    )
-
-
 def build_context_tier(
     session: SessionRecord, profile: AgentProfile, runtime: Runtime, extra: str = ""
 ) -> str:
     """The context tier; its workspace is the session's (``runtime.workspace``), where the
     terminal and the file tools work (:meth:`AgentProfile.session_workspace`); ``extra``
     (a :data:`ContextSection`'s text) follows as its own paragraph."""
-    started = _utc(session.created_at).strftime("%Y-%m-%d")
+    started = datetime.fromtimestamp(session.created_at, tz=UTC).strftime("%Y-%m-%d")
     tier = "\n".join(
         [
             "## Session",
@@ -100,26 +94,25 @@ def join_prefix(stable: str, context: str) -> str:
     return f"{stable.rstrip()}\n\n{context}"
 
 
-def volatile_tier(now: float) -> str:
-    return f"Current time: {_utc(now).strftime('%A %Y-%m-%d %H:%M UTC')}"
+VOLATILE_TIER = "Current time: %A %Y-%m-%d %H:%M UTC"
+"""The volatile tier, a ``strftime`` format of the clock's time in UTC."""
 
 
 def clock_note(now: float) -> str:
     """The volatile tier as the note at the end of this turn's user message."""
-    return f"[{volatile_tier(now)}]"
+    return datetime.fromtimestamp(now, tz=UTC).strftime(f"[{VOLATILE_TIER}]")
 
 
 def user_for_model(text: str, context: str, note: str) -> str:
     """This turn's user message as the model sees it: the ``pre_llm_call`` context in
     front, the volatile note (:func:`clock_note`) after; neither is stored."""
-    parts = [part for part in (context, text, note) if part]
-    return "\n\n".join(parts)
+    return "\n\n".join(filter(None, (context, text, note)))
 
 
 def system_prompt(prefix: str, now: float) -> str:
     """The cached prefix with the volatile tier as its last paragraph — only for the
     external runtime, which renders its own prompt (``docs/turn-loop.md`` §14)."""
-    return f"{prefix}\n\n{volatile_tier(now)}"
+    return f"{prefix}\n\n{datetime.fromtimestamp(now, tz=UTC).strftime(VOLATILE_TIER)}"
 
 
 async def restore_or_build_prefix(
@@ -131,8 +124,9 @@ async def restore_or_build_prefix(
 ) -> str:
     """The stable+context prefix: restored byte-identical, or rebuilt when the runtime
     changed (``section`` asked then, and only then)."""
-    if stored_prompt_matches_runtime(session, runtime) and session.system_prompt is not None:
-        return session.system_prompt
+    stored = session.system_prompt
+    if stored is not None and session.prompt_fingerprint == runtime.fingerprint():
+        return stored  # nothing the prefix depends on changed: byte for byte
     extra = await section() if section is not None else ""
     context = build_context_tier(session, profile, runtime, extra)
     prefix = join_prefix(runtime.soul, context)
@@ -140,10 +134,6 @@ async def restore_or_build_prefix(
         session.id, frozen_context=context, system_prompt=prefix, fingerprint=runtime.fingerprint()
     )
     return prefix
-
-
-def _utc(timestamp: float) -> datetime:
-    return datetime.fromtimestamp(timestamp, tz=UTC)
 
 
 class SoulFile:

@@ -90,12 +90,17 @@ class Transcript:
         self.images: dict[str, str] = {}
         """This turn's image references as ``data:`` URLs, sent in the user message only
         (:mod:`core.agent.attachment_content`); older turns send their notes."""
+        self.tool_images = False
+        """A tool result of this transcript returned images (then every request looks
+        for them, :meth:`_with_tool_images`)."""
 
     def add(
         self, message: ChatMessage, stored_id: int | None, images: tuple[ToolImage, ...] = ()
     ) -> Entry:
         entry = Entry(message, stored_id, images=images)
         self.entries.append(entry)
+        if images:
+            self.tool_images = True
         return entry
 
     def resume_at(self, stored_id: int) -> Entry | None:
@@ -150,8 +155,10 @@ class Transcript:
             else:
                 content = user_for_model(user.text(), context, note)
             messages[self.turn_start] = replace(user, content=content)
-        sent = alternating(as_sent(m for m in messages if not is_empty_reply(m)))
-        return [system, *self._with_tool_images(sent)]
+        sent = alternating(
+            as_sent(m for m in messages if m.role != "assistant" or not is_empty_reply(m))
+        )
+        return [system, *(self._with_tool_images(sent) if self.tool_images else sent)]
 
     def _with_tool_images(self, sent: list[ChatMessage]) -> list[ChatMessage]:
         """``sent`` with this turn's tool images after its tool messages (added after
@@ -264,7 +271,7 @@ async def load_call_records(store: Store, history: Sequence[StoredMessage]) -> C
     turns = {
         entry.turn_id
         for index, entry in enumerate(entries)
-        if entry.turn_id is not None and _unanswered(entries, index)
+        if entry.message.tool_calls and entry.turn_id is not None and _unanswered(entries, index)
     }
     found: dict[tuple[str, str], ToolCallRecord] = {}
     for turn_id in sorted(turns):
