@@ -24,7 +24,7 @@ to summarise and no grace call is made.
 
 ``docs/turn-loop.md`` §11 — :class:`WrapUpReminder` is the one-shot wall-clock reminder: when
 ``run_budget_seconds`` is set and 80 % of it has passed, the loop injects a wrap-up note
-through the steer channel. It is fully dormant when the budget is unset.
+through the steer channel. With the budget unset there is none (the loop holds None).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class IterationBudget:
 
     def consume(self) -> bool:
         """Take one unit; False (and nothing taken) when the pool is empty."""
-        if self.remaining <= 0:
+        if self.used >= self.max_total:
             return False
         self.used += 1
         return True
@@ -89,14 +89,13 @@ class LoopGate:
         return True
 
     def next_call(self) -> CallKind | None:
-        """Admit one model call (``None``: budget exhausted, the loop must exit)."""
-        if not self.open:
-            return None
+        """Admit one model call (``None``: budget exhausted, the loop must exit): the
+        grace call when armed, else one within both caps (:attr:`open`)."""
         if self.grace_call:
             self.grace_call = False
             self.calls += 1
             return "grace"
-        if not self.budget.consume():
+        if self.calls >= self.max_iterations or not self.budget.consume():
             return None
         self.calls += 1
         return "normal"
@@ -105,14 +104,14 @@ class LoopGate:
 class WrapUpReminder:
     """One-shot: due once when 80 % of ``seconds`` has passed since ``started_at``."""
 
-    def __init__(self, clock: Callable[[], float], seconds: float | None) -> None:
+    def __init__(self, clock: Callable[[], float], seconds: float) -> None:
         self._clock = clock
         self._seconds = seconds
         self._started_at = clock()
         self._fired = False
 
     def due(self) -> bool:
-        if self._seconds is None or self._fired:
+        if self._fired:
             return False
         if self._clock() - self._started_at < WRAP_UP_FRACTION * self._seconds:
             return False

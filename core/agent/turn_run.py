@@ -129,7 +129,9 @@ class TurnRun:
         self.gate = gate
         self._step_callback = step_callback
         self._steer = SteerChannel(control, transcript, parts.store)
-        self._wrap_up = WrapUpReminder(parts.clock, parts.profile.run_budget_seconds)
+        seconds = parts.profile.run_budget_seconds
+        self._wrap_up = WrapUpReminder(parts.clock, seconds) if seconds is not None else None
+        """The wrap-up reminder (``docs/turn-loop.md`` §11); None: no run budget."""
         self._context = ContextKeeper(
             parts.compactor, scope, transcript, self._summary_call, parts.specs
         )
@@ -197,7 +199,7 @@ class TurnRun:
         if self._step_callback is not None:
             tools = prev_tools(self._transcript.turn_messages())
             await notify_step(self._step_callback, self.gate.calls, tools, self._control.token)
-        if self._wrap_up.due():
+        if self._wrap_up is not None and self._wrap_up.due():
             self._steer.add_note(self._wrap_up.text())
         await self._steer.deliver()
 
