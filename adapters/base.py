@@ -19,13 +19,12 @@ Errors: adapters translate their SDK's exceptions into this tree at the edge::
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from adapters.calls import Call
+from adapters.clock import MONOTONIC, PaceClock
 from adapters.events import (
     Button,
     ButtonRole,
@@ -46,7 +45,6 @@ from core.attachments import Attachment
 __all__ = [
     "EVERY_CALL",
     "MESSAGES",
-    "MONOTONIC",
     "Adapter",
     "AdapterError",
     "BadMarkup",
@@ -65,9 +63,7 @@ __all__ = [
     "InboundEvent",
     "Markup",
     "MessageGone",
-    "MonotonicClock",
     "NotModified",
-    "PaceClock",
     "RateLimit",
     "RateLimited",
     "Receipt",
@@ -122,28 +118,6 @@ class Charges:
     bot: frozenset[CallKind] = EVERY_CALL
     chat: frozenset[CallKind] = MESSAGES
     group: frozenset[CallKind] = MESSAGES
-
-
-class PaceClock(Protocol):
-    """The clock rate windows are measured on, and how the scheduler waits on it (a test
-    passes one that skips the wait: ``tests/support/clock.py``)."""
-
-    def now(self) -> float: ...
-
-    async def sleep(self, seconds: float) -> None: ...
-
-
-class MonotonicClock:
-    """The real clock: ``time.monotonic`` and ``asyncio.sleep``."""
-
-    def now(self) -> float:
-        return time.monotonic()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-
-
-MONOTONIC = MonotonicClock()
 
 
 def _plain_renderer() -> Renderer:

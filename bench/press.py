@@ -27,7 +27,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from adapters.base import MONOTONIC
+from adapters.clock import MONOTONIC
 from bench.figures import percentile
 from bench.sizes import Sizes
 from core.store.sqlite import open_store

@@ -49,14 +49,12 @@ import discord.http
 import yarl
 
 from adapters.base import (
-    MONOTONIC,
     AdapterError,
     Capabilities,
     Charges,
     ChatRef,
     EventSink,
     InboundEvent,
-    PaceClock,
     RateLimit,
     SentMessage,
     StreamingMode,
@@ -64,6 +62,7 @@ from adapters.base import (
 from adapters.calls import (
     Call,
 )
+from adapters.clock import MONOTONIC, PaceClock
 from adapters.discord.commands import build_tree, sync_commands
 from adapters.discord.connection import (
     GatewayClient,

@@ -42,7 +42,6 @@ from telegram.error import InvalidToken
 from telegram.ext import ExtBot
 
 from adapters.base import (
-    MONOTONIC,
     AdapterError,
     ButtonRows,
     Capabilities,
@@ -50,7 +49,6 @@ from adapters.base import (
     ChatRef,
     EventSink,
     InboundEvent,
-    PaceClock,
     RateLimit,
     SentMessage,
     StreamingMode,
@@ -66,6 +64,7 @@ from adapters.calls import (
     SendFile,
     Typing,
 )
+from adapters.clock import MONOTONIC, PaceClock
 from adapters.health import Clock, Health, HealthCell
 from adapters.inbox import STORAGE_NOTICE, DurableInbox
 from adapters.session_keys import SessionKeyRule

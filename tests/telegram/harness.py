@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from adapters.base import InboundEvent, PaceClock
+from adapters.base import InboundEvent
+from adapters.clock import PaceClock
 from adapters.session_keys import session_key
 from adapters.telegram import PollSettings, TelegramAdapter, TelegramSettings
 from core.agent.profile import AgentProfile, BusyPolicy

@@ -8,7 +8,8 @@ here waits for a window."""
 
 from __future__ import annotations
 
-from adapters.base import MONOTONIC, RateLimit
+from adapters.base import RateLimit
+from adapters.clock import MONOTONIC
 from gateway.turns.progress import ProgressConfig
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.model_server import ScriptedModelServer, reply_text, reply_tool_call

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import itertools
 
-from adapters.base import MONOTONIC, RateLimit
+from adapters.base import RateLimit
+from adapters.clock import MONOTONIC
 from adapters.telegram.platform import CHAT_BURST
 from core.debounce import Pace
 from gateway.turns.progress import ProgressConfig

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from adapters.base import MONOTONIC, Charges, RateLimit
+from adapters.base import Charges, RateLimit
+from adapters.clock import MONOTONIC
 from core.store.sqlite import SqliteStore
 from gateway.turns.progress import ProgressConfig
 from tests.platform_sim.base import SimError, SimMessage

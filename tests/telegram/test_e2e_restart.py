@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from adapters.base import MONOTONIC
+from adapters.clock import MONOTONIC
 from core.store.sqlite import SqliteStore
 from tests.platform_sim.base import SimError
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim

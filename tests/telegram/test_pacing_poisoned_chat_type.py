@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from adapters.base import MONOTONIC, RateLimit
+from adapters.base import RateLimit
+from adapters.clock import MONOTONIC
 from core.store.sqlite import SqliteStore
 from gateway.outbound.scheduler import OutboundScheduler
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
