@@ -35,6 +35,8 @@ class Cancelled(Exception):
 class CancellationToken:
     def __init__(self, parent: CancellationToken | None = None) -> None:
         self._event = asyncio.Event()
+        self.cancelled = False
+        """Whether :meth:`cancel` was called (read it; never set it)."""
         self._reason: str | None = None
         self._children: list[CancellationToken] = []
         if parent is not None:
@@ -43,16 +45,13 @@ class CancellationToken:
                 self.cancel(parent.reason or "cancelled")
 
     @property
-    def cancelled(self) -> bool:
-        return self._event.is_set()
-
-    @property
     def reason(self) -> str | None:
         return self._reason
 
     def cancel(self, reason: str = "cancelled") -> None:
-        if self._event.is_set():
+        if self.cancelled:
             return
+        self.cancelled = True
         self._reason = reason
         self._event.set()
         for child in self._children:
@@ -88,8 +87,13 @@ class CancellationToken:
             _discard(awaitable)
             raise Cancelled(self._reason or "cancelled")
         work = asyncio.ensure_future(awaitable)
-        try:
-            await self._first_of(work)
+        stop = asyncio.ensure_future(self._event.wait())  # until work ends or the token is
+        try:  # cancelled, leaving no waiter behind
+            try:
+                await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+                await asyncio.wait({stop})
         except asyncio.CancelledError:
             await _abandon(work)
             raise
@@ -97,15 +101,6 @@ class CancellationToken:
             return work.result()
         await _abandon(work)
         raise Cancelled(self._reason or "cancelled")
-
-    async def _first_of(self, work: asyncio.Future[Any]) -> None:
-        """Wait until ``work`` ends or the token is cancelled; leave no waiter behind."""
-        stop = asyncio.ensure_future(self._event.wait())
-        try:
-            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-            await asyncio.wait({stop})
 
 
 ABANDON_SECONDS = 0.05
