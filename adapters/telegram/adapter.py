@@ -24,7 +24,13 @@ Streaming (:mod:`adapters.telegram.drafts`, docs/architecture.md "Streaming"): w
 ``streaming = "native"`` (the default) a ``LiveText`` call draws the answer as a message draft
 with a Stop button in a private chat (``StreamRefused`` in groups: the gateway edits there);
 the draft's Stop press becomes a ``stop`` event while that draft is live. Drafts count in the
-chat's and the bot's windows like messages.
+chat's and the bot's windows like messages. With ``edit`` or ``off`` the adapter has no
+drafts at all (``drafts`` is None): a send does not look for one, a ``LiveText`` call is
+refused (``StreamRefused``) and a draft's Stop is never taken for a live one.
+
+Errors: every outbound call's python-telegram-bot exception is translated once, where
+:meth:`TelegramAdapter.perform` makes the call (:func:`adapters.telegram.errors.translate`),
+so a call that succeeds enters no translating frame.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from telegram import BotCommand, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import InvalidToken
+from telegram.error import InvalidToken, TelegramError
 from telegram.ext import ExtBot
 
 from adapters.base import (
@@ -52,6 +58,7 @@ from adapters.base import (
     RateLimit,
     SentMessage,
     StreamingMode,
+    StreamRefused,
 )
 from adapters.calls import (
     AnswerPress,
@@ -70,9 +77,9 @@ from adapters.inbox import STORAGE_NOTICE, DurableInbox
 from adapters.session_keys import SessionKeyRule
 from adapters.telegram.albums import ALBUM_WINDOW, Albums, Sleep
 from adapters.telegram.drafts import DraftStreams
-from adapters.telegram.errors import platform_errors
+from adapters.telegram.errors import platform_errors, translate
 from adapters.telegram.files import UPLOAD_LIMIT, TelegramFiles
-from adapters.telegram.inbox import Inbox, Normalized
+from adapters.telegram.inbox import Inbox, LiveStop, Normalized, no_live_stream
 from adapters.telegram.limits import BOT_LIMIT, CHAT_LIMIT, GROUP_LIMIT, TELEGRAM_CHARGES
 from adapters.telegram.normalize import (
     PLATFORM,
@@ -199,7 +206,8 @@ class TelegramAdapter:
         )
         self.bot = self._build_bot(token)
         self.files = TelegramFiles(self.bot)
-        self.drafts = DraftStreams(self.bot)
+        self.drafts = DraftStreams(self.bot) if self.settings.streaming == "native" else None
+        """The live drafts (``native`` streaming only; None: the bot draws none)."""
         install_log_filter()
         self.identity: BotIdentity | None = None
         self._inbox: Inbox | None = None
@@ -245,7 +253,7 @@ class TelegramAdapter:
         albums = Albums(sink, self.settings.album_window, self.settings.album_sleep)
         self._inbox = Inbox(
             self.store, self.bot, normalizer, sink, self._storage_notice, albums=albums,
-            live_stop=self._live_stop,
+            live_stop=self._live_stop(),
         )  # fmt: skip
         await self.set_commands(self.settings.commands)
         await self._inbox.replay()
@@ -256,14 +264,22 @@ class TelegramAdapter:
         self.health_cell.up()
         _log.info("telegram: receiving as @%s", self.identity.username)
 
-    def _live_stop(self, event: InboundEvent) -> bool:
-        """A draft's Stop press is for the chat's live draft (then once): ``drafts.py``."""
-        return event.stream_id is not None and self.drafts.stop(event.chat, int(event.stream_id))
+    def _live_stop(self) -> LiveStop:
+        """Whether a draft's Stop press is for the chat's live draft (then once):
+        ``drafts.py``; with no drafts, never."""
+        drafts = self.drafts
+        if drafts is None:
+            return no_live_stream
+
+        def live_stop(event: InboundEvent) -> bool:
+            return event.stream_id is not None and drafts.stop(event.chat, int(event.stream_id))
+
+        return live_stop
 
     async def _storage_notice(self, chat: ChatRef) -> None:
         """Tell ``chat`` its messages wait for the store (once per outage; never raises)."""
         try:
-            await self._send(chat, STORAGE_NOTICE, (), False)
+            await self.perform(Send(chat, STORAGE_NOTICE, markup=False))
         except Exception as exc:
             _log.warning("telegram: could not tell chat %s the store is out: %s", chat.chat_id, exc)
 
@@ -331,74 +347,77 @@ class TelegramAdapter:
         """One outbound call (:mod:`adapters.calls`). The Bot API has no idempotency key:
         a ``Send.key`` (or ``SendFile.key``) is not sent (docs/architecture.md, "Exactly
         once")."""
-        match call:
-            case Send(chat, text, buttons, markup):
-                self.drafts.message_sent(chat)
-                return await self._send(chat, text, buttons, markup)
-            case SendFile(chat, file, caption):
-                self.drafts.message_sent(chat)
-                return await self.files.send(chat, file, caption)
-            case Edit(message, text, buttons, markup):
-                await self._edit(message, text, buttons, markup)
-            case Delete(message):
-                await self._delete(message)
-            case AnswerPress(event, text):
-                await self._answer(event, text)
-            case Typing(chat):
-                await self._typing(chat)
-            case LiveText():
-                await self.drafts.perform(call)
-            case React(message, emoji):
-                await self._react(message, emoji)
+        try:
+            match call:
+                case Send(chat, text, buttons, markup):
+                    if self.drafts is not None:
+                        self.drafts.message_sent(chat)
+                    return await self._send(chat, text, buttons, markup)
+                case SendFile(chat, file, caption):
+                    if self.drafts is not None:
+                        self.drafts.message_sent(chat)
+                    return await self.files.send(chat, file, caption)
+                case Edit(message, text, buttons, markup):
+                    await self._edit(message, text, buttons, markup)
+                case Delete(message):
+                    await self._delete(message)
+                case AnswerPress(event, text):
+                    await self._answer(event, text)
+                case Typing(chat):
+                    await self._typing(chat)
+                case LiveText(chat):
+                    if self.drafts is None:
+                        raise StreamRefused(
+                            f"telegram chat {chat.chat_id}: this bot draws no drafts"
+                        )
+                    await self.drafts.perform(call)
+                case React(message, emoji):
+                    await self._react(message, emoji)
+        except TelegramError as exc:
+            raise translate(exc) from exc
         return None
 
     async def _send(
         self, chat: ChatRef, text: str, buttons: ButtonRows, markup: bool
     ) -> SentMessage:
-        with platform_errors():
-            message = await self.bot.send_message(
-                chat_id=chat.chat_id,
-                text=text,
-                parse_mode=ParseMode.HTML if markup else None,
-                reply_markup=inline_keyboard(buttons),
-                message_thread_id=_thread(chat),
-            )
+        message = await self.bot.send_message(
+            chat_id=chat.chat_id,
+            text=text,
+            parse_mode=ParseMode.HTML if markup else None,
+            reply_markup=inline_keyboard(buttons),
+            message_thread_id=_thread(chat),
+        )
         return SentMessage(chat, str(message.message_id))
 
     async def _edit(
         self, message: SentMessage, text: str, buttons: ButtonRows, markup: bool
     ) -> None:
-        with platform_errors():
-            await self.bot.edit_message_text(
-                text=text,
-                chat_id=message.chat.chat_id,
-                message_id=int(message.message_id),
-                parse_mode=ParseMode.HTML if markup else None,
-                reply_markup=inline_keyboard(buttons),
-            )
+        await self.bot.edit_message_text(
+            text=text,
+            chat_id=message.chat.chat_id,
+            message_id=int(message.message_id),
+            parse_mode=ParseMode.HTML if markup else None,
+            reply_markup=inline_keyboard(buttons),
+        )
 
     async def _delete(self, message: SentMessage) -> None:
-        with platform_errors():
-            await self.bot.delete_message(message.chat.chat_id, int(message.message_id))
+        await self.bot.delete_message(message.chat.chat_id, int(message.message_id))
 
     async def _react(self, message: SentMessage, emoji: str) -> None:
         """``setMessageReaction``: the bot's one reaction on the message, replaced (its
         emoji from Telegram's list: ✅/❌ are not on it, 👍/👎 stand in)."""
-        with platform_errors():
-            await self.bot.set_message_reaction(
-                message.chat.chat_id,
-                int(message.message_id),
-                reaction=TELEGRAM_REACTIONS.get(emoji, emoji),
-            )
+        await self.bot.set_message_reaction(
+            message.chat.chat_id,
+            int(message.message_id),
+            reaction=TELEGRAM_REACTIONS.get(emoji, emoji),
+        )
 
     async def _answer(self, event: InboundEvent, text: str | None) -> None:
         if event.press_id is None:
             return
-        with platform_errors():
-            await self.bot.answer_callback_query(event.press_id, text=text)
+        await self.bot.answer_callback_query(event.press_id, text=text)
 
     async def _typing(self, chat: ChatRef) -> None:
-        with platform_errors():
-            await self.bot.send_chat_action(
-                chat.chat_id, ChatAction.TYPING, message_thread_id=_thread(chat)
-            )
+        await self.bot.send_chat_action(
+            chat.chat_id, ChatAction.TYPING, message_thread_id=_thread(chat)
+        )
