@@ -151,7 +151,7 @@ class ModelCaller:
 
         async def attempt() -> ModelReply:
             watch.attempt_started()
-            if relay is not None:
+            if relay is not None and watch.attempt > 1:
                 relay.reset("retry")  # the last attempt's text, if reclassify did not drop it
             hooks = self._hooks
             if "pre_api_request" in hooks.live:

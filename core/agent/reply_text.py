@@ -20,6 +20,7 @@ never races a late delta); a listener still busy then is abandoned.
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 
 from core.agent.step import (
     OBSERVER_SECONDS,
@@ -115,7 +116,8 @@ class TextRelay:
 
     async def _deliver(self, event: TextEvent) -> None:
         what = f"text callback ({type(event).__name__}, iteration {self._iteration})"
+        told = partial(self._callback, event)
         if self._token.cancelled:
-            await observe(lambda: self._callback(event), None, what, STOPPED_SECONDS)
+            await observe(told, None, what, STOPPED_SECONDS)
         else:
-            await observe(lambda: self._callback(event), self._token, what, OBSERVER_SECONDS)
+            await observe(told, self._token, what, OBSERVER_SECONDS)
