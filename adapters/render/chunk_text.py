@@ -2,7 +2,9 @@
 
 Cuts fall at line ends where possible. In Markdown mode a cut inside a fenced code block
 closes the fence and the next chunk reopens it with the same info string (language), so
-every chunk renders as code on its own. A line longer than the limit is cut hard.
+every chunk renders as code on its own. A line longer than the limit is cut hard. A
+source that fits the limit with room for a fence's closer to spare is its one chunk (the
+same chunk, without splitting it into lines).
 """
 
 from __future__ import annotations
@@ -15,6 +17,14 @@ FENCES = ("```", "~~~")
 def chunk_text(source: str, limit: int, unit: LengthUnit, *, fences: bool = True) -> list[str]:
     if limit <= 0:
         raise ValueError("limit must be positive")
+    if measure(source, unit) <= _room(limit):
+        whole = source.strip("\n")
+        return [whole] if whole.strip() else []
+    return chunk_lines(source, limit, unit, fences=fences)
+
+
+def chunk_lines(source: str, limit: int, unit: LengthUnit, *, fences: bool = True) -> list[str]:
+    """:func:`chunk_text` line by line (any source; ``limit`` positive)."""
     chunks: list[str] = []
     current: list[str] = []
     fence: str | None = None  # the opening fence line while inside a code block
@@ -42,7 +52,7 @@ def _size(lines: list[str], closer: str, unit: LengthUnit) -> int:
 
 def _lines(source: str, limit: int, unit: LengthUnit) -> list[str]:
     """Source lines, with any line wider than ``limit`` (less fence room) cut hard."""
-    room = max(1, limit - 8)
+    room = _room(limit)
     lines: list[str] = []
     for line in source.split("\n"):
         while measure(line, unit) > room:
@@ -51,6 +61,11 @@ def _lines(source: str, limit: int, unit: LengthUnit) -> list[str]:
             line = line[len(head) :]
         lines.append(line)
     return lines
+
+
+def _room(limit: int) -> int:
+    """Units a line may take: the limit less room for a fence's closer."""
+    return max(1, limit - 8)
 
 
 def _prefix_within(line: str, room: int, unit: LengthUnit) -> str:

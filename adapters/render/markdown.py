@@ -6,10 +6,16 @@ except the lines of a code block, which stay byte-identical;
 headings become bold lines; tables become an aligned monospace block (platforms render
 neither tables nor headings); a horizontal rule becomes a line of dashes. Raw HTML in the
 Markdown is shown as text, never passed through.
+
+A reply that is one line of words — a letter first, then only letters, digits, spaces and
+``,.!?'":;()/-`` (:data:`PLAIN_LINE`) — is one paragraph of one text in any Markdown parse:
+it is the dialect's text of it whole, without parsing (the same bytes as the walk,
+``tests/test_render_fast_path.py``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,9 +29,21 @@ from adapters.render.units import LengthUnit
 
 RULE = "———"
 _PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+PLAIN_LINE = re.compile(r"[^\W\d_](?:[^\W_]|[ ,.!?'\":;()/-])*")
+"""A line no Markdown construct can start or hold: no block marker first (a letter, not a
+digit, ``#``, ``>``, ``-``, ``|`` or a space), no inline marker (``*_~`[]<>&\\``), no
+newline, no tab; ``_`` is the one word character left out (emphasis)."""
 
 
 def render_markdown(markdown: str, dialect: Dialect) -> str:
+    if PLAIN_LINE.fullmatch(markdown):
+        return dialect.text(markdown.rstrip(" "))
+    return walk_markdown(markdown, dialect)
+
+
+def walk_markdown(markdown: str, dialect: Dialect) -> str:
+    """``markdown`` in ``dialect`` by parsing it and walking the tree (every reply that is
+    not a :data:`PLAIN_LINE`)."""
     root = SyntaxTreeNode(_PARSER.parse(markdown))
     keep = _unused_char(markdown)
     return _Walk(dialect, keep).blocks(root, "\n\n").strip().replace(keep, "\n")

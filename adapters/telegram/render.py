@@ -11,7 +11,8 @@ platform's unit. A tag or an entity (``&amp;``) is never cut. Where a cut falls 
 open tags — a code block, a bold run — the chunk closes them and the next chunk reopens
 them with the same attributes, so ``<pre><code class="language-py">`` is carried over.
 Cuts prefer a line break, then a space, in the second half of the chunk; otherwise the
-text is cut hard at the limit.
+text is cut hard at the limit. A text with no tag and no entity (no ``<``, no ``&``) that
+fits the limit is its one chunk, stripped, without being taken apart (the same chunks).
 """
 
 from __future__ import annotations
@@ -83,6 +84,14 @@ class _Atom:
 def chunk_html(markup: str, limit: int, unit: LengthUnit) -> list[str]:
     if limit <= 0:
         raise ValueError("limit must be positive")
+    if "<" not in markup and "&" not in markup and measure(markup, unit) <= limit:
+        text = markup.strip()
+        return [text] if text else []
+    return chunk_atoms(markup, limit, unit)
+
+
+def chunk_atoms(markup: str, limit: int, unit: LengthUnit) -> list[str]:
+    """:func:`chunk_html` atom by atom (any markup; ``limit`` positive)."""
     atoms = _atoms(markup, unit)
     chunks: list[str] = []
     stack: list[_Atom] = []
