@@ -4,6 +4,7 @@ with no tracer installed. Traced with ``sys.setprofile`` over one real turn."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from types import FrameType
@@ -94,3 +95,21 @@ async def test_with_no_tracer_a_turn_enters_no_tracing_code(rig: Rig) -> None:
     entered = await traced_turn(rig, HookRegistry())
 
     assert within(entered, "core/tracing.py") == []
+
+
+def test_the_registry_knows_which_names_have_hooks_and_which_may_await() -> None:
+    class Observer:
+        def seen(self, **_: object) -> None: ...
+
+        async def __call__(self, **_: object) -> None: ...
+
+    async def later(**_: object) -> None: ...
+
+    hooks = HookRegistry()
+    hooks.register("post_llm_call", Observer().seen)  # a bound sync method
+    hooks.register("pre_llm_call", lambda **_: None)
+    hooks.register("pre_llm_call", functools.partial(later))  # async, wrapped
+    hooks.register("on_session_end", Observer())  # an object whose call is async
+
+    assert hooks.live == {"post_llm_call", "pre_llm_call", "on_session_end"}
+    assert hooks.awaiting == {"pre_llm_call", "on_session_end"}
