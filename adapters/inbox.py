@@ -55,10 +55,13 @@ again cannot help. Operators list and drop dead letters with ``commonos inbox de
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Generic, Literal, TypeVar
 
 from adapters.base import ChatRef, InboundEvent
@@ -77,6 +80,8 @@ ERROR_PREVIEW = 300
 STORAGE_NOTICE = "I can't save messages right now; I'll answer when storage is back."
 STORABLE_INTEGERS = range(-(2**63), 2**63)
 """What a SQLite INTEGER (and every platform's 64-bit ids) can hold."""
+_LONG_NUMBER = re.compile(r"\d{19}")
+"""A run of 19 digits: every integer outside 64 bits has one (2**63 has 19 digits)."""
 
 Taken = Literal["stored", "known", "quarantined"]
 Notify = Callable[[ChatRef], Awaitable[None]]
@@ -100,6 +105,14 @@ def unstorable_value(data: object) -> str | None:
     """Where in ``data`` (decoded JSON) an integer lies outside 64 bits, e.g.
     ``"message.chat.id"``; None when every value can be stored."""
     return next(_unstorable(data, ""), None)
+
+
+def unstorable_in_json(raw: str) -> str | None:
+    """:func:`unstorable_value` of the JSON text ``raw``; a text with no run of 19 digits
+    holds no integer outside 64 bits, and is neither decoded nor walked."""
+    if _LONG_NUMBER.search(raw) is None:
+        return None
+    return unstorable_value(json.loads(raw))
 
 
 def _unstorable(data: object, path: str) -> Iterator[str]:
@@ -283,7 +296,7 @@ class DurableInbox(Generic[Item]):
         item_id, raw = self.form.id_of(item), self.form.to_json(item)
         record = InboundRecord(self.form.platform, item_id, session_key, raw, time.time())
         taken = await self.intake.take(
-            item_id, raw, lambda: self.store.enqueue_inbound(record), chat
+            item_id, raw, partial(self.store.enqueue_inbound, record), chat
         )
         if taken == "known":
             return await self._deliver_if_never_started(item_id, item)

@@ -14,7 +14,8 @@ Two messages with the same key never run turns at the same time (the Dispatcher'
 so the strategy decides what may run in parallel.
 
 A key is stored as its string (``str(key)``); :func:`parse_session_key` is the one way
-back, used wherever a key comes back from the store. A child agent's session
+back, used wherever a key comes back from the store (and cached: a key is parsed once
+however often its string comes back). A child agent's session
 (``<parent key>/child:<turn>:<call>``) parses as its parent's key: it lives in the same
 chat.
 """
@@ -22,13 +23,16 @@ chat.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import Literal, Protocol
 
 from adapters.base import ChatType, SessionKey
 
 CHAT_TYPES: tuple[ChatType, ...] = ("dm", "group", "channel", "thread")
 CHILD_MARK = "/child:"
+_CHAT_TYPE_OF: dict[str, ChatType] = {chat_type: chat_type for chat_type in CHAT_TYPES}
+PARSED_KEYS = 4096
+"""Key strings whose :class:`SessionKey` is kept (the most recently parsed)."""
 
 GroupSessions = Literal["per_user", "shared"]
 
@@ -79,6 +83,7 @@ def key_rule(strategy: KeyStrategy) -> SessionKeyRule:
     return rule
 
 
+@lru_cache(maxsize=PARSED_KEYS)
 def parse_session_key(text: str) -> SessionKey:
     """The :class:`SessionKey` whose ``str()`` is ``text`` (ValueError if none is).
 
@@ -88,17 +93,10 @@ def parse_session_key(text: str) -> SessionKey:
     parts = text.split(CHILD_MARK, 1)[0].split(":")
     if len(parts) not in (3, 4) or not all(parts) or parts[1] not in CHAT_TYPES:
         raise ValueError(f"not a session key: {text!r}")
-    platform, chat_type, chat_id = parts[0], _chat_type(parts[1]), parts[2]
+    platform, chat_type, chat_id = parts[0], _CHAT_TYPE_OF[parts[1]], parts[2]
     rest = parts[3] if len(parts) == 4 else None
     if chat_type == "thread":
         return SessionKey(platform, chat_type, chat_id, thread_id=rest)
     if chat_type == "dm" and rest is not None:
         raise ValueError(f"not a session key: {text!r}")
     return SessionKey(platform, chat_type, chat_id, user_id=rest)
-
-
-def _chat_type(text: str) -> ChatType:
-    for chat_type in CHAT_TYPES:
-        if text == chat_type:
-            return chat_type
-    raise ValueError(f"unknown chat type {text!r}")

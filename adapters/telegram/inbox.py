@@ -32,6 +32,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from telegram import Bot, Update
@@ -45,7 +46,7 @@ from adapters.inbox import (
     ItemFormat,
     Notify,
     notice_chat,
-    unstorable_value,
+    unstorable_in_json,
 )
 from adapters.telegram.albums import Albums
 from adapters.telegram.normalize import PLATFORM, STOP_UPDATE, Normalizer
@@ -64,10 +65,13 @@ def no_live_stream(event: InboundEvent) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Normalized:
-    """An update with the event it normalizes to (None: nothing for us), made once."""
+    """An update with the event it normalizes to (None: nothing for us) and its stored JSON,
+    each made once."""
 
     update: Update
     event: InboundEvent | None
+    raw: str
+    """The payload stored (``update.to_dict()`` as JSON; a revived update's as read)."""
 
 
 class Inbox:
@@ -87,7 +91,7 @@ class Inbox:
         self.bot, self.normalizer, self.sink = bot, normalizer, sink
         self.live_stop = live_stop
         self.albums = albums or Albums(sink)
-        form = ItemFormat(PLATFORM, "update", _update_key, _stored_json, self._revive)
+        form = ItemFormat(PLATFORM, "update", _update_key, attrgetter("raw"), self._revive)
         self.queue = DurableInbox(
             store, form, self._handle, notify=notify, max_attempts=max_attempts
         )
@@ -100,10 +104,9 @@ class Inbox:
         Raises when it could not be stored *yet* (the store is out, or failed fewer than
         ``max_attempts`` times): the caller keeps the update unconfirmed and tries again."""
         raw = _raw_json(update)
-        item = str(update.update_id)
-        if usable_update_id(update.update_id) is None:
-            item = unreadable_id(json.loads(raw))
-        problem = _unreadable(update, raw)
+        usable = usable_update_id(update.update_id) is not None
+        item = str(update.update_id) if usable else unreadable_id(json.loads(raw))
+        problem = _unreadable(update, raw) if usable else _unusable_id(update)
         if problem is not None:
             await self.intake.reject(item, raw, problem)
             return False
@@ -113,7 +116,7 @@ class Inbox:
             await self.intake.reject(item, raw, exc)
             return False
         key = str(event.session_key) if event is not None else ""
-        return await self.queue.accept(Normalized(update, event), key, notice_chat(event))
+        return await self.queue.accept(Normalized(update, event, raw), key, notice_chat(event))
 
     async def accept_raw(self, data: dict[str, Any]) -> int | None:
         """An update PTB could not parse as part of its batch: parse it alone, or quarantine
@@ -159,7 +162,7 @@ class Inbox:
     def _revive(self, record: InboundRecord) -> Normalized:
         data: dict[str, Any] = json.loads(record.payload)
         update = Update.de_json(data, self.bot)
-        return Normalized(update, self.normalizer.event(update))
+        return Normalized(update, self.normalizer.event(update), record.payload)
 
     async def _handle(self, item: Normalized) -> InboundEvent | None:
         if item.event is None:
@@ -186,10 +189,6 @@ def _update_key(item: Normalized) -> str:
     return str(item.update.update_id)
 
 
-def _stored_json(item: Normalized) -> str:
-    return _raw_json(item.update)
-
-
 def _update_id_of(data: dict[str, Any]) -> int | None:
     return usable_update_id(data.get("update_id"))
 
@@ -201,15 +200,17 @@ def _raw_json(update: Update) -> str:
         return json.dumps({"update_id": str(update.update_id), "unserialisable": repr(exc)})
 
 
+def _unusable_id(update: Update) -> str:
+    return f"update_id {update.update_id!r} is not a usable id"
+
+
 def _unreadable(update: Update, raw: str) -> str | None:
-    """Why ``update`` cannot be taken in (None: it can): an unusable id, an integer the
+    """Why ``update`` (its id usable) cannot be taken in (None: it can): an integer the
     store cannot hold, or a kind of update PTB does not know."""
-    if usable_update_id(update.update_id) is None:
-        return f"update_id {update.update_id!r} is not a usable id"
-    where = unstorable_value(json.loads(raw))
+    where = unstorable_in_json(raw)
     if where is not None:
         return f"integer out of the 64-bit range at {where}"
-    known = STOP_UPDATE in update.api_kwargs
+    known = update.message is not None or STOP_UPDATE in update.api_kwargs
     if not known and all(getattr(update, kind, None) is None for kind in Update.ALL_TYPES):
         kinds = sorted(key for key in update.api_kwargs if key != "update_id")
         return f"unknown update type ({', '.join(kinds) or 'no content'})"

@@ -82,17 +82,23 @@ def install_log_filter() -> None:
 
 
 class RawUpdates(AiohttpRequest):
-    """The getUpdates transport; keeps the raw ``result`` list of its latest answer."""
+    """The getUpdates transport; keeps the body of its latest answer, read (:meth:`latest`)
+    only when PTB could not parse it."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.latest: list[dict[str, Any]] = []
+        self._payload = b""
 
     async def do_request(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
-        self.latest = []
+        self._payload = b""
         status, payload = await super().do_request(*args, **kwargs)
-        self.latest = _raw_result(payload) if status == 200 else []
+        if status == 200:
+            self._payload = payload
         return status, payload
+
+    def latest(self) -> list[dict[str, Any]]:
+        """The raw ``result`` list of the latest answer (empty unless it was a 200)."""
+        return _raw_result(self._payload) if self._payload else []
 
 
 def _raw_result(payload: bytes) -> list[dict[str, Any]]:
@@ -171,7 +177,8 @@ class LongPoller:
         if not confirmable:  # nothing to confirm it by: it would come back at once
             await self._back_off("got updates without a usable update_id", None)
             return
-        self._backoff.reset()
+        if self._backoff.attempt:  # after a failure only
+            self._backoff.reset()
 
     async def _fetch(self) -> Sequence[Fetched]:
         """One ``getUpdates``: its updates, or none after waiting out a failure."""
@@ -199,18 +206,19 @@ class LongPoller:
         except Exception as exc:
             return await self._unparsed(exc)
         self._answered()
-        if not updates:
+        if not updates and self._backoff.attempt:
             self._backoff.reset()
         return updates
 
     async def _unparsed(self, exc: Exception) -> Sequence[Fetched]:
-        if self.raw is None or not self.raw.latest:
+        latest = self.raw.latest() if self.raw is not None else []
+        if not latest:
             self.health.retrying(f"getUpdates failed: {preview(exc)}")
             await self._back_off("getUpdates failed", exc)
             return ()
         self._answered()  # Telegram answered; PTB could not read what it said
         _log.debug("telegram: PTB could not read a batch of updates (%s); taking it apart", exc)
-        return list(self.raw.latest)
+        return latest
 
     def _answered(self) -> None:
         if self.health.value.state != "up":

@@ -13,6 +13,10 @@ translated at the edge — a timeout (connecting, waiting for a pooled connectio
 is ``TimedOut``, any other client error ``NetworkError``. A POST is never retried by this
 layer (aiohttp retries only idempotent methods), so a call reaches Telegram at most once
 per ``do_request``.
+
+What a call needs besides its form is looked up, not built, after the first call of its
+kind: the aiohttp timeout per combination of PTB's timeouts, the environment's proxy per
+URL (one per Bot API method).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from yarl import URL
 DEFAULT_TIMEOUT = 5.0
 POOL_TIMEOUT = 1.0
 Proxy = tuple[URL | None, aiohttp.BasicAuth | None]
+Timeouts = tuple[ODVInput[float], ODVInput[float], ODVInput[float]]
+"""PTB's read, connect and pool timeouts of one call (a ``DefaultValue``: ours)."""
 
 
 class AiohttpRequest(BaseRequest):
@@ -47,6 +53,8 @@ class AiohttpRequest(BaseRequest):
         self._read, self._connect, self._pool = read_timeout, connect_timeout, pool_timeout
         self._session: aiohttp.ClientSession | None = None
         self._proxies: dict[tuple[str, str | None], Proxy] = {}
+        self._url_proxies: dict[str, Proxy] = {}
+        self._timeouts: dict[Timeouts, aiohttp.ClientTimeout] = {}
 
     @property
     def read_timeout(self) -> float | None:
@@ -76,10 +84,12 @@ class AiohttpRequest(BaseRequest):
         if session is None or session.closed:
             raise RuntimeError("This AiohttpRequest is not initialized!")
         files = request_data.multipart_data if request_data else None
-        timeout = self._timeout(read_timeout, connect_timeout, pool_timeout)
-        body = _body(request_data, files)
+        timeouts = (read_timeout, connect_timeout, pool_timeout)
+        timeout = self._timeouts.get(timeouts) or self._timeout(*timeouts)
+        fields = request_data.json_parameters if request_data is not None else None
+        body = _multipart(fields or {}, files) if files else fields
         headers = {"User-Agent": self.USER_AGENT}
-        proxy, proxy_auth = self._proxy_for(url)
+        proxy, proxy_auth = self._url_proxies.get(url) or self._proxy_for(url)
         try:
             async with session.request(
                 method, url, data=body, headers=headers, timeout=timeout,
@@ -102,6 +112,7 @@ class AiohttpRequest(BaseRequest):
                 self._proxies[key] = get_env_proxy_for_url(target)
             except LookupError:
                 self._proxies[key] = (None, None)
+        self._url_proxies[url] = self._proxies[key]
         return self._proxies[key]
 
     def _timeout(
@@ -113,19 +124,16 @@ class AiohttpRequest(BaseRequest):
         read_s = self._read if isinstance(read, DefaultValue) else read
         connect_s = self._connect if isinstance(connect, DefaultValue) else connect
         pool_s = self._pool if isinstance(pool, DefaultValue) else pool
-        return aiohttp.ClientTimeout(
+        timeout = aiohttp.ClientTimeout(
             total=None, connect=_sum(connect_s, pool_s), sock_connect=connect_s, sock_read=read_s
         )
+        self._timeouts[(read, connect, pool)] = timeout
+        return timeout
 
 
-def _body(request_data: RequestData | None, files: dict[str, Any] | None) -> Any:
-    """Form fields, or a multipart form when a file goes along (PTB's ``(name, bytes,
-    mime type)`` triples)."""
-    if request_data is None:
-        return None
-    fields = request_data.json_parameters
-    if not files:
-        return fields
+def _multipart(fields: dict[str, Any], files: dict[str, Any]) -> aiohttp.FormData:
+    """The form fields and the files that go along (PTB's ``(name, bytes, mime type)``
+    triples) as one multipart form."""
     form = aiohttp.FormData()
     for name, value in fields.items():
         form.add_field(name, value)
