@@ -235,6 +235,8 @@ async def traced(
     the platform and the call's kind (a failure marks it by the error's type, never its
     text). Outside the scheduler, whose calls run in its own tasks: the span covers the
     wait for the budget too; a queued Delete or React ends when it is queued."""
+    if tracing.tracer is None:  # telemetry off: no span, no call into core/tracing.py
+        return await perform(item)
     call = item.call if isinstance(item, Latest) else item
     kind, _ = KINDS[type(call)]
     with tracing.span("platform.call", platform=platform, **{"call.kind": kind}):
