@@ -65,7 +65,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from adapters.base import Adapter, ChatRef, InboundEvent
-from adapters.session_keys import parse_session_key
 from core.agent.compaction import Compacted
 from core.agent.context import ContextUse
 from core.agent.control import TurnControl
@@ -465,7 +464,7 @@ class GatewayService:
     def agent_for(self, session_key: str) -> CommonAgent:
         """The agent of the profile the key's platform names; a linked session
         (``link:dm:<person>``, :mod:`gateway.control.links`) runs the default profile."""
-        platform = parse_session_key(session_key).platform
+        platform = session_key.partition(":")[0]  # the key's first field (adapters.events)
         name = self._platform_profiles.get(platform, self._default_profile)
         return self.agents.get(name) or self.agents[self._default_profile]
 

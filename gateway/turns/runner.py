@@ -180,8 +180,7 @@ class ChatTurns:
             shown_by=stream.show_step if stream is not None and stream.shows_progress else None,
         )  # fmt: skip
         self._views.open(session_key, view)
-        shared = parse_session_key(session_key).chat_type != "dm"
-        quiet = partial(self._typing_paused, session_key, view, shared=shared)
+        quiet = partial(self._typing_paused, session_key, view)
         typing = Typing(
             place.outbound,
             place.chat,
@@ -220,13 +219,13 @@ class ChatTurns:
         workspace = await asyncio.to_thread(workspaces.ensure, key)
         return await control.token.guard(self._intake.take_in(key, message, place, workspace))
 
-    def _typing_paused(self, session_key: str, view: ProgressView, *, shared: bool) -> bool:
-        """No typing while a card waits for a person, nor in a ``shared`` chat (not a DM)
-        once the progress message shows the turn is alive (chat actions count as group
-        messages)."""
+    def _typing_paused(self, session_key: str, view: ProgressView) -> bool:
+        """No typing while a card waits for a person, nor in a shared chat (not a DM) once
+        the progress message shows the turn is alive (chat actions count as group
+        messages). The key is read only then: a quick answer never parses it."""
         if self._awaiting(session_key):
             return True
-        return shared and view.message is not None
+        return view.message is not None and parse_session_key(session_key).chat_type != "dm"
 
     async def on_result(self, session_key: str, message: UserMessage, result: TurnResult) -> None:
         """Deliver the reply (none after an acknowledged ``/stop``), then close the view.
