@@ -199,6 +199,10 @@ class DiscordAdapter:
         """Slash commands deferred and not yet handed over, by interaction id."""
         self._deferred = DeferredResponses()
         self._presses: dict[str, discord.Interaction] = {}
+        self._arrived: dict[str, InboundEvent] = {}
+        """Events made as their envelope arrived, by envelope id: its delivery hands over
+        that one unless a thread moved it (an envelope revived from the store makes its
+        own)."""
         self._connection = TaskSet(_log)
         self._quarantine = TaskSet(_log)
         self.health_cell = HealthCell(PLATFORM)
@@ -339,10 +343,11 @@ class DiscordAdapter:
         await self._quarantine.spawn(letter, name=f"discord-dead-letter-{item_id}")
 
     async def on_message(self, message: discord.Message) -> None:
+        bot_id = self.bot_id
         try:
-            if str(message.author.id) == self.bot_id or message.type not in USER_MESSAGES:
+            if str(message.author.id) == bot_id or message.type not in USER_MESSAGES:
                 return
-            envelope = message_envelope(message, self.bot_id, self._known)
+            envelope = message_envelope(message, bot_id, self._known)
         except Exception as exc:
             raw = raw_json(known_fields(message))
             await self._reject_tracked(f"MESSAGE_CREATE:{message.id}", raw, unreadable(exc))
@@ -393,21 +398,26 @@ class DiscordAdapter:
         await self._accept(envelope)
 
     async def _accept(self, envelope: Envelope) -> None:
-        event = event_of(envelope, self.key_rule)
+        event = self._arrived[envelope.id] = event_of(envelope, self.key_rule)
         try:
             taken = await self._inbox.accept(envelope, str(event.session_key), notice_chat(event))
         except Exception:
             _log.exception("discord item %s could not be stored; dropped", envelope.id)
             taken = False
         if not taken:  # known already, quarantined or lost: nothing will answer it
+            self._arrived.pop(envelope.id, None)
             self._responders.pop(envelope.id, None)
             self._presses.pop(envelope.id, None)
 
     async def _handle(self, envelope: Envelope) -> InboundEvent | None:
         """Deliver one stored envelope: open its thread if it asks for one, then the sink."""
         assert self._sink is not None
+        arrived = self._arrived.pop(envelope.id, None)
         thread = await self._thread_for(envelope)
-        event = event_of(envelope, self.key_rule, thread)
+        if arrived is None or thread is not None:
+            event = event_of(envelope, self.key_rule, thread)
+        else:
+            event = arrived
         async with self._deferred.handling(self._responders.pop(envelope.id, None)):
             await self._sink(event)
         return event

@@ -11,6 +11,8 @@ answers a deferred slash command, around the sink.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from adapters.discord.normalize import PLATFORM, Envelope
 from adapters.inbox import ItemFormat
 from core.store.base import InboundRecord
@@ -21,5 +23,5 @@ def _revive(record: InboundRecord) -> Envelope:
 
 
 ENVELOPES: ItemFormat[Envelope] = ItemFormat(
-    PLATFORM, "item", lambda envelope: envelope.id, Envelope.to_json, _revive
+    PLATFORM, "item", attrgetter("id"), Envelope.to_json, _revive
 )

@@ -136,7 +136,10 @@ class DeferredResponses:
 
     def claim(self, chat_id: str) -> Responder | None:
         """The responder whose deferred response a message to ``chat_id`` replaces."""
-        return next((r for r in self._open.get(chat_id, ()) if r.claim(chat_id)), None)
+        open_here = self._open.get(chat_id)
+        if not open_here:
+            return None
+        return next((r for r in open_here if r.claim(chat_id)), None)
 
 
 BUTTON_STYLES: dict[ButtonRole, discord.ButtonStyle] = {

@@ -39,7 +39,7 @@ from adapters.calls import (
     SendFile,
     Typing,
 )
-from adapters.discord.errors import TOKEN_GONE, platform_errors, translate
+from adapters.discord.errors import TOKEN_GONE, translate
 from adapters.discord.files import send_file
 from adapters.discord.interactions import DeferredResponses, Responder, view_of
 from adapters.discord.render import MAX_CONTENT, escape
@@ -73,24 +73,28 @@ class DiscordOutbound:
         return client.get_partial_messageable(int(chat.chat_id))
 
     async def perform(self, call: Call) -> SentMessage | None:
-        """One outbound call (:mod:`adapters.calls`)."""
-        match call:
-            case Send(chat, text, buttons, markup, key):
-                return await self.send(chat, text, buttons, markup, key)
-            case SendFile(chat, file, caption, key):
-                return await self._send_file(chat, file, caption, key)
-            case Edit(message, text, buttons, markup):
-                await self._edit(message, text, buttons, markup)
-            case Delete(message):
-                await self._delete(message)
-            case AnswerPress(event, text):
-                await self._answer(event, text)
-            case Typing(chat):
-                await self._typing(chat)
-            case LiveText():
-                pass  # capabilities.live_text is False: the gateway sends none
-            case React(message, emoji):
-                await self._react(message, emoji)
+        """One outbound call (:mod:`adapters.calls`); a discord.py error is translated here,
+        once (:func:`adapters.discord.errors.translate`)."""
+        try:
+            match call:
+                case Send(chat, text, buttons, markup, key):
+                    return await self.send(chat, text, buttons, markup, key)
+                case SendFile(chat, file, caption, key):
+                    return await self._send_file(chat, file, caption, key)
+                case Edit(message, text, buttons, markup):
+                    await self._edit(message, text, buttons, markup)
+                case Delete(message):
+                    await self._delete(message)
+                case AnswerPress(event, text):
+                    await self._answer(event, text)
+                case Typing(chat):
+                    await self._typing(chat)
+                case LiveText():
+                    pass  # capabilities.live_text is False: the gateway sends none
+                case React(message, emoji):
+                    await self._react(message, emoji)
+        except discord.DiscordException as exc:
+            raise translate(exc) from exc
         return None
 
     async def send(
@@ -104,14 +108,11 @@ class DiscordOutbound:
             if replaced is not None:
                 return SentMessage(chat, replaced)
         nonce = nonce_of(key) if key is not None else secrets.randbits(64)  # as discord.py
-        with platform_errors():
-            channel = self._channel(chat)
-            if view is None:
-                message = await channel.send(content, allowed_mentions=NO_PINGS, nonce=nonce)
-            else:
-                message = await channel.send(
-                    content, view=view, allowed_mentions=NO_PINGS, nonce=nonce
-                )
+        channel = self._channel(chat)
+        if view is None:
+            message = await channel.send(content, allowed_mentions=NO_PINGS, nonce=nonce)
+        else:
+            message = await channel.send(content, view=view, allowed_mentions=NO_PINGS, nonce=nonce)
         return SentMessage(chat, str(message.id))
 
     async def _send_file(
@@ -119,10 +120,9 @@ class DiscordOutbound:
     ) -> SentMessage:
         """Upload ``file`` into the chat (its thread or channel), caption shown as typed."""
         nonce = nonce_of(key) if key is not None else secrets.token_hex(12)
-        with platform_errors():
-            message = await send_file(
-                self._channel(chat), file, plain_content(caption), nonce, NO_PINGS
-            )
+        message = await send_file(
+            self._channel(chat), file, plain_content(caption), nonce, NO_PINGS
+        )
         return SentMessage(chat, str(message.id))
 
     async def _edit(
@@ -130,31 +130,26 @@ class DiscordOutbound:
     ) -> None:
         content = text if markup else plain_content(text)
         partial = self._channel(message.chat).get_partial_message(int(message.message_id))
-        with platform_errors():
-            await partial.edit(content=content, view=view_of(buttons), allowed_mentions=NO_PINGS)
+        await partial.edit(content=content, view=view_of(buttons), allowed_mentions=NO_PINGS)
 
     async def _delete(self, message: SentMessage) -> None:
         partial = self._channel(message.chat).get_partial_message(int(message.message_id))
-        with platform_errors():
-            await partial.delete()
+        await partial.delete()
 
     async def _react(self, message: SentMessage, emoji: str) -> None:
         """Add the bot's reaction (``PUT .../reactions/{emoji}/@me``; it keeps the others)."""
         partial = self._channel(message.chat).get_partial_message(int(message.message_id))
-        with platform_errors():
-            await partial.add_reaction(emoji)
+        await partial.add_reaction(emoji)
 
     async def _answer(self, event: InboundEvent, text: str | None) -> None:
         """The press was deferred on arrival; a notice goes to the presser only."""
         interaction = self._presses.pop(event.press_id or "", None)
         if interaction is None or not text:
             return
-        with platform_errors():
-            await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_PINGS)
+        await interaction.followup.send(text, ephemeral=True, allowed_mentions=NO_PINGS)
 
     async def _typing(self, chat: ChatRef) -> None:
-        with platform_errors():
-            await self._channel(chat).typing()
+        await self._channel(chat).typing()
 
 
 def plain_content(text: str) -> str:
