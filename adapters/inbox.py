@@ -396,15 +396,17 @@ class DurableInbox(Generic[Item]):
             self.activity(item, True)
         try:
             event = await self.handle(item)
-            if event is not None and not await _handled(event):
-                if not event.receipt.handed_over:
-                    _log.info("%s: work cut short; replays next run", self._name(item_id))
-                    return
-                _log.debug("%s: handed over to another process", self._name(item_id))
-                if event.update_id == item_id:
-                    return  # the other process marks it done
-                # folded into another item's event (an album's part): that item stands
-                # for it from now on; only its done mark is the other process's
+            if event is not None:
+                event.receipt.sink_returned()  # whole now, unless it follows a turn
+                if not await event.receipt.wait():  # its handling did not run to its end
+                    if not event.receipt.handed_over:
+                        _log.info("%s: work cut short; replays next run", self._name(item_id))
+                        return
+                    _log.debug("%s: handed over to another process", self._name(item_id))
+                    if event.update_id == item_id:
+                        return  # the other process marks it done
+                    # folded into another item's event (an album's part): that item stands
+                    # for it from now on; only its done mark is the other process's
         except Exception as exc:
             _log.exception("%s: handling failed", self._name(item_id))
             state = "failed"
@@ -428,9 +430,3 @@ class DurableInbox(Generic[Item]):
 
     def _name(self, item_id: str) -> str:
         return f"{self.form.platform} {self.form.noun} {item_id}"
-
-
-async def _handled(event: InboundEvent) -> bool:
-    """Whether ``event``'s handling ran to its end: its receipt, once the sink returned."""
-    event.receipt.sink_returned()
-    return await event.receipt.wait()

@@ -191,6 +191,8 @@ class Normalizer:
             return None  # our own message: never a turn, whatever allow_bots says
         chat = chat_ref_of(message.chat, message, chat_type)
         sender = sender_of(message.from_user, message)
+        has_entities = bool(message.entities or message.caption_entities)  # a mention is one
+        is_reply = message.reply_to_message is not None
         base = InboundEvent(
             kind="text",
             platform=PLATFORM,
@@ -200,12 +202,13 @@ class Normalizer:
             sender=sender,
             session_key=self._key(chat_type, chat, sender),
             text=text,
-            mentioned=is_mentioned(message, self.bot),
-            reply_to_bot=is_reply_to_bot(message, self.bot),
+            mentioned=has_entities and is_mentioned(message, self.bot),
+            reply_to_bot=is_reply and is_reply_to_bot(message, self.bot),
             attachments=attachments,
             source=SentMessage(chat, str(message.message_id)),
         )
-        return base if attachments else self._as_command(base)
+        is_command = not attachments and text.lstrip().startswith("/")
+        return self._as_command(base) if is_command else base
 
     def _as_command(self, event: InboundEvent) -> InboundEvent | None:
         command = parse_command(event.text)
