@@ -242,6 +242,7 @@ class TurnRun:
         empty or an unreadable tool call (``docs/turn-loop.md`` §17)."""
         raw = text = reply.content or ""
         hooks, scope, token = self._parts.hooks, self._scope.common, self._control.token
+        token.raise_if_cancelled()  # a /stop that came with the answer ends the turn stopped
         if "transform_llm_output" in hooks.live:
             work = hooks.transform("transform_llm_output", raw, **scope)
             text = await hooks.guarded("transform_llm_output", token, work)
