@@ -26,7 +26,7 @@ an attempt fails and is retried, when the answer turns out to be tool calls (not
 grace call, whose tool calls are dropped), and when the call is stopped or fails for
 good. The relay is drained before ``call`` returns or raises.
 
-With a :class:`core.agent.usage.UsageMeter`, the meter is asked before the call (its
+With a :class:`core.agent.usage.UsageMeter`, a limited meter is asked before the call (its
 :class:`core.agent.usage.QuotaReached` propagates: no request is made) and told what the
 finished call spent (the server's usage, or the estimate).
 
@@ -89,7 +89,7 @@ class ModelCaller:
         """The reply, or :class:`ModelError` once retries are spent, or ``Cancelled``, or
         :class:`core.agent.usage.QuotaReached` before any request."""
         meter = self._meter
-        if meter is not None:
+        if meter is not None and meter.limited:
             await token.guard(meter.admit(self._turn))
         if tracing.tracer is None:  # telemetry off: no span
             reply = await self._relayed(request, iteration, token)

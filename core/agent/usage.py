@@ -7,7 +7,8 @@ asks it before every model call — the loop's iterations, the grace call, compa
 summaries (in a turn or by ``/compact``) and a child agent's calls alike — and tells it
 after each call what the call spent. No meter: nothing is asked or told.
 
-``admit`` raises :class:`QuotaReached` when the call must not start: the model server then
+``admit`` (asked only of a meter that is ``limited``: some quota is set) raises
+:class:`QuotaReached` when the call must not start: the model server then
 receives no request, and the turn ends ``quota_exceeded`` with the exception's text as its
 reply. A call already under way always finishes (and is recorded); the quota stops the
 next one.
@@ -49,6 +50,12 @@ class ModelSpend:
 
 class UsageMeter(Protocol):
     """The gateway's accounting of model calls (one per profile)."""
+
+    @property
+    def limited(self) -> bool:
+        """Whether :meth:`admit` can refuse a call (a quota is set); when not, it is not
+        asked."""
+        ...
 
     async def admit(self, scope: TurnScope) -> None:
         """Return when a call of ``scope`` may start; raise :class:`QuotaReached` when not."""

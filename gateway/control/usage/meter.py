@@ -88,6 +88,8 @@ class GatewayMeter:
         self._presets = presets
         """By the model name a call asks for."""
         self._quotas = quotas
+        self.limited = quotas is not None
+        """A quota is set: each call is admitted first (else :meth:`admit` is not asked)."""
         self._counter = counter
         self._clock = clock
 
