@@ -384,7 +384,7 @@ class TelegramAdapter:
             chat_id=chat.chat_id,
             text=text,
             parse_mode=ParseMode.HTML if markup else None,
-            reply_markup=inline_keyboard(buttons),
+            reply_markup=inline_keyboard(buttons) if buttons else None,
             message_thread_id=_thread(chat),
         )
         return SentMessage(chat, str(message.message_id))
@@ -397,7 +397,7 @@ class TelegramAdapter:
             chat_id=message.chat.chat_id,
             message_id=int(message.message_id),
             parse_mode=ParseMode.HTML if markup else None,
-            reply_markup=inline_keyboard(buttons),
+            reply_markup=inline_keyboard(buttons) if buttons else None,
         )
 
     async def _delete(self, message: SentMessage) -> None:
