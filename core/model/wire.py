@@ -47,7 +47,7 @@ def request_body(model: str, request: ModelRequest, *, stream_usage: bool) -> Js
         "messages": [message.to_wire() for message in request.messages],
     }
     if request.tools:
-        body["tools"] = [tool.to_wire() for tool in request.tools]
+        body["tools"] = [tool.wire for tool in request.tools]
     if request.stream:
         body["stream"] = True
         if stream_usage:
