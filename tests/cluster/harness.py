@@ -5,7 +5,10 @@ cluster's end-to-end tests (tests/cluster/test_e2e_*.py) and of ``bench/cluster.
 Each process is ``python -m gateway run --config <root>/config.toml``: one config file
 for all (as the operator would deploy it), and each process its own ``COMMONOS_HOME``,
 ``<root>/<name>``, so its own data dir (workspaces, outbox spool) as on separate hosts:
-the database is the only thing they share. The config: the web chat off (no ports to
+the database is the only thing they share. A process named in :meth:`Cluster.prepare`
+imports the gateway beforehand and runs when :meth:`Cluster.start` names it
+(tests/cluster/prepared.py): the second process of a test imports while the first one
+starts, instead of after. The config: the web chat off (no ports to
 share out), ``[store] url`` = the test's database, ``[cluster] lease_seconds = 2`` (renewed
 every 2/3 s) so failovers take seconds, ``[progress] mode = "off"``, the scripted model
 server (tests/cluster/answers.py: ``Answers`` answers every request from what it
@@ -48,6 +51,14 @@ from tests.cluster.processes import LEASE_SECONDS, READY, TIMEOUT, Gateway, envi
 from tests.platform_sim.base import SimServer
 
 T = TypeVar("T")
+PREPARED = Path(__file__).with_name("prepared.py")
+RUN_MODULES = ("gateway.cli.main", "gateway.app", "gateway.config", "core.store.postgres")
+"""What ``commonos run`` imports before its first log line, whatever the platforms."""
+PLATFORM_MODULES = {
+    "telegram": "adapters.telegram.adapter",
+    "discord": "adapters.discord.adapter",
+    "slack": "adapters.slack.adapter",
+}
 RENEWAL_SECONDS = LEASE_SECONDS / 3
 """How often a process renews its leases (a third of ``lease_seconds``)."""
 TAKEOVER_BOUND = LEASE_SECONDS + RENEWAL_SECONDS
@@ -121,28 +132,52 @@ class Cluster:
     def __init__(self, url: str, root: Path, config: str) -> None:
         self.url = url
         self.root = root
+        self.text = config
         self.config = root / "config.toml"
         self.config.write_text(config)
         self.gateways: list[Gateway] = []
+        self._prepared: dict[str, Gateway] = {}
         self._readers: list[asyncio.Task[None]] = []
         self._db: asyncpg.Connection | None = None
 
     # processes ----------------------------------------------------------------------------
+    async def prepare(self, *names: str) -> None:
+        """Spawn the processes ``names`` to import the gateway now and run only when
+        :meth:`start` names them (tests/cluster/prepared.py): the second process of a test
+        imports while the first one starts, and joins when told, as a cold one would."""
+        platforms = (m for s, m in PLATFORM_MODULES.items() if f"\n[{s}]" in self.text)
+        modules = [*RUN_MODULES, *platforms]
+        for name in names:
+            self._prepared[name] = await self._spawn(name, str(PREPARED), *modules)
+
     async def start(self, name: str, *, ready: bool = True) -> Gateway:
-        """Start process ``name``; with ``ready``, wait for its READY line and its row in
-        ``processes``."""
+        """Start process ``name`` (the one :meth:`prepare` made, or a cold ``python -m gateway
+        run``); with ``ready``, wait for its READY line and its row in ``processes``."""
+        gateway = self._prepared.pop(name, None)
+        if gateway is None:
+            gateway = await self._spawn(name, "-m", "gateway", "run", "--config", str(self.config))
+        else:
+            assert gateway.process.stdin is not None
+            gateway.process.stdin.write(f"{self.config}\n".encode())
+            gateway.process.stdin.close()
+        self.gateways.append(gateway)
+        if ready:
+            await self.joined(gateway)
+        return gateway
+
+    async def _spawn(self, name: str, *argv: str) -> Gateway:
+        """``python <argv>`` as process ``name``: its own home, its stderr read to the end;
+        stdin a pipe for a prepared one (its go), else ``/dev/null``."""
         home = self.root / name
         home.mkdir(exist_ok=True)
+        prepared = argv[0] == str(PREPARED)
+        stdin = asyncio.subprocess.PIPE if prepared else asyncio.subprocess.DEVNULL
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway", "run", "--config", str(self.config),
-            env=environment(home), cwd=home, stdin=asyncio.subprocess.DEVNULL,
+            sys.executable, *argv, env=environment(home), cwd=home, stdin=stdin,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         gateway = Gateway(name, home, process)
-        self.gateways.append(gateway)
         self._readers.append(asyncio.get_running_loop().create_task(gateway.drain()))
-        if ready:
-            await self.joined(gateway)
         return gateway
 
     async def joined(self, gateway: Gateway) -> None:
@@ -169,6 +204,11 @@ class Cluster:
             raise AssertionError(f"{gateway.name} ignored SIGTERM:\n{gateway.log}") from None
 
     async def aclose(self) -> None:
+        """Stop every started process (SIGTERM) and kill the prepared ones never started."""
+        for spare in self._prepared.values():
+            with contextlib.suppress(ProcessLookupError):
+                spare.process.kill()
+            await spare.process.wait()
         for gateway in self.gateways:
             with contextlib.suppress(AssertionError, ProcessLookupError):
                 await self.stop(gateway)

@@ -79,6 +79,7 @@ async def outage_run(
     Answers(model).install(total * 3)
     config = cluster_config(url, model.url, telegram_section(sim, ids))
     async with running_cluster(url, root, config) as cluster:
+        await cluster.prepare("b")  # imports while a starts
         await cluster.start("a")
         await cluster.bot_owner("telegram")
         await cluster.start("b")

@@ -38,6 +38,7 @@ BEFORE, AFTER = "plain-before-the-kill", "plain-after-the-kill"
 
 async def two_processes(cluster: Cluster, platform: str) -> str:
     """Start two processes, the second once the first holds the bot; the owner's id."""
+    await cluster.prepare("b")  # imports while a starts
     await cluster.start("a")
     owner = await cluster.owner_of(platform)
     await cluster.start("b")

@@ -80,6 +80,7 @@ async def test_kill_9_of_the_bot_owner_mid_run_every_message_answered_once_no_se
     answers.install(CHATS * PER_CHAT * 4)
     config = cluster_config(pg_url, model_server.url, telegram_section(telegram_sim, chats))
     async with running_cluster(pg_url, tmp_path, config) as cluster:
+        await cluster.prepare("b")  # imports while a starts
         await cluster.start("a")
         first = await cluster.bot_owner("telegram")
         victim = cluster.by_process_id(first.owner)
@@ -139,6 +140,7 @@ async def test_a_paused_owner_past_its_lease_writes_nothing_after_resuming_and_r
     answers.hold(held, release)
     config = cluster_config(pg_url, model_server.url, telegram_section(telegram_sim, chats))
     async with running_cluster(pg_url, tmp_path, config) as cluster:
+        await cluster.prepare("b")  # imports while a starts
         await cluster.start("a")
         paused = await cluster.owner_of("telegram")
         other = await cluster.start("b")
@@ -231,6 +233,7 @@ async def test_a_pause_of_the_owner_within_its_lease_loses_no_reply(
     release = asyncio.Event()
     config = cluster_config(pg_url, model_server.url, telegram_section(telegram_sim, chats))
     async with running_cluster(pg_url, tmp_path, config) as cluster:
+        await cluster.prepare("b")  # imports while a starts
         await cluster.start("a")
         owner = await cluster.owner_of("telegram")
         await cluster.start("b")

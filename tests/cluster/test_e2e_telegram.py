@@ -67,6 +67,7 @@ async def test_two_processes_one_bot_one_poller_both_run_turns_each_message_answ
     answers.install(CHATS * PER_CHAT * 2)
     config = cluster_config(pg_url, model_server.url, telegram_section(telegram_sim, chats))
     async with running_cluster(pg_url, tmp_path, config) as cluster:
+        await cluster.prepare("b")  # imports while a starts
         first = await cluster.start("a")
         owner = await cluster.bot_owner("telegram")
         second = await cluster.start("b")
@@ -110,6 +111,7 @@ async def test_stop_sent_to_the_process_not_running_the_turn_ends_it_within_a_se
     release = asyncio.Event()
     config = cluster_config(pg_url, model_server.url, telegram_section(telegram_sim, chats))
     async with running_cluster(pg_url, tmp_path, config) as cluster:
+        await cluster.prepare("b")  # imports while a starts
         await cluster.start("a")
         owner = await cluster.owner_of("telegram")
         await cluster.start("b")
