@@ -240,6 +240,7 @@ async def test_status_of_two_running_processes_and_a_takeover(
 ) -> None:
     config = cluster_config(pg_url, model_server.url, telegram_section(telegram_sim, [42]))
     async with running_cluster(pg_url, tmp_path, config) as cluster:
+        await cluster.prepare("b")  # imports while a starts
         first = await cluster.start("a")
         second = await cluster.start("b")
         lease = await cluster.bot_owner("telegram")
