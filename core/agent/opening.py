@@ -4,8 +4,10 @@
    the turn is started and the user message stored before the first model call. A
    replayed update (``UserMessage.origin`` already stored in the session, e.g. after a
    restart cut its turn short) reuses that stored message instead
-   (``Store.find_message_by_origin``, :mod:`core.agent.replay`): when its turn's answer is
-   stored, that answer is the result — no turn is started and the model is not called;
+   (``Store.find_message_by_origin``, asked only when an active message carries the
+   origin; a session just created is not read, :mod:`core.agent.replay`): when its turn's
+   answer is stored, that answer is the result — no turn is started and the model is not
+   called;
    otherwise the turn resumes on that message, seeing the history up to it and what its own
    turn did, never later turns. Tool calls a crash left without a result get a placeholder
    saying what their record knows (:func:`core.agent.transcript.load_call_records`).
@@ -123,7 +125,7 @@ class TurnOpener:
         A replayed update whose answer is stored gets that answer back instead (a
         :class:`TurnResult`, no turn started)."""
         session, is_new = await self._session(key)
-        history = summary_first(await self.store.load_active_messages(session.id))
+        history = await self._history(session, is_new)
         replayed = await self._replayed(session.id, message.origins, history)
         if replayed is not None:
             answer = stored_answer(history, replayed.id)
@@ -167,6 +169,13 @@ class TurnOpener:
             return session, False
         return await self.store.create_session(key, self.profile.name), True
 
+    async def _history(self, session: SessionRecord, is_new: bool) -> list[StoredMessage]:
+        """The session's active messages, summary first; none, unread, for the session
+        :meth:`_session` has just created."""
+        if is_new:
+            return []
+        return summary_first(await self.store.load_active_messages(session.id))
+
     async def _never_started(self, session_id: str, history: list[StoredMessage]) -> bool:
         """No turn of the session ever reached the store, so ``on_session_start`` never
         fired for it (it fires in the first turn whose record was written, whatever that
@@ -180,6 +189,8 @@ class TurnOpener:
         """The active stored user message of a replayed update (one of ``origins``; several
         when messages were merged into one turn), if any."""
         for origin in origins:
+            if not _carried(history, origin):
+                continue  # the store's earliest message with it, if any, is not active
             stored = await self.store.find_message_by_origin(session_id, origin)
             if stored is None or stored.message.role != "user":
                 continue
@@ -231,3 +242,10 @@ class TurnOpener:
             transcript.system_prompt = system_prompt(prefix, now)
         else:
             transcript.system_prompt, transcript.volatile_note = prefix, clock_note(now)
+
+
+def _carried(history: list[StoredMessage], origin: str) -> bool:
+    """A message of ``history`` was stored with ``origin``, alone or as one line of several
+    (the match of ``Store.find_message_by_origin``, made on the messages already read)."""
+    line = f"\n{origin}\n"
+    return any(line in f"\n{m.origin}\n" for m in history if m.origin is not None)

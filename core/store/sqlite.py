@@ -19,7 +19,8 @@ How the contract of :mod:`core.store.base` is kept:
 
 * **One writer.** Every writing method takes ``_write_lock`` and runs exactly one SQL
   statement on a connection in autocommit mode, so each write is its own transaction,
-  committed before the method returns. A caller cancelled while waiting does not undo its
+  committed before the method returns; the statement and its cursor's close are one call
+  on the connection's thread (:func:`core.store.connection.on_worker`). A caller cancelled while waiting does not undo its
   write: once queued, the statement runs whole (and is never half-applied).
 * **Reads never see a half-written turn.** Readers share the same connection, whose single
   worker thread runs one statement at a time; a statement is atomic, so a reader sees the
@@ -35,7 +36,7 @@ The SQL and the row mapping of each table group live beside this module, as valu
 as ``DELETE ... RETURNING``: a code is taken once). Text parameters are bound as given:
 text was made valid where it entered the gateway (:mod:`core.text`).
 
-Foreign errors stop here (:func:`core.store.connection.translated`): every ``sqlite3.Error``
+Foreign errors stop here (:func:`core.store.connection.store_error`): every ``sqlite3.Error``
 leaves as a ``StoreError`` naming the file and what was being done; one that means
 storage cannot be written right now (disk full, read-only file, I/O error, locked) leaves
 as its subclass ``StoreUnavailable``. After
@@ -50,6 +51,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -79,7 +81,7 @@ from core.store.base import (
     ToolCallStatus,
     TurnRecord,
 )
-from core.store.connection import open_connection, translated
+from core.store.connection import on_worker, open_connection, store_error
 from core.store.statements import Statement
 from core.types import ApprovalState, ChatMessage, Content, ExitReason, TurnStatus
 
@@ -418,29 +420,45 @@ class SqliteStore:
         return self._conn
 
     async def _read(self, sql: str, params: Params) -> list[sqlite3.Row]:
-        conn = self._open_connection()
-        with translated(self._path, "read"):
-            return list(await conn.execute_fetchall(sql, params))
+        if self._closed:
+            raise StoreError(f"store {self._path} is closed")
+        try:
+            return list(await self._conn.execute_fetchall(sql, params))
+        except sqlite3.Error as exc:
+            raise store_error(self._path, "read", exc) from exc
 
     async def _write(self, sql: str, params: Params, doing: str) -> _Written:
-        """Run one writing statement, alone, as its own committed transaction."""
+        """Run one writing statement, alone, as its own committed transaction: one call on
+        the connection's thread (:func:`core.store.connection.on_worker`)."""
         async with self._write_lock:
             conn = self._open_connection()
-            with translated(self._path, doing):
-                async with conn.execute(sql, params) as cursor:
-                    return _Written(cursor.rowcount, cursor.lastrowid)
+            try:
+                return await on_worker(conn, partial(_run_one, sql, params))
+            except sqlite3.Error as exc:
+                raise store_error(self._path, doing, exc) from exc
 
     async def _take(self, sql: str, params: Params, doing: str) -> list[sqlite3.Row]:
         """Run one ``DELETE ... RETURNING`` alone, under the write lock; the rows it took."""
         async with self._write_lock:
             conn = self._open_connection()
-            with translated(self._path, doing):
+            try:
                 return list(await conn.execute_fetchall(sql, params))
+            except sqlite3.Error as exc:
+                raise store_error(self._path, doing, exc) from exc
 
     async def _update_one(self, sql: str, params: Params, target: str) -> None:
         written = await self._write(sql, params, f"update {target}")
         if written.rowcount != 1:
             raise StoreError(f"{self._path}: no {target}")
+
+
+def _run_one(sql: str, params: Params, db: sqlite3.Connection) -> _Written:
+    """On the connection's thread: the statement, its counts, its cursor closed."""
+    cursor = db.execute(sql, params)
+    try:
+        return _Written(cursor.rowcount, cursor.lastrowid)
+    finally:
+        cursor.close()
 
 
 def _conforms(store: SqliteStore) -> Store:
