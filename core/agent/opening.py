@@ -126,7 +126,7 @@ class TurnOpener:
         :class:`TurnResult`, no turn started)."""
         session, is_new = await self._session(key)
         history = await self._history(session, is_new)
-        replayed = await self._replayed(session.id, message.origins, history)
+        replayed = await self._replayed(session.id, message.origins, history) if history else None
         if replayed is not None:
             answer = stored_answer(history, replayed.id)
             if answer is not None:

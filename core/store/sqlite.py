@@ -20,8 +20,9 @@ How the contract of :mod:`core.store.base` is kept:
 * **One writer.** Every writing method takes ``_write_lock`` and runs exactly one SQL
   statement on a connection in autocommit mode, so each write is its own transaction,
   committed before the method returns; the statement and its cursor's close are one call
-  on the connection's thread (:func:`core.store.connection.on_worker`). A caller cancelled while waiting does not undo its
-  write: once queued, the statement runs whole (and is never half-applied).
+  on the connection's thread (:func:`core.store.connection.on_worker`). A caller
+  cancelled while waiting does not undo its write: once queued, the statement runs whole
+  (and is never half-applied).
 * **Reads never see a half-written turn.** Readers share the same connection, whose single
   worker thread runs one statement at a time; a statement is atomic, so a reader sees the
   state before or after a write, never inside one. No write spans several statements, so
@@ -414,14 +415,12 @@ class SqliteStore:
         return await self._read(sql, params)
 
     # plumbing ---------------------------------------------------------------
-    def _open_connection(self) -> aiosqlite.Connection:
-        if self._closed:
-            raise StoreError(f"store {self._path} is closed")
-        return self._conn
+    def _closed_error(self) -> StoreError:
+        return StoreError(f"store {self._path} is closed")
 
     async def _read(self, sql: str, params: Params) -> list[sqlite3.Row]:
         if self._closed:
-            raise StoreError(f"store {self._path} is closed")
+            raise self._closed_error()
         try:
             return list(await self._conn.execute_fetchall(sql, params))
         except sqlite3.Error as exc:
@@ -431,18 +430,20 @@ class SqliteStore:
         """Run one writing statement, alone, as its own committed transaction: one call on
         the connection's thread (:func:`core.store.connection.on_worker`)."""
         async with self._write_lock:
-            conn = self._open_connection()
+            if self._closed:
+                raise self._closed_error()
             try:
-                return await on_worker(conn, partial(_run_one, sql, params))
+                return await on_worker(self._conn, partial(_run_one, sql, params))
             except sqlite3.Error as exc:
                 raise store_error(self._path, doing, exc) from exc
 
     async def _take(self, sql: str, params: Params, doing: str) -> list[sqlite3.Row]:
         """Run one ``DELETE ... RETURNING`` alone, under the write lock; the rows it took."""
         async with self._write_lock:
-            conn = self._open_connection()
+            if self._closed:
+                raise self._closed_error()
             try:
-                return list(await conn.execute_fetchall(sql, params))
+                return list(await self._conn.execute_fetchall(sql, params))
             except sqlite3.Error as exc:
                 raise store_error(self._path, doing, exc) from exc
 

@@ -29,6 +29,9 @@ COLUMNS = (
     "prompt_tokens", "cached_tokens", "completion_tokens", "estimated", "cost",
 )  # fmt: skip
 
+_INSERT = insert_sql("model_usage", COLUMNS)
+"""One model call's row; its parameters are :data:`COLUMNS` in order."""
+
 _TABLE = """CREATE TABLE model_usage (
     id {id},
     at {real} NOT NULL,
@@ -141,11 +144,12 @@ class UsageBook:
         self._runner = runner
 
     async def add(self, row: UsageRow) -> None:
-        params = tuple(getattr(row, column) for column in COLUMNS)
-        params = (*params[:10], int(row.estimated), row.cost)
-        await self._runner.run_statement(
-            Statement(insert_sql("model_usage", COLUMNS), params, "usage row")
-        )
+        params = (
+            row.at, row.person, row.chat, row.profile, row.model, row.session_key, row.turn_id,
+            row.prompt_tokens, row.cached_tokens, row.completion_tokens, int(row.estimated),
+            row.cost,
+        )  # fmt: skip
+        await self._runner.run_statement(Statement(_INSERT, params, "usage row"))
 
     async def spent(
         self, person: str | None, chat: str, day_start: float, month_start: float
