@@ -13,7 +13,9 @@ indicator or a button's answer takes nothing from a chat's message budget and ne
 on it. A streamed update (``STREAM`` priority) never takes a chat bucket's last token: that
 one is kept for the reply, so drafts never delay the final message.
 
-Waiting calls are started by priority, then in arrival order::
+A call that finds no call waiting and its budgets free starts at once, in the caller's
+turn of the event loop (one look at its windows, no round through the queue); any other
+waits. Waiting calls are started by priority, then in arrival order::
 
     URGENT    stop notices, approval cards, button answers
     REPLY     final replies (and a progress message edited into one)
@@ -42,9 +44,10 @@ import logging
 import math
 from bisect import insort
 from collections.abc import Awaitable, Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from operator import attrgetter
+from typing import Any, TypeVar, get_args
 
 from adapters.base import (
     AdapterError,
@@ -52,13 +55,12 @@ from adapters.base import (
     Capabilities,
     ChatRef,
     InboundEvent,
-    RateLimit,
     RateLimited,
 )
 from adapters.calls import Priority
 from core.tasks import TaskSet
 from gateway.outbound.rate_limits import MAX_ATTEMPTS, Sleep, may_retry
-from gateway.outbound.windows import Budget, budget
+from gateway.outbound.windows import Budget, budget_maker
 
 logger = logging.getLogger(__name__)
 
@@ -80,41 +82,66 @@ class OutboundStats:
     """Calls dropped before they started (superseded or their waiter gone)."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Charge:
+    """The budgets one call kind is charged to on one bot (``Capabilities.charges`` and
+    the limits it declares), worked out once per scheduler (:func:`_charge_table`)."""
+
+    bot: bool
+    """Charged to the bot's window (the bot has one and it counts the kind)."""
+    chat: bool
+    """Charged to the chat's own window (the bot has ``chat_limit``, counting the kind)."""
+    group: bool
+    """Charged to a shared chat's window, when the chat is one (``group_limit``)."""
+    paced: bool
+    """Counted against the chat's own budget, so a 429 there holds it."""
+
+
+def _charge_table(capabilities: Capabilities) -> dict[CallKind | None, _Charge]:
+    """Each call kind's :class:`_Charge` (``None``: a call of no kind, charged everywhere)."""
+    charges = capabilities.charges
+    table: dict[CallKind | None, _Charge] = {}
+    for kind in (None, *get_args(CallKind)):
+        chat, group = kind is None or kind in charges.chat, kind is None or kind in charges.group
+        table[kind] = _Charge(
+            bot=capabilities.bot_limit is not None and (kind is None or kind in charges.bot),
+            chat=capabilities.chat_limit is not None and chat,
+            group=capabilities.group_limit is not None and group,
+            paced=chat or group,
+        )
+    return table
+
+
 @dataclass(eq=False, slots=True)
 class _Job:
     call: Callable[[], Awaitable[Any]]
     chat: ChatRef
+    key: ChatId
+    """``chat`` as the scheduler's maps key it."""
     priority: Priority
-    seq: int
+    order: tuple[int, int]
+    """Its place in the queue: priority, then arrival."""
     what: str
     future: asyncio.Future[Any]
     attempts: int
-    coalesce: Hashable | None = None
-    kind: CallKind | None = None
+    coalesce: Hashable | None
+    kind: CallKind | None
     """What the call does (which windows it is charged to); ``None``: every window."""
+    charge: _Charge
     attempt: int = 1
     started: bool = False
     waiters: int = 0
     detached: bool = False
-    windows: list[Budget] = field(default_factory=list)
-
-    @property
-    def order(self) -> tuple[int, int]:
-        return (self.priority, self.seq)
+    windows: tuple[Budget, ...] = ()
 
 
-def _chat_id(chat: ChatRef) -> ChatId:
-    return (chat.platform, chat.chat_id)
+_ORDER = attrgetter("order")
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
     """Mark an unawaited future's exception as seen (the caller may have gone)."""
     if not future.cancelled():
         future.exception()
-
-
-def _charged(kind: CallKind | None, kinds: frozenset[CallKind]) -> bool:
-    return kind is None or kind in kinds
 
 
 class OutboundScheduler:
@@ -129,9 +156,12 @@ class OutboundScheduler:
     ) -> None:
         """``clock``/``sleep``: the time the windows are measured on and how a wait for
         one is made (default: the platform's ``capabilities.pace_clock``)."""
-        self._bot = budget(capabilities.bot_limit) if capabilities.bot_limit else None
-        self._chat_limit, self._group_limit = capabilities.chat_limit, capabilities.group_limit
-        self._charges = capabilities.charges
+        bot_limit = capabilities.bot_limit
+        self._bot = budget_maker(bot_limit)() if bot_limit else None
+        chat_limit, group_limit = capabilities.chat_limit, capabilities.group_limit
+        self._chat_budget = budget_maker(chat_limit) if chat_limit else None
+        self._group_budget = budget_maker(group_limit) if group_limit else None
+        self._charge = _charge_table(capabilities)
         pace = capabilities.pace_clock
         self._clock, self._sleep = clock or pace.now, sleep or pace.sleep
         self._attempts = attempts
@@ -156,7 +186,7 @@ class OutboundScheduler:
         does not. Only events an adapter validated reach here (an update it could not read
         is a dead letter and never an event), and the newest one wins, so no single event
         paces a chat for good."""
-        key = _chat_id(event.chat)
+        key = (event.chat.platform, event.chat.chat_id)
         if event.chat_type == "dm":
             self._shared.discard(key)
         else:
@@ -225,18 +255,33 @@ class OutboundScheduler:
             self.stats.withdrawn += 1
             return old
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        future.add_done_callback(_retrieve)
         job = _Job(
-            call, chat, priority, next(self._seq), what, future, attempts or self._attempts,
-            coalesce, kind,
+            call, chat, (chat.platform, chat.chat_id), priority, (priority, next(self._seq)),
+            what, future, attempts or self._attempts, coalesce, kind, self._charge[kind],
         )  # fmt: skip
+        if not self._waiting and self._started_at_once(job):
+            return job
         self._enqueue(job)
         if coalesce is not None:
             self._coalesced[coalesce] = job
         return job
 
+    def _started_at_once(self, job: _Job) -> bool:
+        """Start ``job`` now if its budgets allow it (nothing waits before it)."""
+        now = self._clock()
+        if job.charge.bot and self._bot is not None and self._bot.ready_at(now) > now:
+            return False
+        windows = self._chat_windows(job)
+        if self._ready_at(job, windows, now) > now:
+            return False
+        self._start(job, windows)
+        return True
+
     def _enqueue(self, job: _Job) -> None:
-        insort(self._waiting, job, key=lambda j: j.order)
+        if self._waiting:
+            insort(self._waiting, job, key=_ORDER)
+        else:
+            self._waiting.append(job)
         if self._pump is None:
             self._pump = asyncio.get_running_loop().create_task(self._run_pump(), name="outbound")
         self._wake.set()
@@ -245,6 +290,7 @@ class OutboundScheduler:
         """Nobody waits for ``job`` any more: drop it unless it already started."""
         if job.started or job.future.done():
             job.detached = True
+            job.future.add_done_callback(_retrieve)
             return
         self._waiting.remove(job)
         self._forget_key(job)
@@ -285,19 +331,21 @@ class OutboundScheduler:
         index = 0
         while index < len(self._waiting):
             job = self._waiting[index]
-            if bot_at > now and self._on_bot(job):
+            if bot_at > now and job.charge.bot:
                 next_at = min(next_at, bot_at)
                 index += 1
                 continue
-            key = _chat_id(job.chat)
-            at = blocked.get((key, job.kind)) or self._ready_at(job, key, now)
-            if at <= now:
-                del self._waiting[index]
-                self._start(job, key)
-                if self._on_bot(job):
-                    bot_at = self._bot_ready(now)
-                continue
-            blocked[(key, job.kind)] = at
+            at = blocked.get((job.key, job.kind))
+            if at is None:
+                windows = self._chat_windows(job)
+                at = self._ready_at(job, windows, now)
+                if at <= now:
+                    del self._waiting[index]
+                    self._start(job, windows)
+                    if job.charge.bot:
+                        bot_at = self._bot_ready(now)
+                    continue
+                blocked[(job.key, job.kind)] = at
             next_at = min(next_at, at)
             index += 1
         if not self._waiting or next_at == math.inf:
@@ -307,45 +355,40 @@ class OutboundScheduler:
     def _bot_ready(self, now: float) -> float:
         return now if self._bot is None else self._bot.ready_at(now)
 
-    def _on_bot(self, job: _Job) -> bool:
-        return self._bot is not None and _charged(job.kind, self._charges.bot)
-
-    def _paced(self, job: _Job) -> bool:
-        """``job`` counts against its chat's own budget (so a 429 there holds it)."""
-        charges = self._charges
-        return _charged(job.kind, charges.chat) or _charged(job.kind, charges.group)
-
-    def _ready_at(self, job: _Job, key: ChatId, now: float) -> float:
-        at = self._held.get((key, self._paced(job)), now)
+    def _ready_at(self, job: _Job, windows: tuple[Budget, ...], now: float) -> float:
+        """When ``job`` may start as far as its chat goes (held after a 429, ``windows``)."""
+        at = self._held.get((job.key, job.charge.paced), now) if self._held else now
         spare = 1 if job.priority >= Priority.STREAM else 0  # the last token: the reply's
-        for window in self._chat_windows(job, key):
+        for window in windows:
             at = max(at, window.ready_at(now, spare))
         return at
 
-    def _chat_windows(self, job: _Job, key: ChatId) -> list[Budget]:
+    def _chat_windows(self, job: _Job) -> tuple[Budget, ...]:
         """The per-chat windows ``job`` is charged to (made when first needed)."""
-        windows, charges = [], self._charges
-        if self._chat_limit is not None and _charged(job.kind, charges.chat):
-            windows.append(self._window(self._chats, key, self._chat_limit))
-        shared = key in self._shared and _charged(job.kind, charges.group)
-        if self._group_limit is not None and shared:
-            windows.append(self._window(self._groups, key, self._group_limit))
-        return windows
+        charge, key = job.charge, job.key
+        chat = group = None
+        if charge.chat and self._chat_budget is not None:
+            chat = self._chats.get(key)
+            if chat is None:
+                chat = self._chats[key] = self._chat_budget()
+        if charge.group and key in self._shared and self._group_budget is not None:
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = self._group_budget()
+        if group is None:
+            return () if chat is None else (chat,)
+        return (group,) if chat is None else (chat, group)
 
-    def _window(self, windows: dict[ChatId, Budget], key: ChatId, limit: RateLimit) -> Budget:
-        window = windows.get(key)
-        if window is None:
-            window = windows[key] = budget(limit)
-        return window
-
-    def _start(self, job: _Job, key: ChatId) -> None:
+    def _start(self, job: _Job, windows: tuple[Budget, ...]) -> None:
+        """Start ``job``, charged to ``windows`` (its chat's) and the bot's if it counts."""
         job.started = True
-        self._forget_key(job)
-        job.windows = self._chat_windows(job, key)
-        if self._bot is not None and self._on_bot(job):
-            job.windows.append(self._bot)
+        if job.coalesce is not None:
+            self._forget_key(job)
+        if job.charge.bot and self._bot is not None:
+            windows = (*windows, self._bot)
+        job.windows = windows
         now = self._clock()
-        for window in job.windows:
+        for window in windows:
             window.take(now)
         self.stats.calls += 1
         self._grants += 1
@@ -376,8 +419,9 @@ class OutboundScheduler:
         now = self._clock()
         for window in job.windows:
             window.release(now, refused=refused)
-        job.windows = []
-        self._wake.set()
+        job.windows = ()
+        if self._waiting:  # nothing waits: no round of the pump
+            self._wake.set()
 
     def _rate_limited(self, job: _Job, exc: RateLimited) -> None:
         """The one retry layer: hold the chat's calls that count against the same budget
@@ -391,7 +435,7 @@ class OutboundScheduler:
             return
         if job.future.done() or self._closed:
             return
-        hold = (_chat_id(job.chat), self._paced(job))
+        hold = (job.key, job.charge.paced)
         self._held[hold] = max(self._held.get(hold, 0.0), self._clock() + exc.retry_after)
         job.attempt += 1
         job.started = False

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
+from functools import partial
 from typing import Protocol
 
 from adapters.base import RateLimit
@@ -94,10 +96,12 @@ class TokenBucket:
         self._at = now
 
     def ready_at(self, now: float, spare: int = 0) -> float:
-        self._refill(now)
         needed = 1.0 + spare
         if needed > self.capacity:
             needed = 1.0  # a bucket too small to spare anything lends its last token
+        if self.tokens + EPSILON >= needed:
+            return now  # enough without the refill (credited by the next take all the same)
+        self._refill(now)
         if self.tokens + EPSILON >= needed:
             return now
         return now + (needed - self.tokens) / self.rate
@@ -120,6 +124,9 @@ class TokenBucket:
             self.tokens = min(self.tokens, 0.0)
 
 
-def budget(limit: RateLimit) -> Budget:
-    """The budget ``limit`` declares: a token bucket when it has a ``burst``."""
-    return TokenBucket(limit) if limit.burst is not None else SlidingWindow(limit)
+def budget_maker(limit: RateLimit) -> Callable[[], Budget]:
+    """How the budget ``limit`` declares is made — a token bucket when it has a ``burst`` —
+    chosen once per scheduler, so a chat's budget is made by one constructor call."""
+    kind: type[TokenBucket] | type[SlidingWindow]
+    kind = TokenBucket if limit.burst is not None else SlidingWindow
+    return partial(kind, limit)
