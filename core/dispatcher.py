@@ -52,14 +52,15 @@ to the event's receipt, ``docs/architecture.md`` §3 step 10)::
     False  a shutdown cut it short: refused while shutting down, dropped by ``aclose``,
            its turn interrupted by ``aclose``, or ``on_result`` raised or was cancelled
 
-**Debounce.** With the key's ``debounce`` window (seconds; the profile's ``debounce_ms``,
-0 = off) a message submitted with ``merge=True`` (the router's plain text messages; never
-commands, presses or a forced ``policy``) to an idle key does not start at once: it
-gathers the same person's next messages for the window and they run as ONE turn
-(:mod:`core.debounce`); each joining message's outcome is ``merged`` and its ``handled``
-follows that one turn. ``stop`` during the window never waits for it: it drops the
-gathered messages (handled True, like a cleared queue), or with ``stop_clears_queue`` off
-runs them at once (docs/turn-loop.md §20).
+**Debounce.** With the key's ``debounce`` window (seconds; the profile's
+``debounce_ms``, 0 = off; ``debounce=None``: no key debounces, none is asked) a message
+submitted with ``merge=True`` (the router's plain text messages; never commands, presses
+or a forced ``policy``) to an idle key does not start at once: it gathers the same
+person's next messages for the window and they run as ONE turn (:mod:`core.debounce`);
+each joining message's outcome is ``merged`` and its ``handled`` follows that one turn.
+``stop`` during the window never waits for it: it drops the gathered messages (handled
+True, like a cleared queue), or with ``stop_clears_queue`` off runs them at once
+(docs/turn-loop.md §20).
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ class Dispatcher:
         on_result: ResultObserver | None = None,
         stop_clears_queue: PerKey[bool] = True,
         clock: Callable[[], float] = time.time,
-        debounce: PerKey[float] = 0.0,
+        debounce: PerKey[float] | None = None,
         debounce_pace: Pace = REAL_TIME,
     ) -> None:
         self._run_turn = run_turn
@@ -166,7 +167,8 @@ class Dispatcher:
         self._on_result = on_result
         self._stop_clears_queue: Callable[[str], bool] = per_key(stop_clears_queue)
         self._clock, self._pace = clock, debounce_pace
-        self._debounce: Callable[[str], float] = per_key(debounce)
+        self._debounce: Callable[[str], float] | None = per_key(debounce) if debounce else None
+        """None (or 0): no key debounces — a message is never asked for its window."""
         self._lanes: dict[str, Lane] = {}
         self._workers = TaskSet(logger)
         self._closing = False
@@ -188,7 +190,8 @@ class Dispatcher:
         wait in the key's debounce window (module docstring, "Debounce").
         """
         entry = Entry(message, asyncio.get_running_loop().create_future())
-        window = self._debounce(session_key) if merge and policy is None else 0.0
+        debounce = self._debounce
+        window = debounce(session_key) if debounce and merge and policy is None else 0.0
         outcome = self._place(session_key, entry, policy, window)
         if outcome.kind not in OWN_TURN:
             entry.settle(outcome.kind != "rejected_shutting_down")

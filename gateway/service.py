@@ -240,7 +240,8 @@ class GatewayService:
         self.intake = Intake(store, self.delivery, attachments)
         spool = Spool(attachments.outbox)
         self.files = FileDelivery(store, self.directory, self.delivery, sleep=sleep, spool=spool)
-        self.dispatcher = self._dispatcher(pacing.debounce)
+        debounces = any(profile.debounce_ms for profile in engine.profiles.values())
+        self.dispatcher = self._dispatcher(pacing.debounce, debounces)
         self.pairing = self._pairing(chat, pacing)
         self.router = self._router(chat.access)
         self.reactions = Reactions(self.directory, chat.progress.reactions)
@@ -297,14 +298,16 @@ class GatewayService:
         replies and cards go out through it (``relay``: a leased bot's cluster stage)."""
         self.directory.add(adapter, relay)
 
-    def _dispatcher(self, debounce: Pace) -> Dispatcher:
+    def _dispatcher(self, debounce: Pace, debounces: bool) -> Dispatcher:
+        """The Dispatcher, asking each key's debounce window only when some profile
+        debounces (``debounce_ms`` > 0): off, debounce is not on a message's path."""
         return Dispatcher(
             self._run_turn,
             policy_for=self._policy_for,
             queue_limit=self._queue_limit,
             on_result=self._on_result,
             stop_clears_queue=self._stop_clears_queue,
-            debounce=self._debounce,
+            debounce=self._debounce if debounces else None,
             debounce_pace=debounce,
         )
 
