@@ -52,7 +52,6 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import replace
 from functools import partial
-from types import TracebackType
 
 from adapters import calls
 from adapters.base import AdapterError, BadMarkup, ChatRef, NotModified, RateLimited, SentMessage
@@ -104,10 +103,11 @@ class Delivery:
         characters were left out."""
         planned = self._plan(outbound, chat, markdown, turn_id or "")
         chunks = await self._stored(planned) if turn_id else planned
-        chunks = [await self._known(chunk) for chunk in chunks]
         plain = outbound.capabilities.renderer.plain
         sent: list[SentMessage] = []
         for chunk in chunks:
+            if chunk.message_id is None and (chunk.turn_id, chunk.index) in self._sent:
+                chunk = await self._known(chunk)
             if chunk.message_id is not None:
                 continue  # sent by an earlier delivery of this turn
             target = into if chunk.index == 0 else None
@@ -134,17 +134,16 @@ class Delivery:
         renderer, caps = outbound.capabilities.renderer, outbound.capabilities
         rendered = renderer.render(redact(markdown))
         chunks = renderer.chunk(rendered, caps.max_text_length, caps.length_unit)
-        kept, dropped = _capped(chunks)
+        kept, dropped = _capped(chunks) if len(chunks) > MAX_CHUNKS else (chunks, [])
         markup = caps.markup != "plain"
-        texts = [(text, markup) for text in kept]
+        where = (chat.platform, chat.chat_id, chat.thread_id)
+        planned = [OutboxChunk(turn_id, i, *where, text, markup) for i, text in enumerate(kept)]
         if dropped:
             left_out = sum(len(renderer.plain(chunk)) for chunk in dropped)
             logger.warning("reply to %s truncated: %d chunk(s) left out", chat, len(dropped))
-            texts.append((TRUNCATED.format(count=left_out), False))
-        return [
-            OutboxChunk(turn_id, i, chat.platform, chat.chat_id, chat.thread_id, text, marked)
-            for i, (text, marked) in enumerate(texts)
-        ]
+            note = TRUNCATED.format(count=left_out)
+            planned.append(OutboxChunk(turn_id, len(kept), *where, note, False))
+        return planned
 
     async def _stored(self, planned: list[OutboxChunk]) -> list[OutboxChunk]:
         """The turn's chunks as stored (an earlier delivery's win); unstored on failure."""
@@ -158,7 +157,7 @@ class Delivery:
 
     async def _known(self, chunk: OutboxChunk) -> OutboxChunk:
         """``chunk``, marked sent when this process sent it already (its mark is stored
-        now if the store had refused it)."""
+        now if the store had refused it); asked only of a chunk :attr:`_sent` holds."""
         message_id = self._sent.get((chunk.turn_id, chunk.index)) if chunk.turn_id else None
         if chunk.message_id is not None or message_id is None:
             return chunk
@@ -241,8 +240,12 @@ class Delivery:
         return None
 
     async def _send_marked(self, outbound: Outbound, call: Send) -> SentMessage | None:
-        """Like :meth:`send`, but lets ``BadMarkup`` through for the plain fallback."""
+        """Like :meth:`send`, but lets ``BadMarkup`` through for the plain fallback. A
+        bot's scheduler is its one retry layer (:mod:`gateway.outbound.rate_limits`): only a
+        bot without one (a bare adapter in a test) is retried here."""
         try:
+            if outbound.scheduler is not None:
+                return await outbound.perform(call)
             return await with_rate_limits(
                 partial(outbound.perform, call),
                 attempts=self._attempts, sleep=self._sleep, chat=call.chat, what="message",
@@ -297,20 +300,15 @@ class Typing:
         self._task = asyncio.create_task(self._keep_typing(), name=f"typing:{self._chat}")
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
+    async def aclose(self, *_exc: object) -> None:
+        """Stop the indicator (and wait for its task); also the block's end."""
         task, self._task = self._task, None
         if task is None:
             return
         task.cancel()
         await asyncio.wait({task})
+
+    __aexit__ = aclose
 
     async def _keep_typing(self) -> None:
         if self._delay > 0:

@@ -21,12 +21,12 @@ cluster's :class:`Relay` (:class:`gateway.cluster.relay_stage.RelayStage`), at b
                      (last: a call whose lease went stale waits for the renewal, or is
                      mailed to the new owner when the lease was lost meanwhile)
 
-A middleware is ``async (call, next) -> result``, composed once like Starlette's
-``build_middleware_stack``; one that changes a call passes ``dataclasses.replace(call,
-...)`` on. Nothing wraps the adapter. The scheduler comes first so that every attempt it
-makes (a retry after a 429) passes redaction and is counted again, and so that a
-:class:`Latest` call, decided only when the budget lets it start, is redacted like any
-other.
+A middleware is ``async (call, next) -> result`` (``next`` bound by name, once), composed
+once like Starlette's ``build_middleware_stack``; one that changes a call passes
+``dataclasses.replace(call, ...)`` on. Nothing wraps the adapter. The scheduler comes
+first so that every attempt it makes (a retry after a 429) passes redaction and is
+counted again, and so that a :class:`Latest` call, decided only when the budget lets it
+start, is redacted like any other.
 
 How each call is scheduled (docs/architecture.md, "The outbound pipeline")::
 
@@ -126,14 +126,11 @@ Outgoing = Call | Latest
 
 
 def fold(middlewares: Sequence[Middleware], perform: Perform) -> Perform:
-    """``middlewares[0]`` first, each handing on to the next, the last to ``perform``."""
+    """``middlewares[0]`` first, each handing on to the next, the last to ``perform``
+    (each bound to its ``next`` once: a call enters no frame between two middlewares)."""
     for middleware in reversed(middlewares):
-        perform = partial(_step, middleware, perform)
+        perform = partial(middleware, next=perform)
     return perform
-
-
-async def _step(middleware: Middleware, next: Perform, call: Call) -> SentMessage | None:
-    return await middleware(call, next)
 
 
 # redact ---------------------------------------------------------------------------------
@@ -143,7 +140,8 @@ async def redact_call(call: Call, next: Perform) -> SentMessage | None:
     see :mod:`gateway.outbound.delivery`)."""
     match call:
         case Send() | Edit():
-            call = replace(call, text=redact(call.text), buttons=_clean(call.buttons))
+            buttons = _clean(call.buttons) if call.buttons else call.buttons
+            call = replace(call, text=redact(call.text), buttons=buttons)
         case SendFile():
             call = replace(call, caption=redact(call.caption))
         case AnswerPress(text=str() as text):
@@ -154,8 +152,6 @@ async def redact_call(call: Call, next: Perform) -> SentMessage | None:
 
 
 def _clean(rows: ButtonRows) -> ButtonRows:
-    if not rows:
-        return rows
     return tuple(tuple(replace(b, label=redact(b.label)) for b in row) for row in rows)
 
 
