@@ -91,11 +91,11 @@ class ChatDirectory:
         """Remember where ``event``'s session lives and what its sender is called."""
         self._places.put(str(event.session_key), event.chat)
         self._origins.put(origin_of(event), event.chat)
-        self.remember_sender(event)
+        self._names.put(f"{event.platform}:{event.sender.id}", event.sender.name)
 
     def remember_sender(self, event: InboundEvent) -> None:
-        user = f"{event.platform}:{event.sender.id}"
-        self._names.put(user, event.sender.name)
+        """Remember what ``event``'s sender is called (as :meth:`record` does)."""
+        self._names.put(f"{event.platform}:{event.sender.id}", event.sender.name)
 
     def expect(self, origin: str, session_key: str, chat: ChatRef) -> None:
         """A message that came from no platform update (a scheduled turn, ``origin``) runs
@@ -107,23 +107,24 @@ class ChatDirectory:
         """Where ``session_key`` lives (its running turn's chat, else where it spoke last);
         a child agent's key maps to its parent's chat."""
         key = session_key.partition("/child:")[0]
-        return self._at(self._turns.get(key) or self._places.get(key))
+        chat = self._turns.get(key) or self._places.get(key)
+        if chat is None or (bot := self._bots.get(chat.platform)) is None:
+            return None
+        return Place(bot, chat)
 
     def turn_place(self, session_key: str, origin: str | None) -> Place | None:
         """Where a turn of ``session_key`` started by the message from ``origin`` answers:
         that update's chat (else the session's latest); it is the session's place until
         :meth:`turn_ended`."""
         chat = (self._origins.get(origin) if origin else None) or self._places.get(session_key)
-        if chat is not None:
-            self._turns.put(session_key, chat)
-        return self._at(chat)
+        if chat is None:
+            return None
+        self._turns.put(session_key, chat)
+        bot = self._bots.get(chat.platform)
+        return None if bot is None else Place(bot, chat)
 
     def turn_ended(self, session_key: str) -> None:
         self._turns.pop(session_key, None)
-
-    def _at(self, chat: ChatRef | None) -> Place | None:
-        bot = None if chat is None else self._bots.get(chat.platform)
-        return None if bot is None or chat is None else Place(bot, chat)
 
     def name_of(self, platform: str, user_id: str | None) -> str:
         """The display name of a user seen on ``platform`` (the id when unknown).
