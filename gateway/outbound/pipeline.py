@@ -77,7 +77,6 @@ from adapters.calls import (
 from adapters.health import Health
 from core import tracing
 from core.redaction import redact
-from core.store.fencing import Fence, current_fence, fenced
 from gateway.outbound.scheduler import OutboundScheduler
 
 Perform = Callable[[Call], Awaitable[SentMessage | None]]
@@ -169,9 +168,10 @@ KINDS: dict[type, tuple[CallKind, str]] = {
 async def schedule(
     scheduler: OutboundScheduler, item: Outgoing, next: Perform
 ) -> SentMessage | None:
-    """``item`` once its bot's budget allows it (see the table at the top). It is made
-    under the caller's fence (:mod:`core.store.fencing`), not that of whichever call
-    started the scheduler's task: a relayed call is refused once its session moved."""
+    """``item`` once its bot's budget allows it (see the table at the top). The scheduler
+    makes it in its caller's context, so under the caller's fence
+    (:mod:`core.store.fencing`), not that of whichever call started the scheduler's task:
+    a relayed call is refused once its session moved."""
     run: Callable[[], Awaitable[SentMessage | None]]
     if isinstance(item, Latest):
         call: Call = item.call
@@ -179,7 +179,6 @@ async def schedule(
     else:
         call = item
         run = partial(next, call)
-    run = partial(_fenced_run, current_fence(), run)
     chat, (kind, what) = call.chat, KINDS[type(call)]
     if isinstance(call, LiveText) and _ends_stream(call):
         kind = "seal"  # charged only where the platform counts it (a Slack stopStream)
@@ -197,13 +196,6 @@ async def schedule(
     return await scheduler.run(
         run, chat=chat, priority=call.priority, what=what, coalesce=call.coalesce, kind=kind
     )
-
-
-async def _fenced_run(
-    fence: Fence | None, run: Callable[[], Awaitable[SentMessage | None]]
-) -> SentMessage | None:
-    with fenced(fence):
-        return await run()
 
 
 def _ends_stream(call: LiveText) -> bool:

@@ -31,6 +31,11 @@ back to its place in the queue, each 429 is logged at INFO and counted
 (:attr:`OutboundScheduler.stats`). A waiter cancelled
 before its call started withdraws the call; once started, the call runs to its end.
 
+Each call runs in its own task, in its caller's context (:mod:`contextvars`: a call started
+at once in a copy of the caller's, a queued one in the copy taken when it was queued), so
+it is made under its caller's fence (:mod:`core.store.fencing`) and inside its trace,
+whichever call started the pump.
+
 Calls reach the scheduler as values, through each bot's pipeline
 (:mod:`gateway.outbound.pipeline`): the call's own ``priority`` and ``coalesce`` key say how it
 waits.
@@ -39,6 +44,7 @@ waits.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import logging
 import math
@@ -133,6 +139,9 @@ class _Job:
     waiters: int = 0
     detached: bool = False
     windows: tuple[Budget, ...] = ()
+    context: contextvars.Context | None = None
+    """The caller's context the call runs in, taken when it was queued (None: started
+    at once, in a task that copies the caller's own)."""
 
 
 _ORDER = attrgetter("order")
@@ -252,6 +261,7 @@ class OutboundScheduler:
         old = self._coalesced.get(coalesce) if coalesce is not None else None
         if old is not None and not old.started:
             old.call = call  # only the newest call of the key is ever made
+            old.context = contextvars.copy_context()  # ... in its own caller's context
             self.stats.withdrawn += 1
             return old
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -261,6 +271,7 @@ class OutboundScheduler:
         )  # fmt: skip
         if not self._waiting and self._started_at_once(job):
             return job
+        job.context = contextvars.copy_context()
         self._enqueue(job)
         if coalesce is not None:
             self._coalesced[coalesce] = job
@@ -394,7 +405,11 @@ class OutboundScheduler:
         self._grants += 1
         if self._grants % PRUNE_EVERY == 0:
             self._prune()
-        self._running.spawn(self._execute(job), name=f"outbound:{job.what}")
+        name = f"outbound:{job.what}"
+        if job.context is None:  # started at once: the task copies the caller's context
+            self._running.spawn(self._execute(job), name)
+        else:
+            job.context.run(self._running.spawn, self._execute(job), name)
 
     async def _execute(self, job: _Job) -> None:
         try:
@@ -439,6 +454,7 @@ class OutboundScheduler:
         self._held[hold] = max(self._held.get(hold, 0.0), self._clock() + exc.retry_after)
         job.attempt += 1
         job.started = False
+        job.context = job.context or contextvars.copy_context()  # (in the call's own task)
         self._enqueue(job)
 
     def _prune(self) -> None:

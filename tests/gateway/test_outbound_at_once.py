@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from adapters.base import EVERY_CALL, Capabilities, Charges, ChatRef, RateLimit
+from core.store.fencing import Fence, current_fence, fenced
 from gateway.outbound.scheduler import OutboundScheduler, Priority
 
 CHAT = ChatRef("telegram", "42")
@@ -67,3 +69,36 @@ async def test_a_call_of_an_uncounted_kind_starts_at_once_beside_a_full_chat() -
     scheduler.later(typing, chat=CHAT, priority=Priority.CLEANUP, what="t", kind="typing")
     assert (scheduler.stats.calls, scheduler.waiting) == (2, 0)
     await asyncio.wait_for(scheduler.aclose(), BOUND)
+
+
+async def test_a_queued_call_runs_in_its_own_callers_context_not_the_pumps() -> None:
+    """Two sessions' calls queue in one chat: the pump is started by the second session's
+    call, and still each call is made under the fence of the session that asked for it."""
+    one_at_a_time = replace(CAPS, chat_limit=RateLimit(1, 0.0))  # one in flight per chat
+    scheduler = OutboundScheduler(one_at_a_time, clock=lambda: 0.0)
+    one, two = Fence("session:one", "p/1", 1), Fence("session:two", "p/1", 3)
+    started, gate = asyncio.Event(), asyncio.Event()
+    seen: list[tuple[str, Fence | None]] = []
+
+    def made(text: str) -> Callable[[], Awaitable[None]]:
+        async def call() -> None:
+            if text == "first":
+                started.set()
+                await gate.wait()
+            seen.append((text, current_fence()))
+
+        return call
+
+    async def send(fence: Fence, text: str) -> None:
+        with fenced(fence):
+            await scheduler.run(made(text), chat=CHAT, priority=Priority.REPLY, what="m")
+
+    first = asyncio.ensure_future(send(one, "first"))
+    await asyncio.wait_for(started.wait(), BOUND)
+    rest = [asyncio.ensure_future(send(two, "for two")), asyncio.ensure_future(send(one, "again"))]
+    await asyncio.sleep(0)  # both submitted; the first holds the chat
+    assert scheduler.waiting == 2
+    gate.set()
+    await asyncio.wait_for(asyncio.gather(first, *rest), BOUND)
+    assert seen == [("first", one), ("for two", two), ("again", one)]
+    await scheduler.aclose()
