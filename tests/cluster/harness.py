@@ -148,14 +148,15 @@ class Cluster:
         platforms = (m for s, m in PLATFORM_MODULES.items() if f"\n[{s}]" in self.text)
         modules = [*RUN_MODULES, *platforms]
         for name in names:
-            self._prepared[name] = await self._spawn(name, str(PREPARED), *modules)
+            self._prepared[name] = await self._spawn(name, [str(PREPARED), *modules], go=True)
 
     async def start(self, name: str, *, ready: bool = True) -> Gateway:
         """Start process ``name`` (the one :meth:`prepare` made, or a cold ``python -m gateway
         run``); with ``ready``, wait for its READY line and its row in ``processes``."""
         gateway = self._prepared.pop(name, None)
         if gateway is None:
-            gateway = await self._spawn(name, "-m", "gateway", "run", "--config", str(self.config))
+            run = ["-m", "gateway", "run", "--config", str(self.config)]
+            gateway = await self._spawn(name, run, go=False)
         else:
             assert gateway.process.stdin is not None
             gateway.process.stdin.write(f"{self.config}\n".encode())
@@ -165,13 +166,12 @@ class Cluster:
             await self.joined(gateway)
         return gateway
 
-    async def _spawn(self, name: str, *argv: str) -> Gateway:
+    async def _spawn(self, name: str, argv: Sequence[str], *, go: bool) -> Gateway:
         """``python <argv>`` as process ``name``: its own home, its stderr read to the end;
-        stdin a pipe for a prepared one (its go), else ``/dev/null``."""
+        stdin a pipe to send its ``go`` line (a prepared one), else ``/dev/null``."""
         home = self.root / name
         home.mkdir(exist_ok=True)
-        prepared = argv[0] == str(PREPARED)
-        stdin = asyncio.subprocess.PIPE if prepared else asyncio.subprocess.DEVNULL
+        stdin = asyncio.subprocess.PIPE if go else asyncio.subprocess.DEVNULL
         process = await asyncio.create_subprocess_exec(
             sys.executable, *argv, env=environment(home), cwd=home, stdin=stdin,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
