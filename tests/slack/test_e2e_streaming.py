@@ -57,10 +57,12 @@ async def ask(
         asked = await sim.user_says(GENERAL, f"{sim.mention} {text}")
         thread, key = asked.id, thread_key(GENERAL, asked.id)
     else:
+        key = f"slack:dm:{channel}"
         root = await sim.user_says(channel, "hello")
         await sim.wait_for_bot_message(channel, lambda m: m.thread is None)
+        await run.idle(key)  # the greeting's turn is over, so the question is not queued
         asked = await sim.user_says(channel, text, thread=root.id)
-        thread, key = root.id, f"slack:dm:{channel}"
+        thread = root.id
     last = rendered(run, answer)[-1]
     await sim.wait_for_bot_message(channel, lambda m: m.thread == thread and m.text == last)
     await run.idle(key)
