@@ -25,6 +25,8 @@ OFF = (
     "adapters.web.adapter",  # [web] enabled = false
     "gateway.web.dashboard",
     "gateway.web.health",
+    "gateway.web.metrics",  # nothing serves /metrics: no metrics are kept
+    "prometheus_client",
     "aiohttp.web",  # no web chat, Telegram polls (its webhook server is aiohttp.web)
     "adapters.telegram.webhook",
     "opentelemetry.sdk",  # no OTLP endpoint
