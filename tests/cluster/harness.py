@@ -325,6 +325,15 @@ class Cluster:
         )
         return [(r["content"], r["tool_calls"], float(r["created_at"])) for r in rows]
 
+    async def replies_in_flight(self) -> set[str]:
+        """The texts of reply chunks started but not yet recorded as sent (docs/architecture.md
+        §13): what a process killed now may have shown without knowing it, so its taker
+        sends them once more."""
+        rows = await (await self.db()).fetch(
+            "SELECT text FROM outbox WHERE started_at IS NOT NULL AND sent_at IS NULL"
+        )
+        return {str(row["text"]) for row in rows}
+
     async def tool_runs(self) -> Counter[str]:
         """How many times a tool was started (a ``tool_calls`` row, whatever its status) for
         each tool message (:class:`Answers`): more than once would be a blind re-run."""

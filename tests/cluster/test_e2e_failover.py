@@ -6,7 +6,9 @@ real python-telegram-bot against the Telegram simulator, with the scripted model
 * kill -9 of the bot's owner while 200 messages of mixed turns (every other one calls
   ``read_file`` or ``terminal`` first) are under way: the other process holds the bot
   within the lease and one renewal period, every message is answered once (on Telegram a
-  reply whose send was in flight at the kill may show twice: docs/cluster.md §8), the
+  reply whose send was in flight at the kill may show twice: docs/cluster.md §8 — in
+  flight as the store tells it just after the kill, a chunk started and not recorded
+  sent, not as a wall-clock window before it), the
   model is never asked again for an answer the store already held, and no tool is started
   twice for one message (no blind re-run).
 * SIGSTOP of the owner while it runs a turn, past its lease: the other process takes the
@@ -53,8 +55,6 @@ CHATS = 50
 PER_CHAT = 4
 KILL_AFTER = 70
 """Answers shown before the owner is killed (of 200)."""
-IN_FLIGHT = 1.0
-"""A reply shown twice must have been sent this close before the kill (in flight)."""
 
 
 def said_in(chat: int) -> list[str]:
@@ -87,9 +87,9 @@ async def test_kill_9_of_the_bot_owner_mid_run_every_message_answered_once_no_se
         await cluster.start("b")
         talking = asyncio.gather(*(converse(telegram_sim, chat, said[chat]) for chat in chats))
         await telegram_sim.wait_for(lambda: answers_shown(telegram_sim, chats) >= KILL_AFTER, 30)
-        killed_mono = time.monotonic()
         killed_at = victim.kill()
         assert await victim.process.wait() == -9
+        in_flight = await cluster.replies_in_flight()  # before the taker can send any again
         taker = await cluster.bot_owner("telegram", other_than=victim.process_id)
         takeover = taker.acquired_at - killed_at
         await cluster.expect(asyncio.wait_for(talking, TIMEOUT), "answered after the kill")
@@ -97,7 +97,6 @@ async def test_kill_9_of_the_bot_owner_mid_run_every_message_answered_once_no_se
         turns = await cluster.turns()
         tool_runs = await cluster.tool_runs()
     twice = _shown_twice(telegram_sim, said)
-    in_flight = {t: at for t, at in twice.items() if killed_mono - IN_FLIGHT <= at <= killed_mono}
     asked = answers.counts()
     print(f"\nkill -9 of the owner after {KILL_AFTER} answers: takeover {takeover:.2f} s after "
           f"the kill (bound {TAKEOVER_BOUND:.2f} s); replies shown twice {len(twice)}; model "
@@ -108,7 +107,10 @@ async def test_kill_9_of_the_bot_owner_mid_run_every_message_answered_once_no_se
     assert taker.epoch == first.epoch + 1
     for chat in chats:
         counts = answer_counts(telegram_sim.messages(chat), said[chat])
-        assert all(counts[text] == 1 or text in in_flight for text in said[chat]), counts
+        shown_once_or_in_flight = (
+            counts[text] == 1 or answer_of(text) in in_flight for text in said[chat]
+        )
+        assert all(shown_once_or_in_flight), (counts, sorted(in_flight))
     assert calls_after_stored(answers, stored) == [], "asked again for a stored answer"
     tool_messages = {text for texts in said.values() for text in texts if is_tool_message(text)}
     assert set(tool_runs) <= tool_messages and max(tool_runs.values()) == 1, tool_runs
