@@ -106,6 +106,9 @@ class StreamedReply:
         self._outbound, self._chat, self._mode = outbound, chat, mode
         self._session_key, self._store = session_key, store
         self._recorded: str | None = None
+        self._putting: asyncio.Future[None] | None = None
+        """The store's write of the recorded message (awaited before the record is dropped:
+        a write the stream's stop cut off still lands, then goes)."""
         """The message id the store keeps for this session's stream (see the module)."""
         self._looked = store is None
         """The store was asked for a message a cut stream left (once, before anything)."""
@@ -246,17 +249,20 @@ class StreamedReply:
         record = StreamRecord(
             self._session_key, chat.platform, chat.chat_id, chat.thread_id, sent.message_id
         )
+        self._recorded = sent.message_id  # dropped at the end even if the stop cuts this off
+        put = self._putting = asyncio.ensure_future(self._store.put_stream(record))
         try:
-            await self._store.put_stream(record)
+            await asyncio.shield(put)
         except StoreError as exc:
             logger.warning("stream of %s: message not recorded (%s)", self._session_key, exc)
-            return
-        self._recorded = sent.message_id
 
     async def _forget(self) -> None:
         recorded, self._recorded = self._recorded, None
         if self._store is None or recorded is None:
             return
+        put, self._putting = self._putting, None
+        if put is not None:
+            await asyncio.wait([put])  # its row is written before it is dropped
         try:
             await self._store.drop_stream(self._session_key, recorded)
         except StoreError as exc:
