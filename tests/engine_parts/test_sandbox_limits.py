@@ -349,9 +349,12 @@ class WriterBetweenScans:
     per_second: int
     now: float = 0.0
     pauses: list[float] = field(default_factory=list)
+    paused: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set at each pause (the test clears it to wait for the next)."""
 
     async def sleep(self, seconds: float) -> None:
         self.pauses.append(seconds)
+        self.paused.set()
         self.now += seconds
         written = int(self.per_second * seconds)
         if written:
@@ -378,10 +381,9 @@ async def test_a_quiet_workspace_is_scanned_every_interval(tmp_path: Path) -> No
     writer = WriterBetweenScans(tmp_path, per_second=0)
     watch = QuotaWatch(Limits(disk_quota=QUOTA, scan_interval=0.1), tmp_path, 0, writer.sleep)
     scanning = asyncio.create_task(watch())
-    for _ in range(POLLS):
-        if len(writer.pauses) >= 5:
-            break
-        await asyncio.sleep(0.01)
+    while len(writer.pauses) < 5:
+        writer.paused.clear()
+        await asyncio.wait_for(writer.paused.wait(), WAIT)
     scanning.cancel()
     assert writer.pauses[1:5] == [0.1] * 4
 
