@@ -164,7 +164,9 @@ class Dispatcher:
         self._run_turn = run_turn
         self._policy: Callable[[str], BusyPolicy] = per_key(policy_for)
         self._limit: Callable[[str], int] = per_key(queue_limit)
-        self._on_result = on_result
+        self.on_result = on_result
+        """Told each finished turn; a feature may wrap it before the first turn (the
+        gateway's ``[schedule]`` watches its turns' results: ``GatewayService.result_hook``)."""
         self._stop_clears_queue: Callable[[str], bool] = per_key(stop_clears_queue)
         self._clock, self._pace = clock, debounce_pace
         self._debounce: Callable[[str], float] | None = per_key(debounce) if debounce else None
@@ -315,10 +317,10 @@ class Dispatcher:
 
     async def _deliver(self, session_key: str, message: UserMessage, result: TurnResult) -> bool:
         """Hand ``result`` to ``on_result``; False when it raised (the reply not delivered)."""
-        if self._on_result is None:
+        if self.on_result is None:
             return True
         try:
-            await self._on_result(session_key, message, result)
+            await self.on_result(session_key, message, result)
         except Exception:
             logger.exception("on_result for %s failed; reply not delivered", session_key)
             return False

@@ -67,10 +67,8 @@ from typing import TYPE_CHECKING, Protocol
 from adapters.base import Adapter, ChatRef, InboundEvent
 from core.agent.compaction import Compacted
 from core.agent.context import ContextUse
-from core.agent.control import TurnControl
 from core.agent.loop import CommonAgent
 from core.agent.profile import AgentProfile, BusyPolicy
-from core.agent.turn import TurnResult, UserMessage
 from core.approvals import Approvals
 from core.cancellation import drain_abandoned
 from core.debounce import REAL_TIME, Pace
@@ -100,10 +98,10 @@ from gateway.turns.reactions import Reactions
 from gateway.turns.replies import FAILED_REPLY as FAILED_REPLY
 from gateway.turns.replies import Replies
 from gateway.turns.replies import reply_text as reply_text
-from gateway.turns.runner import ChatTurns, ProgressViews, TurnPacing
+from gateway.turns.runner import ChatTurns, ProfileAgents, ProgressViews, TurnPacing
 from gateway.turns.running_steps import RunningSteps
 from gateway.turns.settings import SessionSettingsBook, SettingsCommands
-from gateway.turns.stops import StoppedTurns
+from gateway.turns.stops import StopButtons, StoppedTurns
 from gateway.turns.streaming import Streams
 
 if TYPE_CHECKING:
@@ -194,8 +192,6 @@ class GatewayService:
             names = sorted(engine.profiles)
             raise ValueError(f"default profile {engine.default_profile!r} is not among {names}")
         store = self.store = engine.store
-        self._default_profile = engine.default_profile
-        self._platform_profiles = dict(chat.platform_profiles)
         self._approvers = dict(chat.approvers)
         """Bare user ids per platform, as configured (they may always talk to the bot)."""
         self.operators = chat.operators
@@ -220,7 +216,7 @@ class GatewayService:
         self.settings = SessionSettingsBook(store, presets)
         """Per-chat settings (``/model``, ``/busy``, ``/progress``, ``/verbose``); the
         presets' clients are closed at :meth:`stop`."""
-        self.agents = {
+        agents = {
             name: CommonAgent(
                 store,
                 engine.model,
@@ -235,26 +231,28 @@ class GatewayService:
             )
             for name, profile in engine.profiles.items()
         }
+        self.profile_agents = ProfileAgents(agents, chat.platform_profiles, engine.default_profile)
+        """Which agent runs a session key's turns (the turns ask it)."""
+        self.agents = self.profile_agents.by_name
         self.delivery = Delivery(sleep=sleep, store=store)
         self.replies = Replies(self.directory, self.delivery, chat.progress)
         self.intake = Intake(store, self.delivery, attachments)
         spool = Spool(attachments.outbox)
         self.files = FileDelivery(store, self.directory, self.delivery, sleep=sleep, spool=spool)
-        debounces = any(profile.debounce_ms for profile in engine.profiles.values())
-        self.dispatcher = self._dispatcher(pacing.debounce, debounces)
-        self.pairing = self._pairing(chat, pacing)
-        self.router = self._router(chat.access)
         self.reactions = Reactions(self.directory, chat.progress.reactions)
+        stops = StopButtons(self.approvals, self.stopped_turns)
         self.turns = ChatTurns(
-            _turn_pacing(chat, pacing), agent_for=self.agent_for, settings=self.settings,
-            directory=self.directory, views=views, stops=self.router.stop_buttons,
+            _turn_pacing(chat, pacing), agent_for=self.profile_agents.of, settings=self.settings,
+            directory=self.directory, views=views, stops=stops,
             stopped=self.stopped_turns, awaiting=self.approvals.pending,
             streams=Streams(clock=pacing.clock, sleep=pacing.sleep, store=store),
             intake=self.intake, replies=self.replies, files=self.files,
             reactions=self.reactions if self.reactions.enabled else None,
         )  # fmt: skip
-        self.result_hook: ResultObserver = self.turns.on_result
-        """Where the Dispatcher reports each finished turn (a feature may wrap it)."""
+        debounces = any(profile.debounce_ms for profile in engine.profiles.values())
+        self.dispatcher = self._dispatcher(pacing.debounce, debounces)
+        self.pairing = self._pairing(chat, pacing)
+        self.router = self._router(chat.access, stops)
         self.chat_settings = SettingsCommands(self.settings, self._model_name, self._is_owner)
         self.router.command_handlers.update(
             link=self.links.command_link, unlink=self.links.command_unlink,
@@ -284,6 +282,17 @@ class GatewayService:
         self.turns.streams = streams
 
     @property
+    def result_hook(self) -> ResultObserver:
+        """Where the Dispatcher reports each finished turn: the turns' delivery
+        (:meth:`gateway.turns.runner.ChatTurns.on_result`), called straight. A feature may
+        wrap it before the first turn (``[schedule]`` watches its turns' results)."""
+        return self.dispatcher.on_result or self.turns.on_result
+
+    @result_hook.setter
+    def result_hook(self, hook: ResultObserver) -> None:
+        self.dispatcher.on_result = hook
+
+    @property
     def cluster(self) -> ClusterPart[GatewayService] | None:
         """This process's cluster node: set (before :meth:`start`) when several processes
         share the store; the turns then ask it whether their session is still theirs."""
@@ -301,17 +310,18 @@ class GatewayService:
     def _dispatcher(self, debounce: Pace, debounces: bool) -> Dispatcher:
         """The Dispatcher, asking each key's debounce window only when some profile
         debounces (``debounce_ms`` > 0): off, debounce is not on a message's path."""
+        turns = self.turns
         return Dispatcher(
-            self._run_turn,
+            turns.run_turn,
             policy_for=self._policy_for,
             queue_limit=self._queue_limit,
-            on_result=self._on_result,
+            on_result=turns.on_result,
             stop_clears_queue=self._stop_clears_queue,
             debounce=self._debounce if debounces else None,
             debounce_pace=debounce,
         )
 
-    def _router(self, access: Mapping[str, AccessPolicy]) -> Router:
+    def _router(self, access: Mapping[str, AccessPolicy], stops: StopButtons) -> Router:
         return Router(
             dispatcher=self.dispatcher,
             approvals=self.approvals,
@@ -320,6 +330,7 @@ class GatewayService:
             directory=self.directory,
             delivery=self.delivery,
             stopped=self.stopped_turns,
+            stop_buttons=stops,
             clock=self._clock,
             context=self,
             policy_for=self._policy_for,
@@ -442,16 +453,6 @@ class GatewayService:
         if still_running:
             logger.warning("%d stopped task(s) ignored cancellation at shutdown", still_running)
 
-    async def _run_turn(
-        self, session_key: str, message: UserMessage, control: TurnControl
-    ) -> TurnResult:
-        """The Dispatcher's run port: the turns (built after the router, whose stop
-        buttons they show, which needs the Dispatcher)."""
-        return await self.turns.run_turn(session_key, message, control)
-
-    async def _on_result(self, session_key: str, message: UserMessage, result: TurnResult) -> None:
-        await self.result_hook(session_key, message, result)
-
     # per session key ------------------------------------------------------------------
     def profile_for(self, session_key: str) -> AgentProfile:
         return self.agent_for(session_key).profile
@@ -467,9 +468,7 @@ class GatewayService:
     def agent_for(self, session_key: str) -> CommonAgent:
         """The agent of the profile the key's platform names; a linked session
         (``link:dm:<person>``, :mod:`gateway.control.links`) runs the default profile."""
-        platform = session_key.partition(":")[0]  # the key's first field (adapters.events)
-        name = self._platform_profiles.get(platform, self._default_profile)
-        return self.agents.get(name) or self.agents[self._default_profile]
+        return self.profile_agents.of(session_key)
 
     def _policy_for(self, session_key: str) -> BusyPolicy:
         """The chat's ``/busy``, else the profile's (known once the key's turn started)."""

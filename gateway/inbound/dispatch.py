@@ -87,6 +87,7 @@ class Router:
         directory: ChatDirectory,
         delivery: Delivery,
         stopped: StoppedTurns,
+        stop_buttons: StopButtons,
         ack_interval: float = ACK_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
         context: SessionContext | None = None,
@@ -98,8 +99,8 @@ class Router:
         self._commands = ChatCommands(
             dispatcher, approvals, store, self.submit_text, stopped, directory, context
         )
-        self.stop_buttons = StopButtons(dispatcher, approvals, stopped)
-        """The Stop buttons of running turns' progress messages."""
+        self.stop_buttons = stop_buttons
+        """The Stop buttons of running turns' progress messages (the turns show them)."""
         self._ack_interval, self._clock = ack_interval, clock
         self._policy_for = policy_for
         self._last_ack: dict[str, float] = {}
@@ -264,7 +265,7 @@ class Router:
         if press is None:
             return NO_LONGER_VALID
         if isinstance(press, StopPress):
-            return self.stop_buttons.press(press.stop_id, user_of(event))
+            return self.stop_buttons.press(press.stop_id, user_of(event), self._dispatcher)
         result = await self._resolve(press, user_of(event))
         return RESOLVE_ANSWERS.get(result)
 

@@ -1,7 +1,7 @@
 """The intake: the files of an admitted message, taken in just before its turn.
 
-It runs in the dispatcher's lane of the session (``GatewayService._run_turn``), so a
-session's messages keep their order, and only for a sender the router admitted — a
+It runs in the dispatcher's lane of the session (``ChatTurns.run_turn``, the Dispatcher's
+run port), so a session's messages keep their order, and only for a sender the router admitted — a
 stranger's files are never downloaded. For each offered attachment, in order
 (docs/attachments.md, "Inbound"):
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
@@ -50,6 +50,27 @@ AgentFor = Callable[[str], CommonAgent]
 """The agent that runs a session key's turns."""
 Awaiting = Callable[[str], Sequence[object]]
 """The session's approvals waiting for a person (no typing meanwhile)."""
+
+
+class ProfileAgents:
+    """The agent of each profile, and the one that runs a session key's turns: the
+    profile its platform names (``platform_profiles``), else the default — a linked session
+    (``link:dm:<person>``, :mod:`gateway.control.links`) runs the default. Each platform's
+    agent is found once, here; a key only has its first field read (adapters.events)."""
+
+    def __init__(
+        self, agents: Mapping[str, CommonAgent], platform_profiles: Mapping[str, str], default: str
+    ) -> None:
+        self.by_name = dict(agents)
+        self.default = self.by_name[default]
+        self._of_platform = {
+            platform: self.by_name.get(name) or self.default
+            for platform, name in platform_profiles.items()
+        }
+
+    def of(self, session_key: str) -> CommonAgent:
+        """The agent that runs ``session_key``'s turns."""
+        return self._of_platform.get(session_key.partition(":")[0], self.default)
 
 
 class LostSession(Protocol):

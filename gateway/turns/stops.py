@@ -87,8 +87,8 @@ class StopButtons:
     approver of the session may press it; the stopped turn's reply is suppressed as after
     ``/stop``."""
 
-    def __init__(self, dispatcher: Dispatcher, approvals: Approvals, stopped: StoppedTurns) -> None:
-        self._dispatcher, self._approvals, self._stopped = dispatcher, approvals, stopped
+    def __init__(self, approvals: Approvals, stopped: StoppedTurns) -> None:
+        self._approvals, self._stopped = approvals, stopped
         self._targets: BoundedMap[str, _StopTarget] = BoundedMap(REMEMBERED_STOPS)
 
     def register(self, session_key: str, control: TurnControl, requester: str | None) -> str:
@@ -106,8 +106,9 @@ class StopButtons:
             return ()
         return ((Button(STOP_LABEL, payload, role="stop"),),)
 
-    def press(self, stop_id: str, by: str) -> str:
-        """What the presser is told; stops the turn when ``by`` may and it still runs."""
+    def press(self, stop_id: str, by: str, dispatcher: Dispatcher) -> str:
+        """What the presser is told; stops the turn (in ``dispatcher``, where it runs) when
+        ``by`` may and it still runs."""
         target = self._targets.get(stop_id)
         if target is None:
             return NO_LONGER_VALID
@@ -115,10 +116,10 @@ class StopButtons:
         if not allowed:
             return NOT_YOURS
         turn_id = target.control.turn_id
-        running = self._dispatcher.status(target.session_key).turn_id
+        running = dispatcher.status(target.session_key).turn_id
         if turn_id is None or running != turn_id:
             return NO_LONGER_VALID
-        outcome = self._dispatcher.stop(target.session_key)
+        outcome = dispatcher.stop(target.session_key)
         if not outcome:
             return NO_LONGER_VALID
         self._stopped.acknowledge(turn_id)
