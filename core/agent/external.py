@@ -139,7 +139,7 @@ class ExternalRuntime:
         assert self._scope is not None
         line = {
             "type": "turn",
-            **self._scope.hook_args(),
+            **self._scope.common,
             "messages": [m.to_wire() for m in transcript.for_model()],
         }
         stdin.write((json.dumps(line) + "\n").encode())
@@ -204,7 +204,7 @@ class ExternalRuntime:
             reply = f"The external agent runtime failed: {error}"
             return TurnEnd("failed", "external_runtime", reply, error, True, steps)
         assert self._token is not None
-        raw, hook_args, guard = self.progress.reply, scope.hook_args(), self._token.guard
+        raw, hook_args, guard = self.progress.reply, scope.common, self._token.guard
         message = ChatMessage(role="assistant", content=raw)
         entry = await store_reply(self._store, scope, transcript, message)
         text = await guard(self._hooks.transform("transform_llm_output", raw, **hook_args))

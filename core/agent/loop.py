@@ -16,7 +16,8 @@ The steps, as ``docs/turn-loop.md`` §2 describes them:
    session, once: in its first turn whose record was started, even one stopped or failed
    before this step (then it fires at the finish, before ``agent_loop_stopped``/
    ``on_session_end``); ``pre_llm_call`` once per turn, its context sent in front of the
-   user message and never stored.
+   user message and never stored. Each is called only when a hook is registered for it
+   (:attr:`core.hooks.registry.HookRegistry.live`): with none, there is no step 4.
 5. **Loop** — :class:`core.agent.turn_run.TurnRun` (or the external runtime,
    :mod:`core.agent.external`, when the profile names one).
 6. **Finish** — ``agent_loop_stopped`` (with the reason) when the loop stopped early, the
@@ -66,6 +67,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from core.agent.budget import IterationBudget, LoopGate
@@ -80,7 +82,7 @@ from core.agent.opening import Opening, OpenTurn, TurnOpener
 from core.agent.profile import AgentProfile
 from core.agent.prompt import ContextSection, SoulFile
 from core.agent.scope import TurnScope
-from core.agent.session_hooks import after_turn, session_hooks, session_start
+from core.agent.session_hooks import after_turn, pre_llm_call, session_start
 from core.agent.session_lock import SessionLocks
 from core.agent.steer import record_redirects, watch_redirects
 from core.agent.step import NoticeCallback, TextCallback
@@ -136,8 +138,9 @@ class CommonAgent:
         self.locks = SessionLocks()
         self.soul = SoulFile(profile.soul, profile.soul_path)
         self.opener = TurnOpener(
-            store, model, self.tools, profile, self.soul, clock, context_section
-        )
+            store, model, self.tools, profile, self.soul, clock, profile.workspaces(),
+            context_section,
+        )  # fmt: skip
         """Steps 2–3 (:mod:`core.agent.opening`)."""
         self.meter = meter
         """Usage and quotas of every model call (:mod:`core.agent.usage`); None: none kept."""
@@ -294,7 +297,11 @@ class CommonAgent:
     ) -> TurnResult:
         try:
             await opener.prepare(turn)
-            await session_hooks(self.hooks, turn, turn.message.text)
+            live = self.hooks.live  # step 4: a hook nobody registered for is not called
+            if "on_session_start" in live:
+                await session_start(self.hooks, turn)
+            if "pre_llm_call" in live:
+                await pre_llm_call(self.hooks, turn)
             end = await self._watched_loop(turn, opener, step_callback, on_notice, on_text)
         except asyncio.CancelledError:
             cancelled = TurnEnd("interrupted", "cancelled", stopped_early=True)
@@ -364,19 +371,6 @@ class CommonAgent:
         on_text: TextCallback | None = None,
     ) -> TurnParts:
         scope = turn.scope
-        env = ToolEnvironment(
-            tools=self.tools,
-            hooks=self.hooks,
-            approvals=self.approvals,
-            store=self.store,
-            scope=scope,
-            token=turn.control.token,
-            workspace=turn.workspace,
-            clock=self.clock,
-            child_runner=lambda call_id: self._child_runner(call_id, turn),
-            queue_file=turn.on_file,
-            vision=opener.profile.vision,
-        )
         model = self._model_of(scope.session_key, opener.model)
         caller = ModelCaller(
             model, self.hooks, self.retry, scope, on_notice, on_text, meter=self.meter
@@ -388,9 +382,27 @@ class CommonAgent:
             clock=self.clock,
             specs=self.tools.specs(),
             caller=caller,
-            runner=ToolRunner(env),
+            runner=partial(self._tool_runner, turn, opener.profile.vision),
             compactor=self.compactor,
         )
+
+    def _tool_runner(self, turn: OpenTurn, vision: bool) -> ToolRunner:
+        """The turn's tool runner, built at its first tool call (a turn that calls none
+        never builds it)."""
+        env = ToolEnvironment(
+            tools=self.tools,
+            hooks=self.hooks,
+            approvals=self.approvals,
+            store=self.store,
+            scope=turn.scope,
+            token=turn.control.token,
+            workspace=turn.workspace,
+            clock=self.clock,
+            child_runner=lambda call_id: self._child_runner(call_id, turn),
+            queue_file=turn.on_file,
+            vision=vision,
+        )
+        return ToolRunner(env)
 
     def _model_of(self, session_key: str, opened_with: ModelClient) -> ModelClient:
         """The turn's model calls: the session's asked for again at each call when a
@@ -433,8 +445,8 @@ class CommonAgent:
                 exit_reason=end.exit_reason,
                 iterations=iterations,
                 error=end.error,
+                session_id=scope.session_id,  # its last activity, in the same write
             )
-            await self.store.touch_session(scope.session_id)
         except Fenced as lost:
             if not is_lease_lost(end):  # said once, where the turn lost its lease
                 log_lease_lost(f"turn {scope.turn_id}", lost)

@@ -78,7 +78,6 @@ class ModelCaller:
         self._hooks = hooks
         self._policy = policy
         self._turn = scope
-        self._scope = scope.common
         self._meter = meter
         self._on_notice = on_notice
         self._on_text = on_text
@@ -157,12 +156,12 @@ class ModelCaller:
             if "pre_api_request" in hooks.live:
                 messages = [m.to_wire() for m in request.messages]
                 await hooks.notify(
-                    "pre_api_request", **self._scope, iteration=iteration, messages=messages
+                    "pre_api_request", **self._turn.common, iteration=iteration, messages=messages
                 )
             reply = await self._model.complete(request)
             if "post_api_request" in hooks.live:
                 await hooks.notify(
-                    "post_api_request", **self._scope, iteration=iteration, reply=reply
+                    "post_api_request", **self._turn.common, iteration=iteration, reply=reply
                 )
             return reply
 
@@ -170,14 +169,17 @@ class ModelCaller:
             watch.failed(_detail(error))
             if "api_request_error" in self._hooks.live:
                 await self._hooks.notify(
-                    "api_request_error", **self._scope, iteration=iteration, error=error
+                    "api_request_error", **self._turn.common, iteration=iteration, error=error
                 )
 
         async def reclassify(found: ErrorClassification) -> ErrorClassification:
             final = found
             if "transform_api_error_classification" in self._hooks.live:
                 final = await self._hooks.transform(
-                    "transform_api_error_classification", found, **self._scope, iteration=iteration
+                    "transform_api_error_classification",
+                    found,
+                    **self._turn.common,
+                    iteration=iteration,
                 )
             if relay is not None:  # drop the failed attempt's text now, not after the backoff
                 relay.reset("retry" if self._retries(final, watch.attempt) else "failed")
@@ -199,7 +201,7 @@ class ModelCaller:
         status = "no HTTP status" if found.status is None else f"HTTP {found.status}"
         logger.warning(
             "turn %s: model call %d failed after %d attempt(s): %s (%s): %s",
-            self._scope["turn_id"], iteration, attempts, found.kind, status, redact(found.message),
+            self._turn.turn_id, iteration, attempts, found.kind, status, redact(found.message),
         )  # fmt: skip
 
     def _retries(self, found: ErrorClassification, attempt: int) -> bool:
@@ -212,7 +214,7 @@ class ModelCaller:
         """``start()``, with its silence watch beside it while it runs."""
         if self._on_notice is None or self._policy.slow_notice_seconds <= 0:
             return await start()
-        watcher = asyncio.create_task(watch.run(), name=f"model-slow:{self._scope['turn_id']}")
+        watcher = asyncio.create_task(watch.run(), name=f"model-slow:{self._turn.turn_id}")
         try:
             return await start()
         finally:

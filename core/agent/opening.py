@@ -56,6 +56,7 @@ from core.agent.turn import TurnResult, UserMessage
 from core.model.base import ModelClient
 from core.store.base import SessionRecord, Store, StoredMessage
 from core.tools.base import QueueFile, ToolRegistry
+from core.tools.sandbox import Workspaces
 from core.types import ChatMessage, Content
 
 # The turn's log: its records keep the name operators (and the replay tests) select it by.
@@ -109,6 +110,9 @@ class TurnOpener:
     profile: AgentProfile
     soul: SoulFile
     clock: Callable[[], float]
+    workspaces: Workspaces
+    """Where the profile's sessions work (:meth:`AgentProfile.workspaces`), built once per
+    agent: each turn names its session's workspace from it."""
     context_section: ContextSection | None = None
     """More of the context tier (memory), built with the prefix and frozen with it."""
 
@@ -137,14 +141,14 @@ class TurnOpener:
                     answer.turn_id,
                 )
                 return await redelivery(self.store, answer)
-        calls = await load_call_records(self.store, history)
+        calls = await load_call_records(self.store, history) if history else {}
         scope = TurnScope(key, session.id, uuid.uuid4().hex, message.sender_id)
         is_new = is_new or await self._never_started(session.id, history)
         opening.scope, opening.is_new = scope, is_new  # a written record is ended, hooks too
         await self.store.start_turn(scope.session_id, scope.turn_id)
         control.turn_id = scope.turn_id
         transcript = Transcript("", history, calls)
-        workspace = self.profile.session_workspace(key)
+        workspace = self.workspaces.path_for(key)  # AgentProfile.session_workspace
         opened = OpenTurn(scope, transcript, control, budget, message, session, is_new, workspace)
         opened.replayed = replayed
         return opened

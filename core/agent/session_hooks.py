@@ -19,13 +19,10 @@ from core.hooks.registry import HookRegistry, under_token
 logger = logging.getLogger(__name__)
 
 
-async def session_hooks(hooks: HookRegistry, turn: OpenTurn, text: str) -> None:
-    """Step 4: ``on_session_start`` (a new session's), then ``pre_llm_call``, whose
-    context goes in front of the user message for the model only."""
-    if "on_session_start" in hooks.live:
-        await session_start(hooks, turn)
-    if "pre_llm_call" not in hooks.live:
-        return
+async def pre_llm_call(hooks: HookRegistry, turn: OpenTurn) -> None:
+    """Step 4's ``pre_llm_call`` (after :func:`session_start`), whose context goes in front
+    of the user message for the model only."""
+    text = turn.message.text
     work = hooks.collect("pre_llm_call", **turn.scope.common, user_message=text)
     found = await hooks.guarded("pre_llm_call", turn.control.token, work)
     turn.transcript.model_context = "\n\n".join(str(c) for c in found if str(c))

@@ -202,7 +202,7 @@ class ToolRunner:
                 self._env.hooks.transform(
                     "transform_tool_result",
                     attempt.text,
-                    **self._env.scope.hook_args(),
+                    **self._env.scope.common,
                     tool_name=call.name,
                     call_id=call.id,
                     is_error=attempt.is_error,
@@ -260,7 +260,7 @@ class ToolRunner:
             verdict = await self._env.token.guard(
                 self._env.hooks.decide(
                     "pre_tool_call",
-                    **self._env.scope.hook_args(),
+                    **self._env.scope.common,
                     tool_name=call.name,
                     arguments=dict(arguments),
                     risk=tool.spec.risk,
@@ -360,7 +360,7 @@ class ToolRunner:
     async def _post(self, call: ToolCall, attempt: _Attempt) -> None:
         await self._env.hooks.notify(
             "post_tool_call",
-            **self._env.scope.hook_args(),
+            **self._env.scope.common,
             tool_name=call.name,
             arguments=attempt.arguments,
             call_id=call.id,

@@ -79,8 +79,10 @@ class Transcript:
         """``calls``: the records of the history's unanswered tool calls, for the
         placeholders (:func:`load_call_records`); a call without one never started."""
         self.system_prompt = system_prompt
-        entries = repaired([Entry(m.message, m.id, m.turn_id) for m in history])
-        self.entries = heal(entries, calls or {})
+        self.entries: list[Entry] = []
+        if history:  # a new session's first turn has nothing to repair or heal
+            entries = repaired([Entry(m.message, m.id, m.turn_id) for m in history])
+            self.entries = heal(entries, calls or {})
         self.turn_start = len(self.entries)
         self.model_context = ""
         """``pre_llm_call`` context, sent in front of the user message, never stored."""

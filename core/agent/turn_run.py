@@ -107,7 +107,9 @@ class TurnParts:
     clock: Callable[[], float]
     specs: Sequence[ToolSpec]
     caller: ModelCaller
-    runner: ToolRunner
+    runner: Callable[[], ToolRunner]
+    """Builds the turn's tool runner: called at the turn's first tool call, never for a
+    turn that calls none."""
     compactor: Compactor | None = None
     """Context management (``docs/turn-loop.md`` §18); None: the window is unknown."""
 
@@ -136,6 +138,8 @@ class TurnRun:
             parts.compactor, scope, transcript, self._summary_call, parts.specs
         )
         self.input_tokens = 0
+        self._runner: ToolRunner | None = None
+        """Built at the first tool call (:attr:`TurnParts.runner`)."""
 
     async def loop(self) -> TurnEnd:
         while True:
@@ -241,16 +245,16 @@ class TurnRun:
         """The answer: hooks on its text, then the chat's reply says when it was cut off,
         empty or an unreadable tool call (``docs/turn-loop.md`` §17)."""
         raw = text = reply.content or ""
-        hooks, scope, token = self._parts.hooks, self._scope.common, self._control.token
+        hooks, token = self._parts.hooks, self._control.token
         token.raise_if_cancelled()  # a /stop that came with the answer ends the turn stopped
         if "transform_llm_output" in hooks.live:
-            work = hooks.transform("transform_llm_output", raw, **scope)
+            work = hooks.transform("transform_llm_output", raw, **self._scope.common)
             text = await hooks.guarded("transform_llm_output", token, work)
         if text != raw:
             store = self._parts.store
             await replace_reply_text(store, self._scope, self._transcript, entry, text)
         if "post_llm_call" in hooks.live:
-            told = hooks.notify("post_llm_call", **scope, reply=text)
+            told = hooks.notify("post_llm_call", **self._scope.common, reply=text)
             await hooks.guarded("post_llm_call", token, told)
         shown = shown_answer(text, reply.finish_reason, markup)
         if kind == "grace":
@@ -267,7 +271,9 @@ class TurnRun:
         self._transcript.add(message, stored_id, outcome.images)
 
     async def _run_tools(self, reply: ModelReply) -> TurnEnd | None:
-        outcomes = await self._parts.runner.run_batch(reply.tool_calls)
+        if self._runner is None:
+            self._runner = self._parts.runner()
+        outcomes = await self._runner.run_batch(reply.tool_calls)
         for outcome in outcomes:
             await self._store_tool_message(outcome)
         if any(o.cancelled for o in outcomes):

@@ -84,9 +84,9 @@ class OpenAIClient:
         return self._url
 
     async def complete(self, request: ModelRequest) -> ModelReply:
-        body = with_fields(
-            request_body(self._model, request, stream_usage=self._stream_usage), self._fields
-        )
+        body = request_body(self._model, request, stream_usage=self._stream_usage)
+        if self._fields:  # none configured: the body is sent as built
+            body = with_fields(body, self._fields)
         try:
             if request.stream:
                 return await self._stream(body, request.on_delta, request.on_activity)

@@ -90,6 +90,8 @@ class ToolRegistry:
     def __init__(self, tools: Sequence[Tool] = (), sources: Sequence[ToolSource] = ()) -> None:
         self._tools: dict[str, Tool] = {}
         self._sources = tuple(sources)
+        self._own_specs: tuple[ToolSpec, ...] | None = None
+        """:meth:`specs` of a registry without sources, made once (until a register)."""
         for tool in tools:
             self.register(tool)
 
@@ -97,6 +99,7 @@ class ToolRegistry:
         if tool.spec.name in self._tools:
             raise ValueError(f"tool {tool.spec.name!r} registered twice")
         self._tools[tool.spec.name] = tool
+        self._own_specs = None
 
     def get(self, name: str) -> Tool | None:
         found = self._tools.get(name)
@@ -111,8 +114,13 @@ class ToolRegistry:
             return sorted(self._tools)
         return sorted({*self._tools, *(n for s in self._sources for n in s.names())})
 
-    def specs(self, names: Sequence[str] | None = None) -> list[ToolSpec]:
-        """Specs in stable (sorted) order, optionally restricted to ``names``."""
+    def specs(self, names: Sequence[str] | None = None) -> Sequence[ToolSpec]:
+        """Specs in stable (sorted) order, optionally restricted to ``names``. Without
+        sources the whole list cannot change between registrations: it is made once."""
+        if names is None and not self._sources:
+            if self._own_specs is None:
+                self._own_specs = tuple(self._tools[n].spec for n in sorted(self._tools))
+            return self._own_specs
         chosen = self.names() if names is None else [n for n in self.names() if n in names]
         return [tool.spec for n in chosen if (tool := self.get(n)) is not None]
 

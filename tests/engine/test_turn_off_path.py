@@ -97,6 +97,49 @@ async def test_with_no_tracer_a_turn_enters_no_tracing_code(rig: Rig) -> None:
     assert within(entered, "core/tracing.py") == []
 
 
+async def test_a_turn_with_no_hooks_never_enters_the_session_hook_stage(rig: Rig) -> None:
+    entered = await traced_turn(rig, HookRegistry())
+
+    assert within(entered, "core/agent/session_hooks.py", "core/agent/scope.py") == []
+
+
+async def test_a_turn_that_calls_no_tool_never_builds_a_tool_runner(rig: Rig) -> None:
+    entered = await traced_turn(rig, HookRegistry())
+
+    assert within(entered, "core/agent/tool_runner.py") == []
+
+
+async def test_a_turn_names_its_workspace_without_asking_the_profile(rig: Rig) -> None:
+    entered = await traced_turn(rig, HookRegistry())
+
+    assert within(entered, "core/agent/profile.py") == []
+    assert entered.count("core/tools/sandbox.py:path_for") == 1
+
+
+async def test_with_no_request_fields_configured_the_body_is_not_walked_for_them(
+    rig: Rig,
+) -> None:
+    entered = await traced_turn(rig, HookRegistry())
+
+    assert within(entered, "core/model/request_fields.py") == []
+
+
+async def test_a_new_sessions_first_turn_has_no_history_to_repair_heal_or_look_up(
+    rig: Rig,
+) -> None:
+    entered = await traced_turn(rig, HookRegistry())
+
+    assert "core/agent/repair.py:repaired" not in entered
+    assert "core/agent/transcript.py:heal" not in entered
+    assert "core/agent/transcript.py:load_call_records" not in entered
+
+
+async def test_the_tool_list_is_made_once_not_looked_up_tool_by_tool(rig: Rig) -> None:
+    entered = await traced_turn(rig, HookRegistry())
+
+    assert "core/tools/base.py:get" not in entered
+
+
 def test_the_registry_knows_which_names_have_hooks_and_which_may_await() -> None:
     class Observer:
         def seen(self, **_: object) -> None: ...
