@@ -215,7 +215,9 @@ class GatewayService:
         )  # fmt: skip
         self.settings = SessionSettingsBook(store, presets)
         """Per-chat settings (``/model``, ``/busy``, ``/progress``, ``/verbose``); the
-        presets' clients are closed at :meth:`stop`."""
+        presets' clients are closed at :meth:`stop`. The agents get its model chooser only
+        when presets exist (:meth:`_choose_models`)."""
+        choose = self.settings.choose if presets else None  # none: /model picks nothing
         agents = {
             name: CommonAgent(
                 store,
@@ -225,7 +227,7 @@ class GatewayService:
                 self.approvals,
                 profile,
                 retry=engine.retry,
-                choose_model=self.settings.choose,
+                choose_model=choose,
                 context_section=engine.memory.section(name) if engine.memory else None,
                 meter=engine.usage.meter(name, approvers_of) if engine.usage else None,
             )
@@ -396,6 +398,7 @@ class GatewayService:
         recovered first, so no new turn is mistaken for a stale one)."""
         stale = await self._recover()
         await self.links.load()
+        self._choose_models()
         await self.files.load_unsent()  # sent after their session's next reply
         cluster = self.cluster
         inbound = self.inbound = self._inbound()
@@ -412,6 +415,15 @@ class GatewayService:
         await self.pairing.start()
         for part in self.parts:
             await part.start()
+
+    def _choose_models(self) -> None:
+        """Each agent asks the chat's ``/model`` (:meth:`SessionSettingsBook.choose`) for
+        its model only when presets exist (``[models.<name>]``; decided at construction and
+        again at :meth:`start`, for presets set in between): with none ``/model`` can pick
+        nothing, and a model call asks nothing of the settings."""
+        choose = self.settings.choose if self.settings.presets else None
+        for agent in self.agents.values():
+            agent.choose_model = choose
 
     async def _recover(self) -> list[ApprovalRecord]:
         """Turns left running by a crash are failed; their approvals can never be answered.

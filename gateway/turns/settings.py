@@ -7,7 +7,8 @@ conversation). The service applies it:
 
 * ``/model NAME`` — the session's model from its next model call
   (:class:`SessionSettingsBook.choose` is the agent's
-  :data:`~core.agent.model_choice.ModelChooser`), the preset's ``vision`` and ``stream``
+  :data:`~core.agent.model_choice.ModelChooser` when presets are configured; with none the
+  agents have no chooser: a model call asks nothing here), the preset's ``vision`` and ``stream``
   from the next turn; ``/model default`` returns to the profile's. ``/model`` lists the
   presets, the current one marked. A preset with ``owners_only`` is refused to non-owners.
 * ``/busy queue|interrupt|steer`` — what a message does while a turn runs (the

@@ -36,7 +36,12 @@ class NamedModel(ScriptedModel):
 
 
 def with_presets(gw: Gateway, *presets: ModelPreset) -> None:
-    gw.service.settings.presets = ModelPresets(presets)
+    """The presets set on a running gateway, as if configured: the service gives its
+    agents the settings' model chooser only when presets exist, so they get it here too."""
+    service = gw.service
+    service.settings.presets = ModelPresets(presets)
+    for agent in service.agents.values():
+        agent.choose_model = service.settings.choose
 
 
 async def said(gw: Gateway, text: str) -> str:
