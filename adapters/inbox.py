@@ -194,7 +194,8 @@ class Intake:
             await self._bury(item_id, raw, exc, attempts)
             return "quarantined"
         self._attempts.pop(item_id, None)
-        self.outage.over()
+        if self.outage.active:  # this write ends it
+            self.outage.over()
         return "stored" if new else "known"
 
     async def reject(self, item_id: str, raw: str, error: object) -> Taken:

@@ -198,6 +198,44 @@ async def test_turn_is_started_finished_and_listed(store: Store) -> None:
     assert await store.get_turn("missing") is None
 
 
+async def test_a_turn_closed_with_its_session_touches_it_at_the_same_moment(
+    store: Store,
+) -> None:
+    """``finish_turn`` given the session: the turn's status and the session's last activity
+    are one write, at one moment (core/store/base.py, ``Store.finish_turn``)."""
+    session, _ = await session_with_turn(store)
+
+    await store.finish_turn(
+        "t1", status="completed", exit_reason="text_response", iterations=1, session_id=session.id
+    )
+
+    finished, active = await store.get_turn("t1"), await store.get_active_session(session.key)
+    assert finished is not None and active is not None
+    assert finished.status == "completed"
+    assert active.last_active_at == finished.finished_at
+    assert active.last_active_at >= session.last_active_at
+
+
+async def test_a_turn_closed_with_a_missing_session_keeps_nothing(store: Store) -> None:
+    """Both or neither: the session's update refused, the turn stays running."""
+    session, started = await session_with_turn(store)
+
+    with pytest.raises(StoreError, match="no session 'ghost'"):
+        await store.finish_turn(
+            "t1", status="completed", exit_reason="text_response", iterations=1, session_id="ghost"
+        )
+    with pytest.raises(StoreError, match="no turn 'missing'"):
+        await store.finish_turn(
+            "missing", status="completed", exit_reason="text_response", iterations=1,
+            session_id=session.id,
+        )  # fmt: skip
+
+    assert await store.get_turn("t1") == started
+    assert await store.get_active_session(session.key) == session
+    await store.finish_turn("t1", status="failed", exit_reason="crashed", iterations=0)
+    assert (await store.get_turn("t1") or started).status == "failed"  # no transaction left open
+
+
 async def test_fail_running_turns_marks_only_running_ones(store: Store) -> None:
     session, _ = await session_with_turn(store)
     await store.start_turn(session.id, "t2")

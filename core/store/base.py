@@ -146,7 +146,13 @@ class Store(Protocol):
         exit_reason: ExitReason,
         iterations: int,
         error: str | None = None,
-    ) -> None: ...
+        session_id: str | None = None,
+    ) -> None:
+        """Store the turn's final status. With ``session_id`` (the turn's session), that
+        session's last activity is set to the same moment in the same transaction: a
+        turn's close is one write, kept whole or not at all (``StoreError`` "no turn ..."
+        or "no session ..." when either is missing)."""
+        ...
 
     async def get_turn(self, turn_id: str) -> TurnRecord | None: ...
 

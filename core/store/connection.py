@@ -8,8 +8,8 @@ turns foreign keys on, sets a busy timeout and applies pending migrations.
 :func:`store_error` (and :func:`translated`, around the opening) turns every
 ``sqlite3.Error`` into a ``StoreError`` naming the file and what was being done, or its
 subclass ``StoreUnavailable`` when storage cannot be written right now (disk full, read-only
-file, I/O error, locked). :func:`on_worker` runs a function on the connection's thread as
-one queued call (a write and its cursor's close in one hop).
+file, I/O error, locked). The store runs its writes on the connection's thread itself
+(:class:`core.store.sqlite.SqliteStore`).
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar, cast
 
 import aiosqlite
 
@@ -29,8 +28,6 @@ from core.store.files import private_database, private_dir
 from core.store.migrations import apply_migrations, read_version, refuse_newer
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 5000
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -61,16 +58,6 @@ def translated(path: Path, doing: str) -> Iterator[None]:
         yield
     except sqlite3.Error as exc:
         raise store_error(path, doing, exc) from exc
-
-
-async def on_worker(conn: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """``work(db)`` run on the connection's own thread, as one queued call: aiosqlite's
-    ``execute_fetchall`` is run the same way, but ``execute`` as a context manager costs a
-    second call to close its cursor. Queued in order with every other statement, so it runs
-    whole between them: several statements given together are atomic for the readers
-    sharing the connection. (aiosqlite names its queue ``_execute``; it has no public one.)"""
-    run = cast(Callable[..., Awaitable[T]], conn._execute)
-    return await run(work, conn._conn)
 
 
 async def open_connection(path: Path) -> aiosqlite.Connection:

@@ -11,8 +11,9 @@ This module holds the statements and the row mapping (:mod:`core.store.statement
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 
 from core.store.base import OutboxChunk
 from core.store.statements import Row, Statement
@@ -23,15 +24,30 @@ OUTBOX_COLUMNS = (
 CHUNKS_OF = "SELECT * FROM outbox WHERE turn_id = ? ORDER BY chunk"
 
 
+_ROW = f"({', '.join('?' for _ in OUTBOX_COLUMNS)})"
+"""One chunk's placeholders."""
+
+
 def put_outbox(chunks: Sequence[OutboxChunk], now: float) -> Statement:
-    """One statement for all of a turn's chunks; its row count says how many were new."""
-    values = ", ".join(f"({', '.join('?' for _ in OUTBOX_COLUMNS)})" for _ in chunks)
-    params = tuple(v for c in chunks for v in outbox_params(c, now))
+    """One statement for all of a turn's chunks (its parameters: :data:`OUTBOX_COLUMNS` of
+    each chunk in turn); its row count says how many were new."""
+    params: list[object] = []
+    for c in chunks:
+        params += (
+            c.turn_id,
+            c.index,
+            c.platform,
+            c.chat_id,
+            c.thread_id,
+            c.text,
+            int(c.markup),
+            now,
+        )
     sql = (
-        f"INSERT INTO outbox ({', '.join(OUTBOX_COLUMNS)}) VALUES {values}"
+        f"INSERT INTO outbox ({', '.join(OUTBOX_COLUMNS)}) VALUES {', '.join([_ROW] * len(chunks))}"
         " ON CONFLICT (turn_id, chunk) DO NOTHING"
     )
-    return Statement(sql, params, f"store the reply of turn {chunks[0].turn_id}")
+    return Statement(sql, tuple(params), f"store the reply of turn {chunks[0].turn_id}")
 
 
 def mark_outbox_started(turn_id: str, index: int, now: float) -> Statement:
@@ -46,22 +62,8 @@ def mark_outbox_sent(turn_id: str, index: int, message_id: str, now: float) -> S
     return Statement(sql, params, f"outbox chunk {index} of turn {turn_id}")
 
 
-def outbox_params(chunk: OutboxChunk, now: float) -> tuple[object, ...]:
-    return (
-        chunk.turn_id,
-        chunk.index,
-        chunk.platform,
-        chunk.chat_id,
-        chunk.thread_id,
-        chunk.text,
-        int(chunk.markup),
-        now,
-    )
-
-
-def outbox_as_stored(chunk: OutboxChunk) -> OutboxChunk:
-    """``chunk`` as a fresh row reads back: not sent yet."""
-    return replace(chunk, message_id=None, started_at=None)
+as_stored: Callable[[OutboxChunk], OutboxChunk] = partial(replace, message_id=None, started_at=None)
+"""A chunk as its fresh row reads back: not sent yet (a partial: no frame per chunk)."""
 
 
 def outbox_from_row(row: Row) -> OutboxChunk:

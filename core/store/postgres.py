@@ -13,8 +13,10 @@ How the contract of :mod:`core.store.base` is kept:
   says differently, NUL-free text). Ids SQLite reads as ``lastrowid`` come back with
   ``RETURNING``.
 * **Each write commits before the method returns**: one statement in autocommit, or, under
-  a fence, one short transaction. A caller cancelled mid-write does not undo it: the write
-  runs shielded, whole or not at all.
+  a fence, one short transaction; a turn's close (``finish_turn`` given its session: the
+  turn's status and the session's last activity) is one transaction of two statements.
+  A caller cancelled mid-write does not undo it: the write runs shielded, whole or not at
+  all.
 * **Fencing.** When the work runs under :func:`core.store.fencing.fenced`, every write is
   ``BEGIN; <fence check> FOR SHARE; <the write>; COMMIT``
   (:func:`core.store.pg_cluster_tables.guard`): a process that lost the lease (taken over
@@ -168,9 +170,14 @@ class PgStore:
         exit_reason: ExitReason,
         iterations: int,
         error: str | None = None,
+        session_id: str | None = None,
     ) -> None:
-        finish = sessions.finish_turn(turn_id, status, exit_reason, iterations, error, time.time())
-        await self._update_one(finish)
+        now = time.time()
+        finish = sessions.finish_turn(turn_id, status, exit_reason, iterations, error, now)
+        if session_id is None:
+            await self._update_one(finish)
+        else:
+            await self._update_each((finish, sessions.touch_session(session_id, now)))
 
     async def get_turn(self, turn_id: str) -> TurnRecord | None:
         found = await self._read(sessions.TURN, (turn_id,))
@@ -413,6 +420,24 @@ class PgStore:
     async def _update_one(self, statement: Statement) -> None:
         if await self._write(statement._replace(doing=f"update {statement.doing}")) != 1:
             raise StoreError(f"{self.display}: no {statement.doing}")
+
+    async def _update_each(self, statements: Sequence[Statement]) -> None:
+        """Statements that must each change exactly one row, in one transaction (fenced
+        likewise, shielded like every write): all kept, or none and ``StoreError`` "no
+        <doing>" of the first that changed none."""
+        pool = self._open_pool()
+        await asyncio.shield(self._updated_each(pool, statements, current_fence()))
+
+    async def _updated_each(
+        self, pool: asyncpg.Pool, statements: Sequence[Statement], fence: Fence | None
+    ) -> None:
+        with translated(self.dsn, f"update {statements[0].doing}"):
+            async with pool.acquire() as conn, conn.transaction():
+                await guard(conn, fence)
+                for statement in statements:
+                    [(sql, params)] = pg.pg_steps(statement)
+                    if _rowcount(await conn.execute(sql, *params)) != 1:
+                        raise StoreError(f"{self.display}: no {statement.doing}")
 
     async def _run(self, statement: Statement, run: Run[T]) -> T:
         """The write, shielded: once sent it completes (or fails) whole, even when the

@@ -159,8 +159,9 @@ class OutboxChunk:
 
     @property
     def key(self) -> str:
-        """The chunk's id, stable across restarts: the idempotency key its sends carry."""
-        return chunk_key(self.turn_id, self.index)
+        """The chunk's id, stable across restarts: the idempotency key its sends carry
+        (:func:`chunk_key`'s form, built here without the call)."""
+        return f"{self.turn_id}.{self.index}"
 
     @property
     def in_flight(self) -> bool:

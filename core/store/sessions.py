@@ -96,7 +96,12 @@ into one turn, :attr:`core.agent.turn.UserMessage.stored_origin`)."""
 def append_message(
     session_id: str, turn_id: str | None, message: ChatMessage, origin: str | None, now: float
 ) -> Statement:
-    params = (session_id, turn_id, *message_params(message), now, origin)
+    content, is_list = encode_content(message.content)
+    tool_calls = tool_calls_to_json(message.tool_calls)
+    params = (
+        session_id, turn_id, message.role, content, is_list, tool_calls, message.tool_call_id,
+        message.name, now, origin,
+    )  # fmt: skip
     return Statement(_INSERT_MESSAGE, params, f"append a message to session {session_id!r}")
 
 
@@ -125,13 +130,6 @@ def decode_content(text: str | None, is_list: int) -> Content:
     if text is not None and is_list:
         return cast(list[dict[str, Any]], json.loads(text))
     return text
-
-
-def message_params(message: ChatMessage) -> tuple[object, ...]:
-    """Values for :data:`MESSAGE_COLUMNS`."""
-    content, is_list = encode_content(message.content)
-    tool_calls = tool_calls_to_json(message.tool_calls)
-    return message.role, content, is_list, tool_calls, message.tool_call_id, message.name
 
 
 def message_from_row(row: Row) -> StoredMessage:

@@ -19,15 +19,18 @@ How the contract of :mod:`core.store.base` is kept:
 
 * **One writer.** Every writing method takes ``_write_lock`` and runs exactly one SQL
   statement on a connection in autocommit mode, so each write is its own transaction,
-  committed before the method returns; the statement and its cursor's close are one call
-  on the connection's thread (:func:`core.store.connection.on_worker`). A caller
-  cancelled while waiting does not undo its write: once queued, the statement runs whole
-  (and is never half-applied).
+  committed before the method returns; the statement and its cursor's close are one queued
+  call on the connection's thread. The one exception is the close of a turn
+  (``finish_turn`` given its session): the turn's final status and the session's last
+  activity are one transaction in one queued call, both kept or neither. A caller
+  cancelled while waiting does not undo its write: once queued, the call runs whole (and
+  is never half-applied).
 * **Reads never see a half-written turn.** Readers share the same connection, whose single
-  worker thread runs one statement at a time; a statement is atomic, so a reader sees the
-  state before or after a write, never inside one. No write spans several statements, so
-  there is no open transaction for a reader to peek into, and nothing is ever rolled back
-  behind a reader's back. Another process reading the file gets WAL snapshot isolation.
+  worker thread runs one queued call at a time; a call is atomic for them, so a reader
+  sees the state before or after a write, never inside one: the one transaction of two
+  statements begins and ends inside its call, so there is no open transaction between
+  calls for a reader to peek into, and nothing is ever rolled back behind a reader's
+  back. Another process reading the file gets WAL snapshot isolation.
 * **Compare-and-set** (``resolve_approval``) is ``UPDATE ... WHERE state = 'pending'``;
   **idempotent enqueue** is ``INSERT ... ON CONFLICT DO NOTHING``; both report the row
   count.
@@ -51,10 +54,10 @@ import logging
 import sqlite3
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import aiosqlite
 
@@ -82,7 +85,7 @@ from core.store.base import (
     ToolCallStatus,
     TurnRecord,
 )
-from core.store.connection import on_worker, open_connection, store_error
+from core.store.connection import open_connection, store_error
 from core.store.statements import Statement
 from core.types import ApprovalState, ChatMessage, Content, ExitReason, TurnStatus
 
@@ -102,6 +105,11 @@ class SqliteStore:
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self._conn = conn
         self._path = path
+        self._db = conn._conn
+        self._queue = cast(Callable[..., Awaitable[Any]], conn._execute)
+        """aiosqlite's queue to the connection's thread (it has no public one): a function
+        given there runs whole between the other statements, so several statements run
+        together are atomic for the readers sharing the connection."""
         self._write_lock = asyncio.Lock()
         self._closed = False
 
@@ -129,10 +137,10 @@ class SqliteStore:
         return record
 
     async def end_session(self, session_id: str) -> None:
-        await self._update_one(*sessions.end_session(session_id, time.time()))
+        await self._write(*sessions.end_session(session_id, time.time()), one=True)
 
     async def touch_session(self, session_id: str) -> None:
-        await self._update_one(*sessions.touch_session(session_id, time.time()))
+        await self._write(*sessions.touch_session(session_id, time.time()), one=True)
 
     async def save_session_prompt(
         self, session_id: str, *, frozen_context: str, system_prompt: str, fingerprint: str
@@ -140,7 +148,7 @@ class SqliteStore:
         prompt = sessions.save_session_prompt(
             session_id, frozen_context, system_prompt, fingerprint
         )
-        await self._update_one(*prompt)
+        await self._write(*prompt, one=True)
 
     async def load_active_messages(self, session_id: str) -> list[StoredMessage]:
         found = await self._read(sessions.ACTIVE_MESSAGES, (session_id,))
@@ -164,7 +172,7 @@ class SqliteStore:
         return sessions.message_from_row(found[0]) if found else None
 
     async def update_message_content(self, message_id: int, content: Content) -> None:
-        await self._update_one(*sessions.update_message_content(message_id, content))
+        await self._write(*sessions.update_message_content(message_id, content), one=True)
 
     async def deactivate_messages(self, message_ids: Sequence[int]) -> None:
         await self._write(*sessions.deactivate_messages(message_ids))
@@ -182,9 +190,14 @@ class SqliteStore:
         exit_reason: ExitReason,
         iterations: int,
         error: str | None = None,
+        session_id: str | None = None,
     ) -> None:
-        finish = sessions.finish_turn(turn_id, status, exit_reason, iterations, error, time.time())
-        await self._update_one(*finish)
+        now = time.time()
+        finish = sessions.finish_turn(turn_id, status, exit_reason, iterations, error, now)
+        if session_id is None:
+            await self._write(*finish, one=True)
+        else:
+            await self._write_each((finish, sessions.touch_session(session_id, now)))
 
     async def get_turn(self, turn_id: str) -> TurnRecord | None:
         found = await self._read(sessions.TURN, (turn_id,))
@@ -210,10 +223,10 @@ class SqliteStore:
     async def set_tool_call_status(
         self, seq: int, status: ToolCallStatus, *, approval_id: str | None = None
     ) -> None:
-        await self._update_one(*tool_calls.set_tool_call_status(seq, status, approval_id))
+        await self._write(*tool_calls.set_tool_call_status(seq, status, approval_id), one=True)
 
     async def finish_tool_call(self, seq: int, record: ToolCallRecord) -> None:
-        await self._update_one(*tool_calls.finish_tool_call(seq, record))
+        await self._write(*tool_calls.finish_tool_call(seq, record), one=True)
 
     async def list_tool_calls(self, turn_id: str) -> list[ToolCallRecord]:
         found = await self._read(tool_calls.TOOL_CALLS_OF, (turn_id,))
@@ -242,7 +255,7 @@ class SqliteStore:
         message_id: str,
     ) -> None:
         card = ApprovalCard(platform, chat_id, thread_id, message_id)
-        await self._update_one(*tool_calls.set_approval_card(approval_id, card))
+        await self._write(*tool_calls.set_approval_card(approval_id, card), one=True)
 
     async def pending_approvals(self, session_key: str | None = None) -> list[ApprovalRecord]:
         found = await self._read(*tool_calls.pending_approvals(session_key))
@@ -254,7 +267,7 @@ class SqliteStore:
         return written.rowcount == 1
 
     async def set_inbound_state(self, platform: str, update_id: str, state: InboundState) -> None:
-        await self._update_one(*platforms.set_inbound_state(platform, update_id, state))
+        await self._write(*platforms.set_inbound_state(platform, update_id, state), one=True)
 
     async def unfinished_inbound(self, platform: str) -> list[InboundRecord]:
         found = await self._read(platforms.UNFINISHED_INBOUND, (platform,))
@@ -289,15 +302,16 @@ class SqliteStore:
             return []
         written = await self._write(*outbox.put_outbox(chunks, time.time()))
         if written.rowcount == len(chunks):  # all new (chunks are stored together, from 0)
-            return [outbox.outbox_as_stored(chunk) for chunk in chunks]
+            return list(map(outbox.as_stored, chunks))
         found = await self._read(outbox.CHUNKS_OF, (chunks[0].turn_id,))
         return [outbox.outbox_from_row(row) for row in found]
 
     async def mark_outbox_started(self, turn_id: str, index: int) -> None:
-        await self._update_one(*outbox.mark_outbox_started(turn_id, index, time.time()))
+        await self._write(*outbox.mark_outbox_started(turn_id, index, time.time()), one=True)
 
     async def mark_outbox_sent(self, turn_id: str, index: int, message_id: str) -> None:
-        await self._update_one(*outbox.mark_outbox_sent(turn_id, index, message_id, time.time()))
+        sent = outbox.mark_outbox_sent(turn_id, index, message_id, time.time())
+        await self._write(*sent, one=True)
 
     # live streams (statements in core/store/live_streams.py) ------------------------
     async def put_stream(self, record: StreamRecord) -> None:
@@ -333,13 +347,13 @@ class SqliteStore:
         return [row["key"] for row in await self._read(attachments.UNSENT_SESSIONS, ())]
 
     async def mark_file_started(self, key: str) -> None:
-        await self._update_one(*attachments.mark_file_started(key, time.time()))
+        await self._write(*attachments.mark_file_started(key, time.time()), one=True)
 
     async def mark_file_sent(self, key: str, message_id: str) -> None:
-        await self._update_one(*attachments.mark_file_sent(key, message_id, time.time()))
+        await self._write(*attachments.mark_file_sent(key, message_id, time.time()), one=True)
 
     async def mark_file_failed(self, key: str, reason: str) -> None:
-        await self._update_one(*attachments.mark_file_failed(key, reason))
+        await self._write(*attachments.mark_file_failed(key, reason), one=True)
 
     # pairing, identity links (core/store/access.py), chat settings (settings.py) -----
     async def put_pairing_code(self, code: PairingCode) -> None:
@@ -370,7 +384,7 @@ class SqliteStore:
         ]
 
     async def mark_paired_announced(self, platform: str, user_id: str) -> None:
-        await self._update_one(*access.mark_paired_announced(platform, user_id))
+        await self._write(*access.mark_paired_announced(platform, user_id), one=True)
 
     async def session_settings(self, session_key: str) -> SessionSettings:
         return chat_settings.settings_from_rows(
@@ -426,16 +440,35 @@ class SqliteStore:
         except sqlite3.Error as exc:
             raise store_error(self._path, "read", exc) from exc
 
-    async def _write(self, sql: str, params: Params, doing: str) -> _Written:
-        """Run one writing statement, alone, as its own committed transaction: one call on
-        the connection's thread (:func:`core.store.connection.on_worker`)."""
+    async def _write(self, sql: str, params: Params, doing: str, *, one: bool = False) -> _Written:
+        """Run one writing statement, alone, as its own committed transaction: one queued
+        call on the connection's thread (the statement and its cursor's close in one hop).
+        ``one``: it must change exactly one row, which ``doing`` names (``StoreError``
+        "no <doing>" otherwise)."""
         async with self._write_lock:
             if self._closed:
                 raise self._closed_error()
             try:
-                return await on_worker(self._conn, partial(_run_one, sql, params))
+                written: _Written = await self._queue(partial(_run_one, sql, params), self._db)
             except sqlite3.Error as exc:
-                raise store_error(self._path, doing, exc) from exc
+                raise store_error(self._path, f"update {doing}" if one else doing, exc) from exc
+        if one and written.rowcount != 1:
+            raise StoreError(f"{self._path}: no {doing}")
+        return written
+
+    async def _write_each(self, statements: Sequence[Statement]) -> None:
+        """Statements that must each change exactly one row, as one transaction in one
+        queued call: all kept, or none and ``StoreError`` "no <doing>" of the first that
+        changed none."""
+        async with self._write_lock:
+            if self._closed:
+                raise self._closed_error()
+            try:
+                missing: str | None = await self._queue(partial(_run_each, statements), self._db)
+            except sqlite3.Error as exc:
+                raise store_error(self._path, f"update {statements[0].doing}", exc) from exc
+        if missing is not None:
+            raise StoreError(f"{self._path}: no {missing}")
 
     async def _take(self, sql: str, params: Params, doing: str) -> list[sqlite3.Row]:
         """Run one ``DELETE ... RETURNING`` alone, under the write lock; the rows it took."""
@@ -447,11 +480,6 @@ class SqliteStore:
             except sqlite3.Error as exc:
                 raise store_error(self._path, doing, exc) from exc
 
-    async def _update_one(self, sql: str, params: Params, target: str) -> None:
-        written = await self._write(sql, params, f"update {target}")
-        if written.rowcount != 1:
-            raise StoreError(f"{self._path}: no {target}")
-
 
 def _run_one(sql: str, params: Params, db: sqlite3.Connection) -> _Written:
     """On the connection's thread: the statement, its counts, its cursor closed."""
@@ -460,6 +488,22 @@ def _run_one(sql: str, params: Params, db: sqlite3.Connection) -> _Written:
         return _Written(cursor.rowcount, cursor.lastrowid)
     finally:
         cursor.close()
+
+
+def _run_each(statements: Sequence[Statement], db: sqlite3.Connection) -> str | None:
+    """On the connection's thread: ``statements`` in one transaction, each changing exactly
+    one row; what the first that changed none names (the transaction rolled back), else
+    None (committed)."""
+    db.execute("BEGIN").close()
+    try:
+        for sql, params, doing in statements:
+            if _run_one(sql, params, db).rowcount != 1:
+                return doing
+        db.execute("COMMIT").close()
+    finally:
+        if db.in_transaction:
+            db.execute("ROLLBACK").close()
+    return None
 
 
 def _conforms(store: SqliteStore) -> Store:
