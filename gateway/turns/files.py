@@ -2,7 +2,7 @@
 
 docs/attachments.md, "Outbound". Two halves:
 
-* :meth:`FileDelivery.queue_for` is a turn's ``on_file``
+* :meth:`FileDelivery.queue`, bound to the turn's key and chat, is a turn's ``on_file``
   (:data:`core.agent.turn.QueueFile`): it checks the chat can take the file — the platform's
   ``capabilities.upload_limit`` (0: "this chat cannot receive files"; a larger file:
   "<name> is over <Platform>'s <N> MB upload limit", the tool's result) — writes the
@@ -22,7 +22,8 @@ The store is read only for a session known to hold files to send: one whose turn
 file in this process, one whose file failed for now, and the sessions a previous run left
 files unsent in — read once at start-up (:meth:`FileDelivery.load_unsent`); their files go
 after the session's next reply (a replayed update's, usually), so a file still follows the
-reply it belongs to. A turn that queued no file costs no read.
+reply it belongs to. A turn that queued no file costs no read, and no call: the turns ask
+:meth:`FileDelivery.after_turn` only for a session in :attr:`FileDelivery.pending`.
 
 A refusal for good (forbidden, too large for the platform, chat gone, the spooled file
 unreadable) marks the row failed and tells the chat in one plain notice naming the file; a
@@ -45,7 +46,7 @@ from pathlib import Path
 
 from adapters.base import AdapterError, ChatRef, Forbidden, MessageGone, RateLimited, TooLong
 from adapters.calls import SendFile
-from core.agent.turn import QueueFile, TurnResult
+from core.agent.turn import TurnResult
 from core.attachments import OutgoingFile
 from core.store.base import QueuedFile, Store, StoreError
 from core.tools.limits import megabytes
@@ -127,25 +128,25 @@ class FileDelivery:
         self._store, self._directory, self._delivery = store, directory, delivery
         self.spool = spool if spool is not None else Spool()
         self._clock, self._sleep, self._attempts = clock, sleep, attempts
-        self._pending: set[str] = set()
-        """Keys of the sessions with files to send (the only ones :meth:`after_turn` reads)."""
+        self.pending: set[str] = set()
+        """Keys of the sessions with files to send (the only ones :meth:`after_turn` reads;
+        the turns call it only for these: a turn that queued no file enters nothing here)."""
 
     async def load_unsent(self) -> None:
         """At start-up: the sessions a previous run left files unsent in, whose next turn's
         end sends them (one read)."""
         try:
-            self._pending.update(await self._store.unsent_file_sessions())
+            self.pending.update(await self._store.unsent_file_sessions())
         except StoreError as exc:
             logger.error("files a previous run left unsent not read (%s)", exc)
 
     # queueing (during the turn) -------------------------------------------------------
-    def queue_for(self, session_key: str, place: Place | None) -> QueueFile:
-        """The ``on_file`` of one turn of ``session_key``, whose chat is ``place``."""
-        return partial(self._queue, session_key, place)
-
-    async def _queue(
+    async def queue(
         self, session_key: str, place: Place | None, file: OutgoingFile, content: bytes
     ) -> str | None:
+        """Queue ``file`` for the chat ``place`` of ``session_key``'s turn (a turn's
+        ``on_file``, :data:`core.agent.turn.QueueFile`, is this bound to its key and
+        place). Returns why the file cannot be sent, None when it is queued."""
         refusal = refusal_for(place, file)
         if refusal is not None or place is None:
             return refusal or CANNOT_RECEIVE
@@ -172,7 +173,7 @@ class FileDelivery:
         )  # fmt: skip
         if not await self._store.queue_file(queued):
             logger.info("%s: file %s was already queued", session_key, file.key)
-        self._pending.add(session_key)
+        self.pending.add(session_key)
         return None
 
     async def _running_turn(self, session_id: str) -> str:
@@ -184,14 +185,14 @@ class FileDelivery:
         """The turn's reply was delivered (or suppressed by ``/stop``): send the session's
         unsent files — or, after ``/stop``, give them up (the chat asked for quiet). A
         session with no file to send is not read."""
-        if session_key not in self._pending:
+        if session_key not in self.pending:
             return
-        self._pending.discard(session_key)
+        self.pending.discard(session_key)
         session_id = result.session_id or await self._open_session(session_key)
         if stopped:
             await self.drop_unsent(session_id, STOPPED)
         elif await self.send_unsent(session_id) < 0:
-            self._pending.add(session_key)  # a file failed for now: after the next reply
+            self.pending.add(session_key)  # a file failed for now: after the next reply
 
     async def _open_session(self, session_key: str) -> str:
         """The session of a turn that failed to open (its result names none)."""

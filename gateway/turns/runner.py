@@ -217,7 +217,7 @@ class ChatTurns:
                     return await compact_now(agent, session_key, control, view.notice)
                 return await agent.run_turn(
                     session_key, message, control, step_callback=view.step, on_notice=view.notice,
-                    on_text=stream or live, on_file=self._files.queue_for(session_key, place),
+                    on_text=stream or live, on_file=partial(self._files.queue, session_key, place),
                 )  # fmt: skip
         except BaseException:
             self._views.take(session_key)
@@ -269,7 +269,9 @@ class ChatTurns:
                 logger.info("turn %s: /stop was acknowledged; its reply suppressed", result.turn_id)
             else:
                 await self._replies.deliver(session_key, result, view, stream)
-            await self._files.after_turn(session_key, result, stopped=stopped)
+            files = self._files
+            if session_key in files.pending:  # no file queued: file delivery is not entered
+                await files.after_turn(session_key, result, stopped=stopped)
         finally:
             if stream is not None:  # stopped, or no reply: cleared (nothing once handed over)
                 await stream.clear()

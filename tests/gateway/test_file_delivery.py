@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from adapters.base import AdapterError, Forbidden, InboundEvent
@@ -50,7 +51,7 @@ async def queue_during_turn(
     inbound = await gw.say(ALICE, "make a chart")
     await gw.tool_started.wait()
     key, where = place(gw)
-    on_file = gw.service.files.queue_for(key, where)
+    on_file = partial(gw.service.files.queue, key, where)
     answers = [await on_file(file, PNG) for file in files]
     before_reply()
     gw.gate.set()
@@ -154,7 +155,7 @@ async def test_files_of_a_stopped_turn_are_not_sent(
         await gw.say(ALICE, "chart")
         await gw.tool_started.wait()
         key, where = place(gw)
-        await gw.service.files.queue_for(key, where)(snapshot(tmp_path), PNG)
+        await gw.service.files.queue(key, where, snapshot(tmp_path), PNG)
         await gw.say(ALICE, "/stop")
         await gw.idle()
 
