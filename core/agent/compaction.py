@@ -329,8 +329,9 @@ def corrections(messages: Iterable[ChatMessage]) -> list[str]:
 
 
 def _estimated(build: Callable[[list[ChatMessage]], ModelRequest], fitted: Fitted) -> ModelRequest:
-    """The request of ``fitted``, carrying its estimate (:attr:`ModelRequest.estimated`)."""
-    return replace(build(fitted.messages), estimated=fitted.raw)
+    """The request of ``fitted``, carrying its estimate and wire form
+    (:attr:`ModelRequest.estimated`, :attr:`ModelRequest.wire`)."""
+    return replace(build(fitted.messages), estimated=fitted.raw, wire=fitted.wire)
 
 
 class ContextKeeper:

@@ -67,20 +67,23 @@ def raw_estimate(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     """Tokens of a request by bytes: the wire JSON of its messages and tools / 4, each
     image part counted as :data:`IMAGE_TOKENS` (its ``data:`` URL is not text the model
     reads)."""
-    return _raw(messages, [t.wire for t in tools])
+    return _raw([m.to_wire() for m in messages], [t.wire for t in tools])
 
 
-def _raw(messages: Sequence[ChatMessage], tools: list[dict[str, Any]]) -> int:
-    """:func:`raw_estimate` with the tools already in their wire form (serialised once
-    per fitted request, however many passes it takes)."""
-    wire = [m.to_wire() for m in messages]
+def _raw(wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
+    """:func:`raw_estimate` of messages and tools already in their wire form (made once
+    per fitted request, however many passes it takes, and sent as they are: ``wire`` is
+    not changed)."""
+    counted: list[dict[str, Any]] = []
     images = 0
     for sent in wire:
         content = sent["content"]
         if isinstance(content, list):  # image parts count as IMAGE_TOKENS, not their URL
-            sent["content"] = [p for p in content if p.get("type") != "image_url"]
-            images += len(content) - len(sent["content"])
-    size = len(json.dumps(wire + tools, ensure_ascii=False).encode())
+            kept = [p for p in content if p.get("type") != "image_url"]
+            images += len(content) - len(kept)
+            sent = {**sent, "content": kept}
+        counted.append(sent)
+    size = len(json.dumps(counted + tools, ensure_ascii=False).encode())
     return math.ceil(size / BYTES_PER_TOKEN) + IMAGE_TOKENS * images
 
 
@@ -186,6 +189,9 @@ class Fitted:
     raw: int
     tokens: int
     """``raw`` scaled by the session's learnt ratio: what the threshold is checked against."""
+    wire: list[dict[str, Any]]
+    """:attr:`messages` in their wire form, made once for the estimate and sent as they
+    are (:attr:`core.model.base.ModelRequest.wire`)."""
 
 
 def fit_request(
@@ -201,7 +207,8 @@ def fit_request(
     fitted = fit_tool_results(originals, window, ratio)
     target = int(window * (1 - REPLY_SHARE))
     wire_tools = [t.wire for t in tools]
-    raw = _raw(fitted, wire_tools)
+    wire = [m.to_wire() for m in fitted]
+    raw = _raw(wire, wire_tools)
     for _ in range(FIT_PASSES):
         excess = math.ceil(raw * ratio) - target
         if excess <= 0:
@@ -214,8 +221,9 @@ def fit_request(
         drop = math.ceil(excess * BYTES_PER_TOKEN / ratio / wire_per_char) + _NOTE_CHARS
         limit = max(MIN_KEPT_CHARS, len(text) - drop)
         fitted[largest] = _cut(originals[largest], limit)
-        raw = _raw(fitted, wire_tools)
-    return Fitted(fitted, raw, math.ceil(raw * ratio))
+        wire[largest] = fitted[largest].to_wire()
+        raw = _raw(wire, wire_tools)
+    return Fitted(fitted, raw, math.ceil(raw * ratio), wire)
 
 
 _NOTE_CHARS = 200

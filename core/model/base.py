@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from core.types import ChatMessage, ModelReply, ToolSpec
 
@@ -33,6 +33,10 @@ class ModelRequest:
     estimated: int | None = None
     """The request's size as :func:`core.agent.context.raw_estimate` counts it, when the
     turn's context keeper made it (once per call); never sent."""
+    wire: Sequence[dict[str, Any]] | None = None
+    """:attr:`messages` in their Chat Completions form, when the turn's context keeper
+    made it for its estimate (once per call): sent as it is instead of made again. None:
+    the client makes it from :attr:`messages`."""
 
 
 class ModelClient(Protocol):

@@ -42,10 +42,9 @@ _FINISH_REASONS: dict[str, FinishReason] = {
 
 def request_body(model: str, request: ModelRequest, *, stream_usage: bool) -> Json:
     """The JSON body for ``POST {base_url}/chat/completions``."""
-    body: Json = {
-        "model": model,
-        "messages": [message.to_wire() for message in request.messages],
-    }
+    wire = request.wire
+    messages = list(wire) if wire is not None else [m.to_wire() for m in request.messages]
+    body: Json = {"model": model, "messages": messages}
     if request.tools:
         body["tools"] = [tool.wire for tool in request.tools]
     if request.stream:
