@@ -85,8 +85,8 @@ class StopPress:
 Press = ApprovalPress | ChoicePress | StopPress
 
 
-def stop_payload(stop_id: str) -> str:
-    return f"st:{stop_id}"
+STOP_PAYLOAD = "st:"
+"""A Stop button's payload: this, then its turn's stop id (``StopButtons.buttons``)."""
 
 
 def approval_payload(approval_id: str, action: ApproveAction) -> str:

@@ -58,7 +58,8 @@ class ChatDirectory:
         self._names: BoundedMap[str, str] = BoundedMap(capacity)
         self._asked: BoundedMap[str, str] = BoundedMap(capacity)
         self._origins: BoundedMap[str, ChatRef] = BoundedMap(capacity)
-        self._turns: BoundedMap[str, ChatRef] = BoundedMap(capacity)
+        self._turns: dict[str, ChatRef] = {}
+        """The running turns' chats, each dropped at :meth:`turn_ended` (as many as run)."""
 
     def add(self, adapter: Adapter, relay: Relay | None = None) -> None:
         """``relay``: the cluster's stage of a leased bot (:mod:`gateway.outbound.pipeline`)."""
@@ -119,7 +120,7 @@ class ChatDirectory:
         chat = (self._origins.get(origin) if origin else None) or self._places.get(session_key)
         if chat is None:
             return None
-        self._turns.put(session_key, chat)
+        self._turns[session_key] = chat
         bot = self._bots.get(chat.platform)
         return None if bot is None else Place(bot, chat)
 

@@ -171,8 +171,10 @@ class ProgressView:
         self._message: SentMessage | None = None
         self._last_write = float("-inf")
         self._wake = asyncio.Event()
-        self._flush = TaskSet(logger)
-        self._notices = TaskSet(logger)
+        self._flush: TaskSet | None = None
+        """The flush task's set, made at the first write (a view that shows nothing has none)."""
+        self._notices: TaskSet | None = None
+        """The notice writer's set, made at the first notice."""
         self._notice_wanted: str | None = None
         """The notice text to show; None: none (remove the one shown)."""
         self._notice_shown: str | None = None
@@ -258,6 +260,7 @@ class ProgressView:
         self._wanted = text
         if not self._started:
             self._started = True
+            self._flush = TaskSet(logger)
             self._flush.spawn(self._flush_loop(), name=f"progress:{self._chat}")
         self._wake.set()
 
@@ -275,6 +278,8 @@ class ProgressView:
         self._notice_wanted = text
         if text != self._notice_shown and not self._notice_writing:
             self._notice_writing = True
+            if self._notices is None:
+                self._notices = TaskSet(logger)
             self._notices.spawn(self._write_notices(), name=f"notice:{self._chat}")
 
     async def _write_notices(self) -> None:
@@ -314,14 +319,16 @@ class ProgressView:
     async def _remove_notice(self) -> None:
         """The answer came: delete the notice (time-boxed by ``finish_timeout``)."""
         self._want_notice(None)
-        await self._notices.aclose(self._finish_timeout)
+        if self._notices is not None:  # none: no notice was ever shown
+            await self._notices.aclose(self._finish_timeout)
 
     # ending ---------------------------------------------------------------------------
     async def hand_over(self) -> SentMessage | None:
         """Stop the view and give its message to the reply (None: none was sent). A write
         still queued is dropped; one in flight is waited for (time-boxed)."""
         self._closing = self._handed = True  # the notice goes in finish(), after the reply
-        await self._flush.aclose(self._finish_timeout if self._in_flight else 0.0)
+        if self._flush is not None:
+            await self._flush.aclose(self._finish_timeout if self._in_flight else 0.0)
         return self._message
 
     async def finish(
@@ -333,7 +340,8 @@ class ProgressView:
         await self._remove_notice()
         if self._handed:
             return
-        if not self._started:
+        flush = self._flush
+        if flush is None:  # nothing was ever shown
             return
         if self._config.cleanup or remove:
             self._delete = True
@@ -342,14 +350,15 @@ class ProgressView:
             steps = f"{self._calls} step" + ("" if self._calls == 1 else "s")
             self._wanted = self._render(f"{ending} — {steps}")
         self._wake.set()
-        if await self._flush.aclose(self._finish_timeout):
+        if await flush.aclose(self._finish_timeout):
             logger.warning("progress in %s: final state not shown in time", self._chat)
 
     async def aclose(self) -> None:
         """Stop at once (shutdown): cancel the flush task and wait for it."""
         self._closing = True
-        await self._notices.aclose()
-        await self._flush.aclose()
+        for tasks in (self._notices, self._flush):
+            if tasks is not None:
+                await tasks.aclose()
 
     # the flush task ---------------------------------------------------------------------
     async def _flush_loop(self) -> None:

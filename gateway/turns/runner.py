@@ -191,13 +191,14 @@ class ChatTurns:
                 return await compact_now(agent, session_key, control, None)
             return await agent.run_turn(session_key, message, control)
         stops, streams = self._stops, self.streams
-        stop_id = stops.register(session_key, control, message.sender_id)
+        capabilities = place.outbound.capabilities
+        stop_id, buttons = stops.register(session_key, control, message.sender_id, capabilities)
         stream = streams.open(session_key, place, control.token) if streams else None
         pacing = self._pacing
         progress = progress_for(settings, pacing.progress)
         view = ProgressView(
             place.outbound, place.chat, progress, clock=pacing.clock, sleep=pacing.sleep,
-            buttons=stops.buttons(stop_id, place.outbound.capabilities),
+            buttons=buttons,
             shown_by=stream.show_step if stream is not None and stream.shows_progress else None,
         )  # fmt: skip
         self._views.open(session_key, view)
@@ -211,7 +212,7 @@ class ChatTurns:
             delay=TYPING_DELAY,
         )
         try:
-            live_text = place.outbound.capabilities.live_text
+            live_text = capabilities.live_text
             async with typing, live_reply(place) if live_text else nullcontext() as live:
                 if message.command == "compact":  # its slow notice and Stop in the view
                     return await compact_now(agent, session_key, control, view.notice)

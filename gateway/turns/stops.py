@@ -26,7 +26,7 @@ from core.approvals import Approvals
 from core.bounded import BoundedMap
 from core.dispatcher import Dispatcher
 from core.model.errors import ModelError
-from gateway.control.syntax import stop_payload
+from gateway.control.syntax import STOP_PAYLOAD
 from gateway.outbound.messages import NO_LONGER_VALID, NOTHING_TO_COMPACT, compacted, stopped
 
 logger = logging.getLogger(__name__)
@@ -89,22 +89,25 @@ class StopButtons:
 
     def __init__(self, approvals: Approvals, stopped: StoppedTurns) -> None:
         self._approvals, self._stopped = approvals, stopped
-        self._targets: BoundedMap[str, _StopTarget] = BoundedMap(REMEMBERED_STOPS)
+        self._targets: dict[str, _StopTarget] = {}
+        """The running turns' stop ids (each forgotten when its turn ends: as many as run)."""
 
-    def register(self, session_key: str, control: TurnControl, requester: str | None) -> str:
+    def register(
+        self, session_key: str, control: TurnControl, requester: str | None,
+        capabilities: Capabilities,
+    ) -> tuple[str, ButtonRows]:  # fmt: skip
+        """A new stop id for the turn of ``control`` (the caller forgets it at its end),
+        and its Stop button's row for a platform of ``capabilities`` — none when the
+        payload would not fit there."""
         stop_id = secrets.token_urlsafe(12)
-        self._targets.put(stop_id, _StopTarget(session_key, control, requester))
-        return stop_id
+        self._targets[stop_id] = _StopTarget(session_key, control, requester)
+        payload = STOP_PAYLOAD + stop_id
+        if len(payload.encode()) > capabilities.button_payload_limit:
+            return stop_id, ()
+        return stop_id, ((Button(STOP_LABEL, payload, role="stop"),),)
 
     def forget(self, stop_id: str) -> None:
         self._targets.pop(stop_id, None)
-
-    def buttons(self, stop_id: str, capabilities: Capabilities) -> ButtonRows:
-        """The Stop button's row, or none when the payload would not fit the platform."""
-        payload = stop_payload(stop_id)
-        if len(payload.encode()) > capabilities.button_payload_limit:
-            return ()
-        return ((Button(STOP_LABEL, payload, role="stop"),),)
 
     def press(self, stop_id: str, by: str, dispatcher: Dispatcher) -> str:
         """What the presser is told; stops the turn (in ``dispatcher``, where it runs) when
