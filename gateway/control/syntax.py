@@ -86,7 +86,7 @@ Press = ApprovalPress | ChoicePress | StopPress
 
 
 STOP_PAYLOAD = "st:"
-"""A Stop button's payload: this, then its turn's stop id (``StopButtons.buttons``)."""
+"""A Stop button's payload: this, then its turn's stop id (``StopButtons.register``)."""
 
 
 def approval_payload(approval_id: str, action: ApproveAction) -> str:
