@@ -262,7 +262,8 @@ class Dispatcher:
                 entry.settle(delivered and not cut_short)
                 entry = self._next(lane)
         finally:
-            lane.drop_gathered(False)  # cancelled in the window
+            if lane.gathered:  # cancelled in the window
+                lane.drop_gathered(False)
             if entry is not None:
                 entry.settle(False)  # the worker was cancelled mid-turn or mid-delivery
             # No await between the empty-queue check and eviction: a concurrent submit

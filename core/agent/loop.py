@@ -168,8 +168,7 @@ class CommonAgent:
                 return _stopped_waiting(control)
             opening = Opening()
             try:
-                choice = await self._choice(session_key)
-                opener = self._opener(choice)
+                opener = await self._opener(session_key)
                 turn = await opener.open(session_key, message, control, budget, opening)
             except asyncio.CancelledError:
                 if opening.scope is not None:
@@ -188,9 +187,13 @@ class CommonAgent:
         profile = self.profile
         return chosen or ModelChoice(self.model, profile.vision, profile.stream)
 
-    def _opener(self, choice: ModelChoice) -> TurnOpener:
+    async def _opener(self, session_key: str) -> TurnOpener:
         """Steps 2–3 with the turn's model: its name in the prompt's fingerprint (a switch
-        rebuilds the prefix, whose text does not name the model), its ``vision``."""
+        rebuilds the prefix, whose text does not name the model), its ``vision``. Without
+        a chooser, the profile's (:attr:`opener`)."""
+        if self.choose_model is None:
+            return self.opener
+        choice = await self._choice(session_key)
         profile = self.profile
         if choice == ModelChoice(self.model, profile.vision, profile.stream):
             return self.opener

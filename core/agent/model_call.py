@@ -42,6 +42,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from functools import partial
 
 from core import tracing
 from core.agent.failure_text import readable_failure
@@ -185,10 +186,9 @@ class ModelCaller:
                 relay.reset("retry" if self._retries(final, watch.attempt) else "failed")
             return final
 
-        def retrying() -> Awaitable[ModelReply]:
-            policy = self._policy
-            return call_with_retry(attempt, policy, reclassify=reclassify, on_error=on_error)
-
+        retrying = partial(
+            call_with_retry, attempt, self._policy, reclassify=reclassify, on_error=on_error
+        )
         try:
             return await token.guard(self._watched(retrying, watch))
         except ModelError as error:

@@ -140,6 +140,15 @@ async def test_the_tool_list_is_made_once_not_looked_up_tool_by_tool(rig: Rig) -
     assert "core/tools/base.py:get" not in entered
 
 
+async def test_an_agent_without_a_model_chooser_never_asks_for_the_sessions_model(
+    rig: Rig,
+) -> None:
+    entered = await traced_turn(rig, HookRegistry())
+
+    assert "core/agent/loop.py:_choice" not in entered
+    assert within(entered, "core/agent/model_choice.py") == []
+
+
 def test_the_registry_knows_which_names_have_hooks_and_which_may_await() -> None:
     class Observer:
         def seen(self, **_: object) -> None: ...
