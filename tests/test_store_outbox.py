@@ -9,6 +9,7 @@ from typing import cast
 import pytest
 
 from adapters.base import AdapterError, ChatRef
+from core.agent.loop import CRASH_REPLY
 from core.agent.turn import TurnResult
 from core.model.wire import parse_reply
 from core.store.base import OutboxChunk, Store, StoreUnavailable
@@ -83,9 +84,16 @@ class Outage:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.down = False
+        self.outbox_down = False
+        """Also refuse to store a reply (an outage from before the reply was ready)."""
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.store, name)
+
+    async def put_outbox(self, chunks: list[OutboxChunk]) -> list[OutboxChunk]:
+        if self.outbox_down:
+            raise StoreUnavailable("cannot store the reply: [Errno 111] Connect call failed")
+        return await self.store.put_outbox(chunks)
 
     async def mark_outbox_started(self, turn_id: str, index: int) -> None:
         self._refuse()
@@ -116,6 +124,25 @@ async def test_a_chunk_sent_while_the_store_could_not_mark_it_is_not_sent_again(
     assert adapter.texts() == ["the answer"]
     [stored] = await store.put_outbox(chunks("the answer"))
     assert stored.message_id == first[0].message_id
+
+
+async def test_a_failure_notice_sent_in_an_outage_does_not_stand_for_the_answer_replayed(
+    store: Store,
+) -> None:
+    """A turn the outage cut short is answered with its failure notice (under the turn's id,
+    neither stored in the outbox nor marked); its update replayed once the store is back
+    delivers the stored answer under the same id, which is sent in full — not taken for the
+    chunk the notice was (tests/cluster/test_e2e_outage.py lost such answers)."""
+    adapter, outage = FakeAdapter(), Outage(store)
+    delivery = Delivery(store=cast(Store, outage))
+    outage.down = outage.outbox_down = True
+    [notice] = await delivery.reply(Outbound(adapter), CHAT, CRASH_REPLY, turn_id=TURN)
+    outage.down = outage.outbox_down = False
+    [answer] = await delivery.reply(Outbound(adapter), CHAT, "the answer", turn_id=TURN)
+    assert await delivery.reply(Outbound(adapter), CHAT, "the answer", turn_id=TURN) == []
+    assert adapter.texts() == [CRASH_REPLY, "the answer"]
+    [stored] = await store.put_outbox(chunks("the answer"))
+    assert stored.message_id == answer.message_id != notice.message_id
 
 
 async def test_a_chunk_lost_in_an_outage_is_sent_when_the_turn_is_delivered_again(

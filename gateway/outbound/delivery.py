@@ -24,9 +24,11 @@ show it once: Discord's nonce, Slack's metadata lookup, the web feed's chunk ids
 has no key and sends it again (at most one duplicate per turn, since the chunks go one
 after another; docs/architecture.md, "Exactly once"). A store that cannot write does not
 stop the reply: it is sent without the outbox (logged). The chunks this process sent are
-also remembered in memory (the last ``SENT_REMEMBERED``): a delivery of the same turn
-again — its update replayed because the store could not mark it done during an outage —
-sends none of them twice, and marks in the outbox those whose mark the outage refused.
+also remembered in memory (the last ``SENT_REMEMBERED``, with their texts' hashes): a
+delivery of the same turn again — its update replayed because the store could not mark it
+done during an outage — sends none of them twice, and marks in the outbox those whose mark
+the outage refused. Only the same text counts: a turn the outage cut short was answered
+with its failure notice, and the answer its replay delivers is sent in full.
 
 **Into the progress message.** ``reply(..., into=message)`` edits that message (the turn's
 progress, handed over) into the first chunk instead of sending it — one call instead of
@@ -71,7 +73,7 @@ MAX_CHUNKS = 20
 """Messages one reply may take, the truncation note included."""
 TRUNCATED = "… (reply truncated: {count} more characters)"
 SENT_REMEMBERED = 10_000
-"""Sent chunks (turn id, index) remembered in memory, beside the outbox."""
+"""Sent chunks (turn id, index, text hash) remembered in memory, beside the outbox."""
 
 
 class Delivery:
@@ -85,7 +87,7 @@ class Delivery:
         self._sleep = sleep
         self._attempts = attempts
         self._store = store
-        self._sent: BoundedMap[tuple[str, int], str] = BoundedMap(SENT_REMEMBERED)
+        self._sent: BoundedMap[tuple[str, int, int], str] = BoundedMap(SENT_REMEMBERED)
 
     async def reply(
         self,
@@ -106,7 +108,7 @@ class Delivery:
         plain = outbound.capabilities.renderer.plain
         sent: list[SentMessage] = []
         for chunk in chunks:
-            if chunk.message_id is None and (chunk.turn_id, chunk.index) in self._sent:
+            if chunk.message_id is None and _sent_key(chunk) in self._sent:
                 chunk = await self._known(chunk)
             if chunk.message_id is not None:
                 continue  # sent by an earlier delivery of this turn
@@ -158,7 +160,7 @@ class Delivery:
     async def _known(self, chunk: OutboxChunk) -> OutboxChunk:
         """``chunk``, marked sent when this process sent it already (its mark is stored
         now if the store had refused it); asked only of a chunk :attr:`_sent` holds."""
-        message_id = self._sent.get((chunk.turn_id, chunk.index)) if chunk.turn_id else None
+        message_id = self._sent.get(_sent_key(chunk)) if chunk.turn_id else None
         if chunk.message_id is not None or message_id is None:
             return chunk
         message = SentMessage(ChatRef(chunk.platform, chunk.chat_id, chunk.thread_id), message_id)
@@ -167,7 +169,7 @@ class Delivery:
 
     async def _mark(self, chunk: OutboxChunk, message: SentMessage, turn_id: str | None) -> None:
         if turn_id:
-            self._sent.put((turn_id, chunk.index), message.message_id)
+            self._sent.put(_sent_key(chunk), message.message_id)
         if self._store is None or not turn_id:
             return
         try:
@@ -323,3 +325,8 @@ class Typing:
             except Exception:
                 logger.debug("typing indicator in %s failed; stopped", self._chat, exc_info=True)
                 return
+
+
+def _sent_key(chunk: OutboxChunk) -> tuple[str, int, int]:
+    """What a sent chunk is remembered by: its turn, its place and its text."""
+    return chunk.turn_id, chunk.index, hash(chunk.text)

@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import asyncpg
+
 from tests.cluster.answers import Answers, answer_counts, answer_of, is_answer_to
 from tests.cluster.harness import running_cluster
 from tests.cluster.processes import cluster_config, telegram_section
@@ -52,6 +54,9 @@ class Outcome:
     """The tail of every process's log (for an assertion's message)."""
     full_logs: str = ""
     """Every process's whole log."""
+    rows: str = ""
+    """What the store holds for each missing message (its inbound row, its session's
+    lease), read after the run: where a lost message stopped."""
 
     @property
     def outside_window(self) -> dict[str, float]:
@@ -95,8 +100,9 @@ async def outage_run(
         seconds = time.monotonic() - started
         logs = cluster.logs()
         full = "\n".join(f"===== {g.name} ({g.process_id})\n{g.log}" for g in cluster.gateways)
-    missing, twice = _tally(sim, said)
-    return Outcome(total, missing, twice, down, seconds, logs, full)
+        missing, twice = _tally(sim, said)
+        rows = await _rows_of(url, missing) if missing else ""
+    return Outcome(total, missing, twice, down, seconds, logs, full, rows)
 
 
 async def _outage(server: PostgresServer, seconds: float) -> tuple[float, float]:
@@ -132,10 +138,24 @@ def _tally(sim: TelegramSim, said: dict[int, list[str]]) -> tuple[list[str], dic
     return missing, twice
 
 
-def _keep_logs(cluster) -> None:
-    import os
-
-    if os.environ.get("OUTAGE_LOG"):
-        Path(os.environ["OUTAGE_LOG"]).write_text(
-            "\n".join(f"===== {g.name}\n{g.log}" for g in cluster.gateways)
-        )
+async def _rows_of(url: str, missing: list[str]) -> str:
+    """The inbound rows of the ``missing`` messages and the leases of their sessions."""
+    conn = await asyncpg.connect(url)
+    try:
+        lines = []
+        for text in missing:
+            rows = await conn.fetch(
+                "SELECT update_id, session_key, state, received_at FROM inbound"
+                " WHERE payload LIKE $1",
+                f"%{text}%",
+            )
+            lines += [f"{text}: inbound {dict(row)}" for row in rows] or [f"{text}: no row"]
+            for key in {row["session_key"] for row in rows}:
+                lease = await conn.fetchrow(
+                    "SELECT owner, epoch, expires_at FROM leases WHERE name = $1",
+                    f"session:{key}",
+                )
+                lines.append(f"  lease of {key}: {dict(lease) if lease else None}")
+        return "\n".join(lines)
+    finally:
+        await conn.close()

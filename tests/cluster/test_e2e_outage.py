@@ -38,5 +38,5 @@ async def test_postgres_stopped_mid_run_every_message_answered_none_lost(
           f"shown twice ({len(outcome.outside_window)} outside the in-flight window); "
           f"{outcome.seconds:.1f} s")  # fmt: skip
 
-    assert outcome.missing == [], outcome.logs
+    assert outcome.missing == [], f"{outcome.rows}\n{outcome.logs}"
     assert outcome.outside_window == {}, outcome.logs
