@@ -205,28 +205,24 @@ class Router:
             attachments=event.attachments,
         )  # fmt: skip
         key = str(event.session_key)
-        policy = self._unfolded(key, message, policy)
+        if message.attachments:
+            policy = self._unfolded(key, policy)
         merge = event.kind == "text"  # a plain message may wait to merge; commands never
         outcome = self._dispatcher.submit(key, message, policy=policy, merge=merge)
         if outcome.handled is not None:
             event.receipt.follow(outcome.handled)
-        await self._acknowledge(event, key, outcome)
+        if outcome.kind in ACKS:  # started at once: nothing to say
+            await self._acknowledge(event, key, outcome)
         return None
 
-    def _unfolded(
-        self, key: str, message: UserMessage, policy: BusyPolicy | None
-    ) -> BusyPolicy | None:
+    def _unfolded(self, key: str, policy: BusyPolicy | None) -> BusyPolicy | None:
         """A message with files is never folded into a running turn as a steer (its files
         must be taken in first): it queues instead."""
-        if not message.attachments:
-            return policy
         wanted = policy or (self._policy_for(key) if self._policy_for else None)
         return "queue" if wanted in (None, "steer") else wanted
 
     async def _acknowledge(self, event: InboundEvent, key: str, outcome: SubmitOutcome) -> None:
-        notice = ACKS.get(outcome.kind)
-        if notice is None:
-            return
+        notice = ACKS[outcome.kind]
         now = self._clock()
         last = self._last_ack.pop(key, None)
         if outcome.kind == "queued" and last is not None and now - last < self._ack_interval:

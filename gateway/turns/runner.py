@@ -182,10 +182,11 @@ class ChatTurns:
         place = self._directory.turn_place(session_key, message.origin)
         if self._reactions is not None:
             await self._reactions.started(message)
-        taken = await self._take_in(session_key, message, place, agent, control)
-        if taken is None:
-            return NOTHING_TO_RUN
-        message = taken
+        if message.attachments:
+            taken = await self._take_in(session_key, message, place, agent, control)
+            if taken is None:
+                return NOTHING_TO_RUN
+            message = taken
         if place is None:
             if message.command == "compact":
                 return await compact_now(agent, session_key, control, None)
@@ -235,8 +236,6 @@ class ChatTurns:
     ) -> UserMessage | None:  # fmt: skip
         """The message's files saved in the session's workspace (docs/attachments.md); None
         when nothing is left to run. ``/stop`` ends a download too."""
-        if not message.attachments:
-            return message
         workspaces = agent.profile.workspaces()
         workspace = await asyncio.to_thread(workspaces.ensure, key)
         return await control.token.guard(self._intake.take_in(key, message, place, workspace))
@@ -258,7 +257,8 @@ class ChatTurns:
         for a session another process took over (it answers)."""
         view, streams = self._views.take(session_key), self.streams
         stream = streams.take(session_key) if streams is not None else None
-        if await self._lost_session(session_key):
+        maybe_lost = self.lost is not None or session_key in self._fenced  # else: one process
+        if maybe_lost and await self._lost_session(session_key):
             await _quiet_end(view, stream)
             self._directory.turn_ended(session_key)
             return
