@@ -37,7 +37,6 @@ inside it, a failure for good marks it failed (by the error's type).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -214,13 +213,11 @@ class ModelCaller:
         """``start()``, with its silence watch beside it while it runs."""
         if self._on_notice is None or self._policy.slow_notice_seconds <= 0:
             return await start()
-        watcher = asyncio.create_task(watch.run(), name=f"model-slow:{self._turn.turn_id}")
+        watch.start(f"model-slow:{self._turn.turn_id}")
         try:
             return await start()
         finally:
-            watcher.cancel()
-            await asyncio.wait({watcher})  # the notice callback is itself time-boxed
-            await watch.close()
+            await watch.stop()
 
     async def _tell(self, notice: TurnNotice, token: CancellationToken) -> None:
         await notify_notice(self._on_notice, notice, token)

@@ -16,9 +16,12 @@ call (its retries and backoff included) and tells the turn's notice callback:
   answer, a failure) hears nothing more: the next step or the end of the turn removes it
   (the gateway's part, ``gateway/turns/progress.py``).
 
-The watch is a task of the call, cancelled when the call ends, so a callback that hangs
-never holds a silent call's reply (a withdrawal at the end is time-boxed like every
-notice, ``core.agent.step.OBSERVER_SECONDS``).
+Until the call has been silent for ``seconds`` the watch is a timer of the event loop
+(:meth:`SilenceWatch.start`), re-armed when a chunk moved the deadline: a call that
+answers in time costs no task. At the first silence the watching task starts
+(:meth:`SilenceWatch.run`); it is cancelled when the call ends (:meth:`SilenceWatch.stop`),
+so a callback that hangs never holds a silent call's reply (a withdrawal at the end is
+time-boxed like every notice, ``core.agent.step.OBSERVER_SECONDS``).
 """
 
 from __future__ import annotations
@@ -43,6 +46,38 @@ class SilenceWatch:
         """When the notice showing was given (None: none is showing)."""
         self._told_attempt = 0
         self._wake = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._name = ""
+
+    # armed and stopped by the call -----------------------------------------------------
+    def start(self, name: str) -> None:
+        """Arm the watch: a timer until the first silence, then the task ``name``."""
+        self._name = name
+        self._arm(self._seconds - (time.monotonic() - self._heard))
+
+    async def stop(self) -> None:
+        """The call ended: disarm the timer, end the watching task if it started, and
+        withdraw a notice the answer made stale (:meth:`close`)."""
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait({self._task})  # the notice callback is itself time-boxed
+        await self.close()
+
+    def _arm(self, delay: float) -> None:
+        self._timer = asyncio.get_running_loop().call_later(max(delay, 0.0), self._check)
+
+    def _check(self) -> None:
+        """The timer fired: silent for ``seconds`` now, the watching task starts; else a
+        chunk moved the deadline and the timer is armed again for it."""
+        quiet = time.monotonic() - self._heard
+        if quiet < self._seconds:
+            self._arm(self._seconds - quiet)
+            return
+        self._timer = None
+        self._task = asyncio.create_task(self.run(), name=self._name)
 
     # fed by the call -----------------------------------------------------------------
     def heard(self) -> None:

@@ -6,6 +6,8 @@ flows the notice is withdrawn (:class:`ModelSlowEnded`)."""
 from __future__ import annotations
 
 import asyncio
+import sys
+from types import FrameType
 
 from core.agent.control import TurnControl
 from core.agent.loop import CommonAgent
@@ -109,3 +111,32 @@ async def test_a_stream_that_stalls_mid_answer_gets_the_notice(rig: Rig) -> None
     assert isinstance(stalled, ModelSlow) and not stalled.retrying
     assert ended == ModelSlowEnded(1)
     assert result.reply == "".join(WORDS[:6])
+
+
+async def test_a_call_that_answers_in_time_starts_no_watching_task(rig: Rig) -> None:
+    """Until the first silence the watch is a timer: no task is made for a call that
+    answers before ``slow_notice_seconds`` (30 s here, far beyond any answer)."""
+    rig.server.script(reply_text("Hello."))
+    policy = RetryPolicy(max_attempts=1, slow_notice_seconds=30.0)
+    agent = CommonAgent(
+        rig.store, rig.client, rig.tools, rig.hooks, rig.approvals, rig.profile,
+        clock=rig.clock, retry=policy,
+    )  # fmt: skip
+    notices = Notices()
+    entered: list[str] = []
+
+    def profile(frame: FrameType, event: str, _: object) -> None:
+        if event == "call" and frame.f_code.co_filename.endswith("core/agent/slow_notice.py"):
+            entered.append(frame.f_code.co_qualname)
+
+    sys.setprofile(profile)
+    try:
+        result = await agent.run_turn(
+            KEY, UserMessage("hi", sender_id=USER), TurnControl(), on_notice=notices
+        )
+    finally:
+        sys.setprofile(None)
+
+    assert result.reply == "Hello." and notices.seen == []
+    assert "SilenceWatch.start" in entered and "SilenceWatch.stop" in entered
+    assert "SilenceWatch.run" not in entered
