@@ -104,6 +104,9 @@ async def test_run_answers_a_telegram_dm_and_stops_cleanly(
         await telegram_sim.user_says(ALICE.id, "hello there")
         reply = await telegram_sim.wait_for_bot_message(ALICE.id, timeout=TIMEOUT)
         assert "demo" in reply.text.lower()
+        # python-telegram-bot's Passport decryption is never loaded (adapters/telegram/platform.py)
+        maps = await asyncio.to_thread(Path(f"/proc/{gateway.process.pid}/maps").read_text)
+        assert "/cryptography/" not in maps
         gateway.process.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(gateway.process.wait(), TIMEOUT) == 0
     assert "store closed" in gateway.log

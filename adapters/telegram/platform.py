@@ -1,11 +1,14 @@
 """Telegram as a registered platform: its ``[telegram]`` section and its adapter factory.
 
-Importing this module imports no SDK; python-telegram-bot is loaded when the factory runs.
+Importing this module imports no SDK; python-telegram-bot is loaded when the factory runs,
+without Telegram Passport's cryptography (:func:`passport_crypto_skipped`).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Literal
 
 from pydantic import BeforeValidator
@@ -43,10 +46,32 @@ class TelegramSection(GroupChatSection):
             yield from filter(None, [self.missing_secret("webhook_secret")])
 
 
+@contextmanager
+def passport_crypto_skipped() -> Iterator[None]:
+    """While python-telegram-bot is first imported, ``cryptography`` cannot be.
+
+    The SDK imports it (about 8 MB resident at ready: ``make bench ARGS=edges``, README
+    "Benchmarks") only to decrypt Telegram Passport data, which this gateway never asks
+    for, and treats it as not installed when its import fails. Once the SDK is loaded,
+    ``cryptography`` imports as usual (an MCP client's JWTs). A process that has loaded
+    either already is left as it is."""
+    if "telegram" in sys.modules or "cryptography" in sys.modules:
+        yield
+        return
+    sys.modules["cryptography"] = None  # type: ignore[assignment]  # its import fails
+    try:
+        yield
+    finally:
+        if "cryptography" in sys.modules and sys.modules["cryptography"] is None:
+            del sys.modules["cryptography"]
+
+
 def build(section: TelegramSection, context: AdapterContext) -> Adapter:
     from adapters.base import RateLimit
     from adapters.session_keys import KeyStrategy, key_rule
-    from adapters.telegram.adapter import TelegramAdapter, TelegramSettings
+
+    with passport_crypto_skipped():
+        from adapters.telegram.adapter import TelegramAdapter, TelegramSettings
 
     webhook = None
     if section.mode == "webhook":
