@@ -5,7 +5,8 @@ The Dispatcher creates one ``TurnControl`` per turn and keeps it while the turn 
 pending steer and redirect before each model call (``docs/turn-loop.md`` §10).
 
 A redirect is seen twice: the turn's recorder persists it into the stored user message the
-moment it arrives (:meth:`drain_unrecorded`, woken by :attr:`redirect_arrived`), and the
+moment it arrives (:meth:`drain_unrecorded`, told by :meth:`redirect` through
+:attr:`recorder`), and the
 loop hands it to the model before the next model call (:meth:`drain_redirect`). Whatever
 the loop did not deliver when the turn ends is taken by :meth:`drain_leftovers` (the
 Dispatcher runs it as the next turn) — a steer or redirect is never silently lost.
@@ -14,6 +15,7 @@ Dispatcher runs it as the next turn) — a steer or redirect is never silently l
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from core.cancellation import CancellationToken
@@ -35,6 +37,10 @@ class TurnControl:
     """Corrections queued by :meth:`redirect`, not yet handed to the model (read only)."""
     unrecorded: list[str] = field(default_factory=list)
     """Corrections not yet stored with the user message (read only)."""
+    recorder: Callable[[], None] | None = None
+    """The running loop's redirect recorder (:class:`core.agent.steer.RedirectRecorder`),
+    told at once by :meth:`redirect`; None while no loop runs (the turn records what is
+    left when it opens, before each model call and after its loop)."""
 
     def stop(self, reason: str = "cancelled") -> None:
         self.token.cancel(reason)
@@ -49,6 +55,8 @@ class TurnControl:
         self.unrecorded.append(text)
         self.redirect_recorded.clear()
         self.redirect_arrived.set()
+        if self.recorder is not None:
+            self.recorder()
 
     def drain_steer(self) -> str | None:
         if not self.steers:

@@ -55,9 +55,9 @@ The session's model: with a ``choose_model`` (the gateway's ``/model``,
 ``vision`` and ``stream``, and every model call asks again (a switch counts from the next
 call); without one, or when it answers None, the profile's model serves.
 
-Redirects are recorded the moment they arrive (:func:`core.agent.steer.watch_redirects`
-runs beside the loop); a steer or redirect the turn never delivered stays on the
-``TurnControl`` for the Dispatcher, which runs it as the next turn.
+Redirects are recorded the moment they arrive (:class:`core.agent.steer.RedirectRecorder`,
+told by the turn's control while the loop runs); a steer or redirect the turn never
+delivered stays on the ``TurnControl`` for the Dispatcher, which runs it as the next turn.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ from core.agent.prompt import ContextSection, SoulFile
 from core.agent.scope import TurnScope
 from core.agent.session_hooks import after_turn, pre_llm_call, session_start
 from core.agent.session_lock import SessionLocks
-from core.agent.steer import record_redirects, watch_redirects
+from core.agent.steer import RedirectRecorder, record_redirects
 from core.agent.step import NoticeCallback, TextCallback
 from core.agent.tool_runner import ToolEnvironment, ToolRunner
 from core.agent.transcript import Transcript
@@ -329,15 +329,17 @@ class CommonAgent:
         on_text: TextCallback | None = None,
     ) -> TurnEnd:
         """The loop, with redirects recorded at once while it runs (and any straggler after)."""
-        watcher = asyncio.create_task(
-            watch_redirects(turn.control, turn.transcript, self.store),
-            name=f"redirects:{turn.scope.turn_id}",
-        )
+        control = turn.control
+        name = f"redirects:{turn.scope.turn_id}"
+        recorder = RedirectRecorder(control, turn.transcript, self.store, name)
+        control.recorder = recorder.arrived
+        if control.unrecorded:  # came since the turn opened
+            recorder.arrived()
         try:
             end = await self._loop(turn, opener, step_callback, on_notice, on_text)
         finally:
-            watcher.cancel()
-            await asyncio.wait({watcher})
+            control.recorder = None
+            await recorder.stop()
         if turn.control.unrecorded:  # a straggler the watcher had no time for
             await record_redirects(turn.control, turn.transcript, self.store)
         return end

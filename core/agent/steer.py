@@ -2,10 +2,12 @@
 
 The channel is cache-safe: it never adds a message.
 
-* A **redirect** is recorded the moment it arrives: :func:`watch_redirects` runs beside the
-  loop and :func:`record_redirects` appends ``"User correction during the turn: <text>"`` to
-  this turn's original user message, in memory *and* in the store (so it survives
-  compaction, restarts and a turn that makes no further model call).
+* A **redirect** is recorded the moment it arrives: the turn's :class:`RedirectRecorder`,
+  told by ``TurnControl.redirect`` while the loop runs, starts a task that calls
+  :func:`record_redirects` (a turn with no redirect makes no task), which appends
+  ``"User correction during the turn: <text>"`` to this turn's original user message, in
+  memory *and* in the store (so it survives compaction, restarts and a turn that makes no
+  further model call).
 * Before each model call the loop calls :meth:`SteerChannel.deliver`, which records any
   redirect the watcher has not reached yet, then
 
@@ -27,6 +29,7 @@ results. A steer or redirect still pending when the turn ends is taken by the Di
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from core.agent.control import TurnControl
@@ -70,14 +73,35 @@ async def record_redirects(control: TurnControl, transcript: Transcript, store: 
         control.redirect_recorded.set()
 
 
-async def watch_redirects(control: TurnControl, transcript: Transcript, store: Store) -> None:
-    """Record each redirect as it arrives; runs until cancelled. A failed write is logged."""
-    while True:
-        await control.redirect_arrived.wait()
-        try:
-            await record_redirects(control, transcript, store)
-        except Exception:
-            logger.exception("redirect could not be stored with the user message")
+class RedirectRecorder:
+    """Records each redirect as it arrives while the loop runs: :meth:`arrived` (the
+    ``TurnControl.recorder``) starts one task at a time that records until none is left;
+    :meth:`stop` ends it with the loop. A failed write is logged."""
+
+    def __init__(
+        self, control: TurnControl, transcript: Transcript, store: Store, name: str
+    ) -> None:
+        self._control, self._transcript, self._store = control, transcript, store
+        self._name = name
+        self._task: asyncio.Task[None] | None = None
+
+    def arrived(self) -> None:
+        """A redirect came (sync, from any task): record it now, unless a recording task
+        is under way (it takes this one too before it ends)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._record(), name=self._name)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait({self._task})
+
+    async def _record(self) -> None:
+        while self._control.unrecorded:
+            try:
+                await record_redirects(self._control, self._transcript, self._store)
+            except Exception:
+                logger.exception("redirect could not be stored with the user message")
 
 
 async def store_content(store: Store, entry: Entry) -> None:

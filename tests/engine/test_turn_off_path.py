@@ -149,6 +149,13 @@ async def test_an_agent_without_a_model_chooser_never_asks_for_the_sessions_mode
     assert within(entered, "core/agent/model_choice.py") == []
 
 
+async def test_a_turn_with_no_redirect_starts_no_recording_task(rig: Rig) -> None:
+    entered = await traced_turn(rig, HookRegistry())
+
+    assert "core/agent/steer.py:_record" not in entered
+    assert "core/agent/steer.py:record_redirects" not in entered
+
+
 def test_the_registry_knows_which_names_have_hooks_and_which_may_await() -> None:
     class Observer:
         def seen(self, **_: object) -> None: ...
