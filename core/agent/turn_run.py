@@ -201,7 +201,9 @@ class TurnRun:
 
     async def _prepare_call(self) -> None:
         if self._step_callback is not None:
-            tools = prev_tools(self._transcript.turn_messages())
+            transcript = self._transcript  # only its user message yet: no tool called
+            called = len(transcript.entries) > transcript.turn_start + 1
+            tools = prev_tools(transcript.turn_messages()) if called else []
             await notify_step(self._step_callback, self.gate.calls, tools, self._control.token)
         if self._wrap_up is not None and self._wrap_up.due():
             self._steer.add_note(self._wrap_up.text())
