@@ -8,7 +8,7 @@ once, at WARNING, naming the lease, without a traceback — never as a crash
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from core.store.base import StoreError
 from core.store.connection import open_connection
 from core.store.fencing import Fence, Fenced
 from core.store.sqlite import SqliteStore, _Written
+from core.store.statements import Statement
 from core.tools.base import ToolContext, ToolResult
 from tests.engine.conftest import KEY, Rig, make_tool
 from tests.support.model_server import reply_text, reply_tool_call
@@ -37,12 +38,19 @@ class RefusingStore(SqliteStore):
     def refuse_after(self, n: int) -> None:
         self.allowed = n
 
-    async def _write(self, sql: str, params: Any, doing: str) -> _Written:
+    async def _write(self, sql: str, params: Any, doing: str, *, one: bool = False) -> _Written:
+        self._spend()
+        return await super()._write(sql, params, doing, one=one)
+
+    async def _write_each(self, statements: Sequence[Statement]) -> None:
+        self._spend()  # one transaction (a turn's close with its session's touch): one write
+        await super()._write_each(statements)
+
+    def _spend(self) -> None:
         if self.allowed is not None:
             if self.allowed <= 0:
                 raise self.refusal()
             self.allowed -= 1
-        return await super()._write(sql, params, doing)
 
 
 @pytest.fixture
