@@ -9,6 +9,7 @@ import pytest
 from adapters.render import measure
 from adapters.render.chunk_text import chunk_text
 from adapters.render.markdown import CommonMarkRenderer, render_plain
+from adapters.render.units import MOST_PER_CHARACTER
 from adapters.slack.render import slack_renderer
 from adapters.telegram.render import TelegramRenderer, chunk_html
 from tests.platform_sim.telegram_markup import parse, utf16_len
@@ -176,3 +177,11 @@ def test_code_block_inside_a_list_item_keeps_its_lines_byte_identical() -> None:
     markdown = f"- run this:\n\n  ```\n{fenced}\n  ```\n- done"
     shown, _ = visible(TelegramRenderer().render(markdown))
     assert code in shown
+
+
+def test_no_character_takes_more_units_than_the_short_reply_bound_allows() -> None:
+    """A reply of n characters is taken to fit when n × MOST_PER_CHARACTER[unit] is within
+    the limit, unmeasured (adapters/render/units.py): no character may exceed it."""
+    widest = ["a", "é", "€", "😀", "\U0010ffff", "\u200d"]
+    for unit, most in MOST_PER_CHARACTER.items():
+        assert max(measure(character, unit) for character in widest) == most, unit

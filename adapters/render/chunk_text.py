@@ -9,7 +9,7 @@ same chunk, without splitting it into lines).
 
 from __future__ import annotations
 
-from adapters.render.units import LengthUnit, measure
+from adapters.render.units import MOST_PER_CHARACTER, LengthUnit, measure
 
 FENCES = ("```", "~~~")
 
@@ -17,7 +17,8 @@ FENCES = ("```", "~~~")
 def chunk_text(source: str, limit: int, unit: LengthUnit, *, fences: bool = True) -> list[str]:
     if limit <= 0:
         raise ValueError("limit must be positive")
-    if measure(source, unit) <= _room(limit):
+    room = _room(limit)
+    if len(source) * MOST_PER_CHARACTER[unit] <= room or measure(source, unit) <= room:
         whole = source.strip("\n")
         return [whole] if whole.strip() else []
     return chunk_lines(source, limit, unit, fences=fences)

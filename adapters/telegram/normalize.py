@@ -184,7 +184,8 @@ class Normalizer:
     def _message(self, update_id: int, message: Message) -> InboundEvent | None:
         chat_type = chat_type_of(message.chat, message)  # validated even when we ignore it
         text = message.text or message.caption or ""
-        attachments = attachments_of(message)
+        # a message with text carries no media (a media message's words are its caption)
+        attachments = () if message.text else attachments_of(message)
         if not text and not attachments:
             return None
         if message.from_user is not None and message.from_user.id == self.bot.id:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from adapters.render.markdown import render_markdown
-from adapters.render.units import LengthUnit, measure
+from adapters.render.units import MOST_PER_CHARACTER, LengthUnit, measure
 
 _LANGUAGE = re.compile(r"[\w+#.-]{1,32}")
 _SAFE_SCHEMES = ("http://", "https://", "tg://", "mailto:")
@@ -84,7 +84,9 @@ class _Atom:
 def chunk_html(markup: str, limit: int, unit: LengthUnit) -> list[str]:
     if limit <= 0:
         raise ValueError("limit must be positive")
-    if "<" not in markup and "&" not in markup and measure(markup, unit) <= limit:
+    if "<" in markup or "&" in markup:
+        return chunk_atoms(markup, limit, unit)
+    if len(markup) * MOST_PER_CHARACTER[unit] <= limit or measure(markup, unit) <= limit:
         text = markup.strip()
         return [text] if text else []
     return chunk_atoms(markup, limit, unit)

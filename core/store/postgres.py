@@ -358,7 +358,7 @@ class PgStore:
 
     async def session_settings(self, session_key: str) -> SessionSettings:
         found = await self._read(chat_settings.SESSION_SETTINGS, (session_key,))
-        return chat_settings.settings_from_rows(found)
+        return chat_settings.settings_from_rows(found) if found else SessionSettings()
 
     async def put_session_settings(self, session_key: str, settings: SessionSettings) -> None:
         await self._write(chat_settings.put_session_settings(session_key, settings, time.time()))

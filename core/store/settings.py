@@ -30,7 +30,8 @@ def put_session_settings(session_key: str, settings: SessionSettings, now: float
 
 
 def settings_from_rows(rows: Sequence[Row]) -> SessionSettings:
-    """The settings in ``rows`` (the one row of a key), or all None when there is none."""
+    """The settings in ``rows`` (the one row of a key), or all None when there is none (the
+    stores ask only when there is one: a session never set has the defaults)."""
     if not rows:
         return SessionSettings()
     row = rows[0]

@@ -387,9 +387,8 @@ class SqliteStore:
         await self._write(*access.mark_paired_announced(platform, user_id), one=True)
 
     async def session_settings(self, session_key: str) -> SessionSettings:
-        return chat_settings.settings_from_rows(
-            await self._read(chat_settings.SESSION_SETTINGS, (session_key,))
-        )
+        found = await self._read(chat_settings.SESSION_SETTINGS, (session_key,))
+        return chat_settings.settings_from_rows(found) if found else SessionSettings()
 
     async def put_session_settings(self, session_key: str, settings: SessionSettings) -> None:
         await self._write(*chat_settings.put_session_settings(session_key, settings, time.time()))
