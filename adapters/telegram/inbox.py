@@ -103,7 +103,7 @@ class Inbox:
 
         Raises when it could not be stored *yet* (the store is out, or failed fewer than
         ``max_attempts`` times): the caller keeps the update unconfirmed and tries again."""
-        raw = _raw_json(update)
+        raw, whole = _raw_json(update)
         usable = usable_update_id(update.update_id) is not None
         item = str(update.update_id) if usable else unreadable_id(json.loads(raw))
         problem = _unreadable(update, raw) if usable else _unusable_id(update)
@@ -111,7 +111,7 @@ class Inbox:
             await self.intake.reject(item, raw, problem)
             return False
         try:
-            event = self.normalizer.event(update)
+            event = self.normalizer.event(update, raw if whole else None)
         except Exception as exc:
             await self.intake.reject(item, raw, exc)
             return False
@@ -162,7 +162,7 @@ class Inbox:
     def _revive(self, record: InboundRecord) -> Normalized:
         data: dict[str, Any] = json.loads(record.payload)
         update = Update.de_json(data, self.bot)
-        return Normalized(update, self.normalizer.event(update), record.payload)
+        return Normalized(update, self.normalizer.event(update, record.payload), record.payload)
 
     async def _handle(self, item: Normalized) -> InboundEvent | None:
         if item.event is None:
@@ -193,11 +193,14 @@ def _update_id_of(data: dict[str, Any]) -> int | None:
     return usable_update_id(data.get("update_id"))
 
 
-def _raw_json(update: Update) -> str:
+def _raw_json(update: Update) -> tuple[str, bool]:
+    """The update's JSON as stored, and whether it is whole (else: its id and why the rest
+    is missing)."""
     try:
-        return json.dumps(update.to_dict(), default=str)
+        return json.dumps(update.to_dict(), default=str), True
     except Exception as exc:  # keep what can be kept: the id and why the rest is missing
-        return json.dumps({"update_id": str(update.update_id), "unserialisable": repr(exc)})
+        kept = {"update_id": str(update.update_id), "unserialisable": repr(exc)}
+        return json.dumps(kept), False
 
 
 def _unusable_id(update: Update) -> str:

@@ -158,11 +158,12 @@ class Normalizer:
         self.bot = bot
         self.key_rule = key_rule
 
-    def event(self, update: Update) -> InboundEvent | None:
+    def event(self, update: Update, raw: str | None = None) -> InboundEvent | None:
         """The event for ``update``, or ``None`` when it is nothing for us; raises
         :class:`MalformedUpdate` when its chat's type is not one the Bot API defines.
-        Read from :func:`valid_update`, so no string of the event holds a lone surrogate."""
-        update = valid_update(update)
+        Read from :func:`valid_update`, so no string of the event holds a lone surrogate
+        (``raw``: the update's whole JSON when the caller has it, :func:`valid_update`)."""
+        update = valid_update(update, raw)
         if update.callback_query is not None:
             return self._button(update.update_id, update.callback_query)
         if update.message is not None:
@@ -261,11 +262,17 @@ class Normalizer:
         )
 
 
-def valid_update(update: Update) -> Update:
+def valid_update(update: Update, raw: str | None = None) -> Update:
     """``update`` itself, or parsed again from its JSON with lone surrogates replaced
     (U+FFFD is one UTF-16 unit, as a surrogate is, so entity offsets still fit): a text,
-    name or string id holding one would fail where it is encoded (mentions, store, hash)."""
-    data = update.to_dict()
+    name or string id holding one would fail where it is encoded (mentions, store, hash).
+
+    ``raw``: the update's whole JSON as ``json.dumps`` writes it (ASCII: every surrogate
+    escaped as ``\\udXXX``), when the caller has it — without such an escape no string
+    can hold a lone surrogate, and the update is not serialised again to look."""
+    if raw is not None and "\\ud" not in raw and "\\uD" not in raw:
+        return update
+    data = json.loads(raw) if raw is not None else update.to_dict()
     try:
         json.dumps(data, ensure_ascii=False).encode()
     except UnicodeEncodeError:

@@ -29,9 +29,9 @@ class CountedNormalizer(Normalizer):
         super().__init__(BotIdentity(1, "test_bot"))
         self.calls: Counter[int] = Counter()
 
-    def event(self, update: Update) -> InboundEvent | None:
+    def event(self, update: Update, raw: str | None = None) -> InboundEvent | None:
         self.calls[update.update_id] += 1
-        return super().event(update)
+        return super().event(update, raw)
 
 
 class Sink:
