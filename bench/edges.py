@@ -1,9 +1,10 @@
 """``python -m bench edges``: issue 29's figures, before (a checkout of 785ada9) and after.
 
 Two checkouts are measured in one run, side by side: ``before`` is a git worktree of the
-commit the issue names (``BENCH_EDGES_BEFORE``, default ``/tmp/before29``; made with
-``git worktree add /tmp/before29 785ada9``) and ``after`` this tree (``BENCH_EDGES_AFTER``:
-another checkout, e.g. a worktree of HEAD while this tree holds someone's unfinished edits).
+commit the issue names (``BENCH_EDGES_BEFORE``, default ``/tmp/before29``; made when
+missing with ``git worktree add --detach /tmp/before29 785ada9``) and ``after`` this tree
+(``BENCH_EDGES_AFTER``: another checkout, e.g. a worktree of HEAD while this tree holds
+someone's unfinished edits).
 Each runs in its own interpreter with ``PYTHONPATH`` and the working directory set to that
 checkout (the ``core.__file__`` each resolves to is printed, so a wrong path shows).
 
@@ -341,11 +342,25 @@ async def measure(checkouts: dict[str, Path]) -> None:
             print(_row("RSS at ready", *rss, "MiB", 1))
 
 
+BEFORE_COMMIT = "785ada9"
+"""The commit issue 29 names as "before"."""
+
+
 async def run(sizes: Sizes) -> None:
-    if not (BEFORE / "core" / "__init__.py").exists():
-        print(f"\nedges: no before checkout at {BEFORE} (git worktree add {BEFORE} 785ada9)")
+    if not (BEFORE / "core" / "__init__.py").exists() and not _add_before():
+        print(f"\nedges: no before checkout at {BEFORE}")
         return
     await measure({"before": BEFORE, "after": AFTER})
+
+
+def _add_before() -> bool:
+    """Make the before checkout as a detached git worktree of this repository (False when
+    git cannot: not a clone, or the commit is missing)."""
+    add = ["git", "-C", str(AFTER), "worktree", "add", "--detach", str(BEFORE), BEFORE_COMMIT]
+    made = subprocess.run(add, capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        print(f"edges: {' '.join(add)}: {made.stderr.strip()}")
+    return made.returncode == 0
 
 
 if __name__ == "__main__":
