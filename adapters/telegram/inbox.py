@@ -97,13 +97,14 @@ class Inbox:
         )
         self.intake = self.queue.intake
 
-    async def accept(self, update: Update) -> bool:
+    async def accept(self, update: Update, data: dict[str, Any] | None = None) -> bool:
         """Persist ``update`` and start its delivery; False when it is not delivered
-        (already known, or quarantined as a dead letter).
+        (already known, or quarantined as a dead letter). ``data``: the update as Telegram
+        sent it, when the caller has it — stored as it is (else serialised from ``update``).
 
         Raises when it could not be stored *yet* (the store is out, or failed fewer than
         ``max_attempts`` times): the caller keeps the update unconfirmed and tries again."""
-        raw, whole = _raw_json(update)
+        raw, whole = _raw_json(update, data)
         usable = usable_update_id(update.update_id) is not None
         item = str(update.update_id) if usable else unreadable_id(json.loads(raw))
         problem = _unreadable(update, raw) if usable else _unusable_id(update)
@@ -132,7 +133,7 @@ class Inbox:
         except Exception as exc:
             await self.intake.reject(str(update_id), raw, exc)
             return update_id
-        await self.accept(update)
+        await self.accept(update, data)
         return update_id
 
     async def held_back(self, updates: Sequence[object], error: StoreUnavailable) -> None:
@@ -193,11 +194,11 @@ def _update_id_of(data: dict[str, Any]) -> int | None:
     return usable_update_id(data.get("update_id"))
 
 
-def _raw_json(update: Update) -> tuple[str, bool]:
-    """The update's JSON as stored, and whether it is whole (else: its id and why the rest
-    is missing)."""
+def _raw_json(update: Update, data: dict[str, Any] | None) -> tuple[str, bool]:
+    """The update's JSON as stored (``data`` as sent, else PTB's own), and whether it is
+    whole (else: its id and why the rest is missing)."""
     try:
-        return json.dumps(update.to_dict(), default=str), True
+        return json.dumps(update.to_dict() if data is None else data, default=str), True
     except Exception as exc:  # keep what can be kept: the id and why the rest is missing
         kept = {"update_id": str(update.update_id), "unserialisable": repr(exc)}
         return json.dumps(kept), False

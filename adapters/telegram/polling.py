@@ -82,8 +82,9 @@ def install_log_filter() -> None:
 
 
 class RawUpdates(AiohttpRequest):
-    """The getUpdates transport; keeps the body of its latest answer, read (:meth:`latest`)
-    only when PTB could not parse it."""
+    """The getUpdates transport; keeps the body of its latest answer (:meth:`latest`): the
+    updates as Telegram sent them, stored as they are (not serialised again from PTB's
+    objects), and taken apart when PTB could not parse the batch."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -99,6 +100,11 @@ class RawUpdates(AiohttpRequest):
     def latest(self) -> list[dict[str, Any]]:
         """The raw ``result`` list of the latest answer (empty unless it was a 200)."""
         return _raw_result(self._payload) if self._payload else []
+
+
+def _by_usable_id(items: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    found = ((usable_update_id(item.get("update_id")), item) for item in items)
+    return {update_id: item for update_id, item in found if update_id is not None}
 
 
 def _raw_result(payload: bytes) -> list[dict[str, Any]]:
@@ -143,6 +149,8 @@ class LongPoller:
         self.settings = settings
         self.raw = raw
         self.offset: int | None = None
+        self._as_sent: dict[int, dict[str, Any]] = {}
+        """The latest batch's updates as Telegram sent them, by (usable) update id."""
         self.health = health or HealthCell("telegram")
         self._sleep = settings.sleep
         self._backoff = Backoff(settings.backoff_initial, settings.backoff_max, rng=settings.rng)
@@ -208,6 +216,8 @@ class LongPoller:
         self._answered()
         if not updates and self._backoff.attempt:
             self._backoff.reset()
+        if updates and self.raw is not None:
+            self._as_sent = _by_usable_id(self.raw.latest())
         return updates
 
     async def _unparsed(self, exc: Exception) -> Sequence[Fetched]:
@@ -228,8 +238,10 @@ class LongPoller:
         """Store one update; its id (None: it has none to confirm it by). Raises when
         storing failed: the offset then stays and the update is fetched again."""
         if isinstance(fetched, Update):
-            await self.inbox.accept(fetched)
-            return usable_update_id(fetched.update_id)
+            update_id = usable_update_id(fetched.update_id)
+            sent = self._as_sent.pop(update_id, None) if update_id is not None else None
+            await self.inbox.accept(fetched, sent)
+            return update_id
         return await self.inbox.accept_raw(fetched)
 
     async def _back_off(self, what: str | None, exc: Exception | None) -> None:

@@ -296,3 +296,22 @@ async def test_a_raw_update_without_a_readable_id_is_kept_as_a_dead_letter(
     assert [(d.item_id, json.loads(d.raw)) for d in letters] == [
         (unreadable_id(item), item) for item in items
     ]
+
+
+async def test_a_polled_update_is_stored_as_telegram_sent_it(
+    start_adapter: AdapterFactory, telegram_sim: TelegramSim, store: SqliteStore, events: EventLog
+) -> None:
+    """The stored payload is the update's JSON as it came (its keys in Telegram's order, a
+    field PTB does not know kept), not PTB's objects serialised again (issue 29 point 4)."""
+    await start_adapter()
+    telegram_sim.chat(ALICE.id)
+    message = {
+        "text": "as sent", "date": 1_700_000_000, "message_id": 7, "future_field": {"a": 1},
+        "chat": {"type": "private", "id": ALICE.id, "first_name": "Alice"},
+        "from": {"first_name": "Alice", "is_bot": False, "id": ALICE.id},
+    }  # fmt: skip
+    pushed = await telegram_sim.push_raw({"message": message})
+    assert (await events.next_event()).text == "as sent"
+    record = await store.get_inbound("telegram", str(pushed.update_id))
+    assert record is not None
+    assert record.payload == json.dumps({"update_id": pushed.update_id, "message": message})
