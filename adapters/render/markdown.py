@@ -8,7 +8,7 @@ neither tables nor headings); a horizontal rule becomes a line of dashes. Raw HT
 Markdown is shown as text, never passed through.
 
 A reply that is one line of words — a letter first, then only letters, digits, spaces and
-``,.!?'":;()/-`` (:data:`PLAIN_LINE`) — is one paragraph of one text in any Markdown parse:
+``,.!?'":;()/#%@+=$-`` (:data:`PLAIN_LINE`) — is one paragraph of one text in any Markdown parse:
 it is the dialect's text of it whole, without parsing (the same bytes as the walk,
 ``tests/test_render_fast_path.py``).
 """
@@ -29,10 +29,11 @@ from adapters.render.units import LengthUnit
 
 RULE = "———"
 _PARSER = MarkdownIt("commonmark").enable(["table", "strikethrough"])
-PLAIN_LINE = re.compile(r"[^\W\d_](?:[^\W_]|[ ,.!?'\":;()/-])*")
+PLAIN_LINE = re.compile(r"[^\W\d_](?:[^\W_]|[ ,.!?'\":;()/#%@+=$-])*")
 """A line no Markdown construct can start or hold: no block marker first (a letter, not a
-digit, ``#``, ``>``, ``-``, ``|`` or a space), no inline marker (``*_~`[]<>&\\``), no
-newline, no tab; ``_`` is the one word character left out (emphasis)."""
+digit, ``#``, ``>``, ``-``, ``+``, ``|`` or a space), no inline marker (``*_~`[]<>&\\``),
+no newline, no tab; ``_`` is the one word character left out (emphasis). ``#%@+=$`` mean
+something only where a line starts, or nothing at all (no linkify, no math)."""
 
 
 def render_markdown(markdown: str, dialect: Dialect) -> str:
