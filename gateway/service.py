@@ -83,6 +83,7 @@ from gateway.control.access import AccessControl, AccessPolicy, user_of
 from gateway.control.bot_guard import BotGuard
 from gateway.control.features import ApproverRule, with_approvers
 from gateway.control.links import Links
+from gateway.control.usage import UsageFeature
 from gateway.inbound.dispatch import Router
 from gateway.inbound.pairing import Pairing, PairingSettings
 from gateway.inbound.stages import Inbound, InboundFeatures, Named
@@ -106,7 +107,6 @@ from gateway.turns.streaming import Streams
 
 if TYPE_CHECKING:
     from gateway.control.memory import MemoryFeature
-    from gateway.control.usage import UsageFeature
 
 logger = logging.getLogger(__name__)
 

@@ -28,6 +28,17 @@ Setting = Literal["off", "share"]
 """``off`` (chat ``""``): nothing is saved for the identity; ``share`` (a chat): the
 identity's person entries may be seen in that chat."""
 
+SETTINGS_TABLES: tuple[str, ...] = (
+    """CREATE TABLE memory_settings (
+        identity TEXT NOT NULL,
+        setting TEXT NOT NULL,
+        chat TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (identity, setting, chat)
+    )""",
+    "CREATE INDEX memory_settings_chat ON memory_settings (setting, chat)",
+)
+"""The same on SQLite and PostgreSQL."""
+
 SQLITE_TABLES: tuple[str, ...] = (
     """CREATE TABLE memory_entries (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -49,13 +60,7 @@ SQLITE_TABLES: tuple[str, ...] = (
     """CREATE TRIGGER memory_fts_removed AFTER DELETE ON memory_entries BEGIN
         INSERT INTO memory_fts (memory_fts, rowid, text) VALUES ('delete', old.id, old.text);
     END""",
-    """CREATE TABLE memory_settings (
-        identity TEXT NOT NULL,
-        setting TEXT NOT NULL,
-        chat TEXT NOT NULL DEFAULT '',
-        PRIMARY KEY (identity, setting, chat)
-    )""",
-    "CREATE INDEX memory_settings_chat ON memory_settings (setting, chat)",
+    *SETTINGS_TABLES,
 )
 
 
@@ -73,13 +78,7 @@ PG_TABLES: tuple[str, ...] = (
     )""",
     "CREATE INDEX memory_entries_recent ON memory_entries (owner, used_at)",
     "CREATE INDEX memory_entries_tsv ON memory_entries USING GIN (tsv)",
-    """CREATE TABLE memory_settings (
-        identity TEXT NOT NULL,
-        setting TEXT NOT NULL,
-        chat TEXT NOT NULL DEFAULT '',
-        PRIMARY KEY (identity, setting, chat)
-    )""",
-    "CREATE INDEX memory_settings_chat ON memory_settings (setting, chat)",
+    *SETTINGS_TABLES,
 )
 
 

@@ -6,10 +6,9 @@ the same outcome the same way: both read :data:`RESOLVE_ANSWERS` and :data:`ACKS
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-if TYPE_CHECKING:
-    from core.dispatcher import StopOutcome
+from core.dispatcher import StopOutcome
 
 STOPPED: Final = "⏹ Stopped."
 NOTHING_TO_STOP: Final = "Nothing to stop."
