@@ -29,7 +29,8 @@ Either way ``stop`` returns a :class:`StopOutcome` — whether a turn was stoppe
 queued messages were dropped and how many will still run — which ``/stop`` words to the
 chat (``docs/turn-loop.md`` §13).
 
-Per key, the state machine is::
+Per busy key the Dispatcher holds a :class:`Lane` (the queue of :class:`Entry` values, the
+running turn, the debounce window), dropped when the key goes idle; the state machine is::
 
     (absent) --submit--> running --turn ends, queue empty--> (absent: evicted)
                           ^   |
@@ -68,6 +69,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -78,8 +80,7 @@ from core.agent.control import TurnControl
 from core.agent.profile import BusyPolicy
 from core.agent.turn import TurnResult, UserMessage
 from core.cancellation import Cancelled
-from core.debounce import REAL_TIME, Pace, Window, joins
-from core.dispatch_lanes import Entry, Lane, batch
+from core.debounce import REAL_TIME, Pace, Window, joins, merged
 from core.per_key import PerKey, per_key
 from core.tasks import TaskSet
 from core.types import ExitReason, TurnStatus
@@ -146,6 +147,72 @@ class SessionStatus:
     sender_name: str | None = None
     gathering: int = 0
     """Messages gathered in a debounce window, waiting to run as one turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A message waiting for (or running) its turn, and the future of how it ended (none
+    for a leftover: nobody waits for it); ``also``: those of messages merged into it."""
+
+    message: UserMessage
+    handled: asyncio.Future[bool] | None = None
+    also: tuple[asyncio.Future[bool] | None, ...] = ()
+
+    def settle(self, handled: bool) -> None:
+        for future in (self.handled, *self.also):
+            if future is not None and not future.done():
+                future.set_result(handled)
+
+
+def batch(entries: list[Entry]) -> Entry:
+    """The gathered entries as one: the merged message, every ``handled`` following it."""
+    first, *rest = entries
+    if not rest:
+        return first
+    message = merged([e.message for e in entries])
+    return Entry(message, first.handled, tuple(e.handled for e in rest))
+
+
+@dataclass(slots=True)
+class Lane:
+    """Everything the Dispatcher holds for one busy key; dropped when the key goes idle."""
+
+    queue: deque[Entry] = field(default_factory=deque)
+    control: TurnControl | None = None
+    since: float | None = None
+    running: UserMessage | None = None
+    """The message of the running turn."""
+    worker: asyncio.Task[None] | None = None
+    urgent: int = 0
+    """How many messages at the front of ``queue`` jumped the backlog (interrupters,
+    leftovers); the next one goes right behind them."""
+    window: Window | None = None
+    """The debounce window gathering ``gathered`` before the first turn; None: none."""
+    gathered: list[Entry] = field(default_factory=list)
+
+    def drop_gathered(self, handled: bool) -> int:
+        """Settle and forget the gathered messages; how many there were."""
+        for entry in self.gathered:
+            entry.settle(handled)
+        count, self.gathered = len(self.gathered), []
+        return count
+
+    def push_front(self, entry: Entry) -> int:
+        """Queue ``entry`` behind the other urgent ones; its 1-based position."""
+        self.queue.insert(self.urgent, entry)
+        self.urgent += 1
+        return self.urgent
+
+    def pop(self) -> Entry:
+        self.urgent = max(0, self.urgent - 1)
+        return self.queue.popleft()
+
+    def clear(self, handled: bool) -> None:
+        """Drop the queue; each dropped message ended ``handled`` (``stop``: True)."""
+        for entry in self.queue:
+            entry.settle(handled)
+        self.queue.clear()
+        self.urgent = 0
 
 
 class Dispatcher:
