@@ -35,7 +35,10 @@ not JSON, a tool result without its call — are repaired in memory on load
 (:func:`core.agent.repair.repaired`: ``{}`` is sent, the orphan left out; the store keeps
 them). A turn that ended without an answer (stopped, failed, empty) stores no assistant
 row; the request puts a fixed "no answer" assistant turn after its user message
-(:func:`core.agent.repair.alternating`), so roles always alternate.
+(:func:`core.agent.repair.alternating`), so roles always alternate. Both that repair and
+the summary's form (:func:`core.agent.context.as_sent`) concern the history: a request with
+none before this turn's user message (a new session's first turn) holds only what the turn
+added — one user message, then the model's calls and their results — and skips them.
 
 A replayed update resumes on its own stored user message (:meth:`Transcript.resume_at`):
 the turn sees the history up to that message and what its own turn already did, never the
@@ -157,9 +160,9 @@ class Transcript:
             else:
                 content = user_for_model(user.text(), context, note)
             messages[self.turn_start] = replace(user, content=content)
-        sent = alternating(
-            as_sent(m for m in messages if m.role != "assistant" or not is_empty_reply(m))
-        )
+        sent = [m for m in messages if m.role != "assistant" or not is_empty_reply(m)]
+        if self.turn_start:  # only a history holds summaries and turns left unanswered
+            sent = alternating(as_sent(sent))
         return [system, *(self._with_tool_images(sent) if self.tool_images else sent)]
 
     def _with_tool_images(self, sent: list[ChatMessage]) -> list[ChatMessage]:
