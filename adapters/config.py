@@ -1,7 +1,8 @@
 """What a ``config.toml`` section is built from: value kinds, secrets, the chat rules.
 
 Every section of the configuration — the gateway's own and each platform's (declared in
-its adapter package) — is a frozen pydantic model made of the value kinds below. Each kind
+its adapter package) — is a frozen dataclass (:class:`adapters.config_reader.Table`) made
+of the value kinds below. Each kind
 checks a raw TOML value and, when it is wrong, raises an error whose message is already
 the one the user reads (``expected a positive integer, got -3``); the loader
 (``gateway.config``) only prefixes the file and the key path. One declaration per key
@@ -15,15 +16,14 @@ problems between its keys (a secret required by a mode, say) from :meth:`Section
 
 from __future__ import annotations
 
-import difflib
+import dataclasses
 import json
 import math
 import re
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
-from pydantic_core import PydanticCustomError
+from adapters.config_reader import Check, Table, got, invalid, show, suggest
 
 GroupSessions = Literal["per_user", "shared"]
 EVERYONE = "*"
@@ -33,41 +33,6 @@ BOT_MUTE_SECONDS = 600.0
 NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 PAIRING_TTL = 3600.0
 """Seconds a pairing code stays valid (``pairing_ttl``; gateway/inbound/pairing.py)."""
-
-
-# showing a raw value in a message ---------------------------------------------------
-def show(value: object) -> str:
-    """A TOML-looking rendering of a value, for error messages."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list | tuple):
-        return "an array" if value else "an empty array"
-    return str(value)
-
-
-def got(value: object) -> str:
-    """``got "x" (string)``: the value and its TOML type."""
-    if isinstance(value, dict | list | tuple):
-        return f"got {show(value)}"
-    kinds = {bool: "boolean", int: "integer", float: "float", str: "string"}
-    return f"got {show(value)} ({kinds.get(type(value), type(value).__name__)})"
-
-
-def suggest(value: object, options: list[str] | tuple[str, ...]) -> str:
-    """`` (did you mean "x"?)`` when one option is close to ``value``."""
-    if not isinstance(value, str):
-        return ""
-    close = difflib.get_close_matches(value, list(options), n=1, cutoff=0.6)
-    return f' (did you mean "{close[0]}"?)' if close else ""
-
-
-def invalid(message: str) -> PydanticCustomError:
-    """The error a value kind raises: ``message`` is what the user reads."""
-    return PydanticCustomError("config", "{message}", {"message": message})
 
 
 # value kinds -------------------------------------------------------------------------
@@ -174,37 +139,34 @@ def choice(*options: str) -> Callable[[object], str]:
     return check
 
 
-PositiveInt = Annotated[int, BeforeValidator(_integer(1, "a positive integer"))]
-NonNegativeInt = Annotated[int, BeforeValidator(_integer(0, "an integer ≥ 0"))]
-PositiveNumber = Annotated[float, BeforeValidator(_number(0, "a positive number", inclusive=False))]
+PositiveInt = Annotated[int, Check(_integer(1, "a positive integer"))]
+NonNegativeInt = Annotated[int, Check(_integer(0, "an integer ≥ 0"))]
+PositiveNumber = Annotated[float, Check(_number(0, "a positive number", inclusive=False))]
+NonNegativeNumber = Annotated[float, Check(_number(0, "a number ≥ 0", inclusive=True))]
 SecondsOrOff = Annotated[
-    float, BeforeValidator(_number(0, "a number of seconds ≥ 0 (0 turns it off)", inclusive=True))
+    float, Check(_number(0, "a number of seconds ≥ 0 (0 turns it off)", inclusive=True))
 ]
-Text = Annotated[str, BeforeValidator(_text)]
-HttpUrl = Annotated[
-    str, BeforeValidator(_prefixed(("http://", "https://"), "an http:// or https://"))
-]
-WsUrl = Annotated[str, BeforeValidator(_prefixed(("ws://", "wss://"), "a ws:// or wss://"))]
-Listen = Annotated[str, BeforeValidator(_listen)]
-Flag = Annotated[bool, BeforeValidator(_boolean)]
-Texts = Annotated[tuple[Text, ...], BeforeValidator(_array)]
-UserId = Annotated[str, BeforeValidator(_user_id)]
-UserIds = Annotated[frozenset[UserId], BeforeValidator(_array)]
-ApproverIds = Annotated[frozenset[UserId], BeforeValidator(_array), AfterValidator(_no_wildcard)]
-Headers = Annotated[dict[str, Text], BeforeValidator(_table)]
-BotIds = Annotated[bool | frozenset[str], BeforeValidator(_bot_ids)]
+Text = Annotated[str, Check(_text)]
+HttpUrl = Annotated[str, Check(_prefixed(("http://", "https://"), "an http:// or https://"))]
+WsUrl = Annotated[str, Check(_prefixed(("ws://", "wss://"), "a ws:// or wss://"))]
+Listen = Annotated[str, Check(_listen)]
+Flag = Annotated[bool, Check(_boolean)]
+Texts = Annotated[tuple[Text, ...], Check(_array)]
+UserId = Annotated[str, Check(_user_id)]
+UserIds = Annotated[frozenset[UserId], Check(_array)]
+ApproverIds = Annotated[frozenset[UserId], Check(_array), Check(_no_wildcard, after=True)]
+Headers = Annotated[dict[str, Text], Check(_table)]
+BotIds = Annotated[bool | frozenset[str], Check(_bot_ids)]
 
 
 # sections ----------------------------------------------------------------------------
 def secret_field(env: str, default: str | None = None) -> Any:
     """A field holding a secret: its env var wins over the file; shown masked."""
-    return Field(default=default, repr=False, json_schema_extra={"secret": True, "env": env})
+    return dataclasses.field(default=default, repr=False, metadata={"secret": env})
 
 
-class Section(BaseModel):
+class Section(Table):
     """One ``config.toml`` table: unknown keys are errors, values frozen once read."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     def problems(self) -> Iterator[tuple[str, str]]:
         """``(key, message)`` for rules between keys; checked only for an enabled section."""
@@ -213,12 +175,9 @@ class Section(BaseModel):
     @classmethod
     def secret_env(cls) -> dict[str, str]:
         """``key → env var`` of every secret field."""
-        found = {}
-        for name, info in cls.model_fields.items():
-            extra = info.json_schema_extra
-            if isinstance(extra, dict) and extra.get("secret"):
-                found[name] = str(extra["env"])
-        return found
+        return {
+            f.name: f.metadata["secret"] for f in dataclasses.fields(cls) if "secret" in f.metadata
+        }
 
     def missing_secret(self, key: str, why: str = "") -> tuple[str, str] | None:
         """The problem "missing secret" for ``key`` when it is empty, else None."""
@@ -266,9 +225,7 @@ class GroupChatSection(PlatformSection):
     """A platform with group chats: which conversations share a session, and whether a
     message there must mention the bot."""
 
-    group_sessions: Annotated[GroupSessions, BeforeValidator(choice("per_user", "shared"))] = (
-        "per_user"
-    )
+    group_sessions: Annotated[GroupSessions, Check(choice("per_user", "shared"))] = "per_user"
     require_mention: Flag = True
     allow_bots: BotIds = False
     bot_exchanges_per_minute: PositiveInt = BOT_EXCHANGES_PER_MINUTE

@@ -50,32 +50,32 @@ def documented_keys() -> dict[str, set[str]]:
 
 def schema_keys() -> dict[str, set[str]]:
     keys = {
-        "gateway": set(GatewaySection.model_fields),
-        "model": set(ModelSection.model_fields),
-        "profiles.default": set(ProfileSection.model_fields) - {"name"},
-        "models.fast": set(ModelPresetSection.model_fields) - {"name", "api_key"},
-        "progress": set(ProgressSection.model_fields),
-        "attachments": set(AttachmentsSection.model_fields),
-        "transcription": set(TranscriptionSection.model_fields),
-        "store": set(StoreSection.model_fields),
-        "cluster": set(ClusterSection.model_fields),
-        "telemetry": set(TelemetrySection.model_fields),
-        "web_tools": set(WebToolsSection.model_fields),
+        "gateway": set(GatewaySection.listed_keys()),
+        "model": set(ModelSection.listed_keys()),
+        "profiles.default": set(ProfileSection.listed_keys()),
+        "models.fast": set(ModelPresetSection.listed_keys()),
+        "progress": set(ProgressSection.listed_keys()),
+        "attachments": set(AttachmentsSection.listed_keys()),
+        "transcription": set(TranscriptionSection.listed_keys()),
+        "store": set(StoreSection.listed_keys()),
+        "cluster": set(ClusterSection.listed_keys()),
+        "telemetry": set(TelemetrySection.listed_keys()),
+        "web_tools": set(WebToolsSection.listed_keys()),
         "quotas": {"timezone"},
-        "quotas.person": set(QuotaLimits.model_fields),
-        "quotas.chat": set(QuotaLimits.model_fields),
-        "quotas.approvers": set(QuotaLimits.model_fields),
-        "schedule": set(ScheduleSection.model_fields),
-        "memory": set(MemorySection.model_fields),
-        "skills": set(SkillsSection.model_fields),
-        "mcp.servers.time": set(McpServerSection.model_fields) - {"from_variables"},
+        "quotas.person": set(QuotaLimits.listed_keys()),
+        "quotas.chat": set(QuotaLimits.listed_keys()),
+        "quotas.approvers": set(QuotaLimits.listed_keys()),
+        "schedule": set(ScheduleSection.listed_keys()),
+        "memory": set(MemorySection.listed_keys()),
+        "skills": set(SkillsSection.listed_keys()),
+        "mcp.servers.time": set(McpServerSection.listed_keys()),
         "mcp.servers.git": {"enabled", "command", "args", "directory"},
-        "mcp.servers.git.tools.git_commit": set(McpToolSection.model_fields),
+        "mcp.servers.git.tools.git_commit": set(McpToolSection.listed_keys()),
         "approvals": set(platforms()),
         "access": set(platforms()),
     }
     for name, platform in platforms().items():
-        keys[name] = set(platform.section.model_fields)
+        keys[name] = set(platform.section.listed_keys())
     return keys
 
 

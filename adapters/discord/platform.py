@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated
 
-from pydantic import BeforeValidator
-
 from adapters.base import Adapter, StreamingMode
 from adapters.config import (
     Flag,
@@ -21,6 +19,7 @@ from adapters.config import (
     choice,
     secret_field,
 )
+from adapters.config_reader import Check
 from adapters.platforms import AdapterContext, Platform
 
 
@@ -37,7 +36,7 @@ class DiscordSection(GroupChatSection):
     """Sync slash commands to these guilds (instant); empty: globally."""
     edit_interval: PositiveNumber = 1.0
     """Minimum seconds between edits of one message (progress)."""
-    streaming: Annotated[StreamingMode, BeforeValidator(choice("native", "edit", "off"))] = "native"
+    streaming: Annotated[StreamingMode, Check(choice("native", "edit", "off"))] = "native"
     """An answer shown while it is written: Discord has no native stream, so ``native``
     (the default) and ``edit`` both edit one message in place within the channel's edit
     budget; ``off`` sends the reply when the turn ends (docs/architecture.md, "Streaming")."""

@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator
-
 from adapters.base import Adapter, StreamingMode
 from adapters.config import (
     GroupChatSection,
@@ -20,6 +18,7 @@ from adapters.config import (
     choice,
     secret_field,
 )
+from adapters.config_reader import Check
 from adapters.platforms import AdapterContext, Platform
 
 SlackMode = Literal["socket", "http"]
@@ -30,7 +29,7 @@ class SlackSection(GroupChatSection):
     app_token: str | None = secret_field("COMMONOS_SLACK_APP_TOKEN")
     signing_secret: str | None = secret_field("COMMONOS_SLACK_SIGNING_SECRET")
     api_base_url: HttpUrl = "https://slack.com/api/"
-    mode: Annotated[SlackMode, BeforeValidator(choice("socket", "http"))] = "socket"
+    mode: Annotated[SlackMode, Check(choice("socket", "http"))] = "socket"
     http_listen: Listen = "127.0.0.1:3000"
     http_path: Text = "/slack/events"
     command_prefix: Text = "/"
@@ -40,7 +39,7 @@ class SlackSection(GroupChatSection):
     edit_interval: PositiveNumber = 1.2
     watchdog_seconds: PositiveNumber = 60.0
     status_text: Text = "is thinking…"
-    streaming: Annotated[StreamingMode, BeforeValidator(choice("native", "edit", "off"))] = "native"
+    streaming: Annotated[StreamingMode, Check(choice("native", "edit", "off"))] = "native"
     """An answer shown while it is written: ``native`` (the default) a chat stream in
     threads, the stream's message then becoming the reply (edits where Slack refuses a
     stream, such as a DM's top level); ``edit`` one message edited in place; ``off`` the

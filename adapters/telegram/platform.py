@@ -11,10 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator
-
 from adapters.base import Adapter, StreamingMode
 from adapters.config import GroupChatSection, HttpUrl, Listen, PositiveInt, choice, secret_field
+from adapters.config_reader import Check
 from adapters.platforms import AdapterContext, Platform
 from adapters.telegram.limits import CHAT_BURST
 
@@ -25,11 +24,11 @@ class TelegramSection(GroupChatSection):
     token: str = secret_field("COMMONOS_TELEGRAM_TOKEN", "")
     base_url: HttpUrl = "https://api.telegram.org/bot"
     base_file_url: HttpUrl = "https://api.telegram.org/file/bot"
-    mode: Annotated[TelegramMode, BeforeValidator(choice("polling", "webhook"))] = "polling"
+    mode: Annotated[TelegramMode, Check(choice("polling", "webhook"))] = "polling"
     webhook_url: HttpUrl | None = None
     webhook_secret: str | None = secret_field("COMMONOS_TELEGRAM_WEBHOOK_SECRET")
     webhook_listen: Listen = "127.0.0.1:8443"
-    streaming: Annotated[StreamingMode, BeforeValidator(choice("native", "edit", "off"))] = "native"
+    streaming: Annotated[StreamingMode, Check(choice("native", "edit", "off"))] = "native"
     """An answer shown while it is written: ``native`` (the default) draws it as a message
     draft with a Stop button in private chats and edits one message in groups; ``edit``
     edits one message everywhere; ``off`` sends the reply when the turn ends

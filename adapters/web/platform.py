@@ -12,10 +12,9 @@ import re
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, ValidationInfo, model_validator
-
 from adapters.base import Adapter
-from adapters.config import Listen, PlatformSection, invalid, secret_field, show
+from adapters.config import Listen, PlatformSection, secret_field
+from adapters.config_reader import Check, ReadContext, invalid, show
 from adapters.platforms import AdapterContext, Platform, RouteHost
 
 LISTEN_ENV = "COMMONOS_WEB_LISTEN"
@@ -34,16 +33,14 @@ class WebSection(PlatformSection):
     listen: Listen = "127.0.0.1:8765"
     token: str | None = secret_field("COMMONOS_WEB_TOKEN")
     """Required by every request when set; required for a non-loopback ``listen``."""
-    name: Annotated[str, BeforeValidator(_name)] = "local"
+    name: Annotated[str, Check(_name)] = "local"
     """Who the person at the browser is: ``web:<name>`` for approvals and allowlists."""
 
-    @model_validator(mode="before")
     @classmethod
-    def _listen_from_env(cls, data: Any, info: ValidationInfo) -> Any:
-        env_listen = (info.context or {}).get("env", {}).get(LISTEN_ENV)
-        if isinstance(data, dict) and env_listen:
-            return {**data, "listen": env_listen}
-        return data
+    def prepared(cls, data: dict[str, Any], context: ReadContext) -> dict[str, Any]:
+        """``COMMONOS_WEB_LISTEN`` wins over the file's ``listen``."""
+        env_listen = context.env.get(LISTEN_ENV)
+        return {**data, "listen": env_listen} if env_listen else data
 
     def problems(self) -> Iterator[tuple[str, str]]:
         if self.token is None and not _loopback(self.listen.rpartition(":")[0]):

@@ -5,8 +5,8 @@ exists (``COMMONOS_HOME`` defaults to ``~/.commonos``), else built-in defaults. 
 come from env vars (``COMMONOS_MODEL_API_KEY``, ``COMMONOS_TELEGRAM_TOKEN``, ...; each
 secret field names its own), which win over the file.
 
-Validation is pydantic's (every section a model with ``extra="forbid"``, see
-:mod:`adapters.config`); this module turns its errors into one line per problem —
+Each section reads its own table (a frozen dataclass that takes no unknown key,
+:mod:`adapters.config_reader`); this module gathers their problems into one line each —
 ``<file>: <key path>: <what was expected>`` with "did you mean" for unknown keys — and
 raises them all at once as :class:`ConfigError`.
 """
@@ -17,12 +17,12 @@ import functools
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError, create_model
-
-from adapters.config import NAME, ApproverIds, Section, UserIds, got, suggest
+from adapters.config import NAME, ApproverIds, Section, UserIds
+from adapters.config_reader import Issue, ReadContext, TableInvalid, got, unknown_key
 from adapters.platforms import platforms
 from gateway.config.mcp import McpSection, profile_problems
 from gateway.config.memory import MemorySection
@@ -149,7 +149,7 @@ class _Reader:
 
     def __init__(self, source: Path | None, env: Mapping[str, str]) -> None:
         base_dir = source.parent.resolve() if source is not None else Path.cwd()
-        self.context = {"base_dir": base_dir, "env": env}
+        self.context = ReadContext(base_dir, env)
         self.env = env
         self.home = home_dir(env)
         self.source = source
@@ -175,7 +175,7 @@ class _Reader:
         gateway = core["gateway"]
         assert isinstance(gateway, GatewaySection) and isinstance(core["model"], ModelSection)
         if gateway.data_dir == UNSET:
-            gateway = gateway.model_copy(update={"data_dir": self.home})
+            gateway = replace(gateway, data_dir=self.home)
         profiles = {
             name: _with_defaults(profile, core["model"], gateway)
             for name, profile in (profiles or {"default": ProfileSection(name="default")}).items()
@@ -204,8 +204,8 @@ class _Reader:
             store=core["store"],
             cluster=core["cluster"],
             telemetry=core["telemetry"],
-            approvals={p: ids for p, ids in lists["approvals"] if ids},
-            access={p: ids for p, ids in lists["access"] if ids},
+            approvals=_by_platform(lists["approvals"]),
+            access=_by_platform(lists["access"]),
             sections=sections,
             models={n: _preset_defaults(m, core["model"]) for n, m in models.items()},
             mcp=core["mcp"],
@@ -227,27 +227,25 @@ class _Reader:
         found: list[Problem] = []
         section: Section | None
         try:
-            section = kind.model_validate(data, context=self.context)
-        except ValidationError as exc:
-            found += _problems(exc, path, kind)
-            section = self.valid_part(kind, data, exc)
+            section = kind.read(data, self.context)
+        except TableInvalid as exc:
+            found += _problems(exc.issues, path)
+            section = self.valid_part(kind, data, exc.issues)
         if section is not None and getattr(section, "enabled", True):
             found += [(_join(path, key), message) for key, message in section.problems()]
-        order = {key: index for index, key in enumerate(kind.model_fields)}
+        order = {key: index for index, key in enumerate(kind.listed_keys())}
         self.problems += sorted(found, key=lambda p: order.get(_first_key(p[0], path), len(order)))
-        return section if section is not None else kind.model_construct()
+        return section if section is not None else kind.fallback()
 
     def valid_part(
-        self, kind: type[Section], data: dict[str, Any], exc: ValidationError
+        self, kind: type[Section], data: dict[str, Any], issues: list[Issue]
     ) -> Section | None:
         """The section without the keys that failed, so that rules between the other keys
         are still checked (and reported with the rest)."""
-        bad = {error["loc"][0] for error in exc.errors() if error["loc"]}
+        bad = {issue.loc[0] for issue in issues if issue.loc}
         try:
-            return kind.model_validate(
-                {k: v for k, v in data.items() if k not in bad}, context=self.context
-            )
-        except ValidationError:
+            return kind.read({k: v for k, v in data.items() if k not in bad}, self.context)
+        except TableInvalid:
             return None
 
     def with_env(self, kind: type[Section], path: str, raw: dict[str, Any]) -> dict[str, Any]:
@@ -268,7 +266,7 @@ class _Reader:
             if not NAME.match(name):
                 self.problems.append((path, "expected a name of letters, digits, '_' or '-'"))
             profile = self.section(path, ProfileSection, table)
-            found[name] = profile.model_copy(update={"name": name})
+            found[name] = replace(profile, name=name)
         return found
 
     def models(self, raw: object) -> dict[str, ModelPresetSection]:
@@ -290,7 +288,7 @@ class _Reader:
                 )
                 table = {k: v for k, v in table.items() if k != "api_key"}
             preset = self.section(path, ModelPresetSection, table)
-            found[name] = self.preset_key(path, preset.model_copy(update={"name": name}))
+            found[name] = self.preset_key(path, replace(preset, name=name))
         return found
 
     def preset_key(self, path: str, preset: ModelPresetSection) -> ModelPresetSection:
@@ -300,12 +298,12 @@ class _Reader:
         if not self.env.get(env_var):
             self.problems.append((f"{path}.api_key_env", f"the env var {env_var} is not set"))
             return preset
-        return preset.model_copy(update={"api_key": self.env[env_var]})
+        return replace(preset, api_key=self.env[env_var])
 
     def unknown(self, path: str, raw: Mapping[str, object], known: list[str]) -> None:
         for key, value in raw.items():
             if key not in known:
-                self.problems.append((_join(path, key), _unknown(key, value, known)))
+                self.problems.append((_join(path, key), unknown_key(key, value, known)))
 
 
 @functools.cache
@@ -313,8 +311,14 @@ def _user_lists(name: str, platforms: tuple[str, ...]) -> type[Section]:
     """``[approvals]`` / ``[access]``: an array of user ids per platform; ``"*"`` (everyone)
     may open access, never approvals."""
     ids: Any = ApproverIds if name == "approvals" else UserIds
-    fields: Any = {platform: (ids, frozenset()) for platform in platforms}
-    return create_model(name.title(), __base__=Section, **fields)
+    namespace: dict[str, Any] = {platform: frozenset() for platform in platforms}
+    namespace["__annotations__"] = {platform: ids for platform in platforms}
+    return type(name.title(), (Section,), namespace)
+
+
+def _by_platform(lists: Section) -> dict[str, frozenset[str]]:
+    """The platforms ``[approvals]`` or ``[access]`` names a user for, with their ids."""
+    return {name: ids for name in lists.listed_keys() if (ids := getattr(lists, name))}
 
 
 def _with_defaults(
@@ -323,46 +327,26 @@ def _with_defaults(
     workspace = profile.workspace
     if workspace == UNSET:
         workspace = gateway.data_dir / "workspaces" / profile.name
-    context = {
-        "context_window": profile.context_window or model.context_window,
-        "compact_at": profile.compact_at or model.compact_at,
-    }
-    return profile.model_copy(
-        update={"model": profile.model or model.model, "workspace": workspace, **context}
+    return replace(
+        profile,
+        model=profile.model or model.model,
+        workspace=workspace,
+        context_window=profile.context_window or model.context_window,
+        compact_at=profile.compact_at or model.compact_at,
     )
 
 
 def _preset_defaults(preset: ModelPresetSection, model: ModelSection) -> ModelPresetSection:
     """A preset's ``base_url`` defaults to ``[model]``'s."""
-    return preset.model_copy(update={"base_url": preset.base_url or model.base_url})
+    return replace(preset, base_url=preset.base_url or model.base_url)
 
 
-def _problems(exc: ValidationError, path: str, kind: type[BaseModel]) -> Iterator[Problem]:
-    for error in exc.errors(include_url=False):
-        loc = error["loc"]
+def _problems(issues: list[Issue], path: str) -> Iterator[Problem]:
+    for issue in issues:
         where = path
-        for part in loc:
+        for part in issue.loc:
             where = f"{where}[{part}]" if isinstance(part, int) else _join(where, str(part))
-        if error["type"] == "extra_forbidden":
-            known = list(_model_at(kind, loc[:-1]).model_fields)
-            yield where, _unknown(str(loc[-1]), error["input"], known)
-        elif error["type"] == "config":
-            yield where, error["msg"]
-        else:
-            yield where, f"{error['msg'][0].lower()}{error['msg'][1:]}, {got(error['input'])}"
-
-
-def _model_at(kind: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel]:
-    for part in loc:
-        annotation = kind.model_fields[str(part)].annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            kind = annotation
-    return kind
-
-
-def _unknown(key: str, value: object, known: list[str]) -> str:
-    what = "unknown section" if isinstance(value, dict) else "unknown key"
-    return f"{what}{suggest(key, sorted(known))}"
+        yield where, issue.message
 
 
 def _first_key(where: str, path: str) -> str:

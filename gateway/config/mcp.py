@@ -21,23 +21,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationInfo, model_validator
-
-from adapters.config import (
-    NAME,
-    Flag,
-    PositiveInt,
-    PositiveNumber,
-    Section,
-    Text,
-    choice,
-    got,
-    invalid,
-    show,
-)
+from adapters.config import NAME, Flag, PositiveInt, PositiveNumber, Section, Text, choice
+from adapters.config_reader import Check, ReadContext, got, hidden_field, invalid, show
 
 if TYPE_CHECKING:
     from core.mcp.spec import ServerSpec
@@ -58,10 +47,10 @@ def expand(value: str, env: Mapping[str, str]) -> str:
     return _VARIABLE.sub(lambda m: env[m.group(1)], value)
 
 
-def _expanded(value: object, info: ValidationInfo) -> str:
+def _expanded(value: object, context: ReadContext) -> str:
     if not isinstance(value, str):
         raise invalid(f"expected a string, {got(value)}")
-    return expand(value, (info.context or {}).get("env", {}))
+    return expand(value, context.env)
 
 
 def _texts(value: object) -> object:
@@ -76,26 +65,26 @@ def _strings(value: object) -> object:
     return value
 
 
-def _directory(value: object, info: ValidationInfo) -> Path:
+def _directory(value: object, context: ReadContext) -> Path:
     """A path; a relative one starts at the config file's directory."""
     if not isinstance(value, str) or not value.strip():
         raise invalid(f"expected a non-empty string, {got(value)}")
-    base: Path = (info.context or {}).get("base_dir", Path.cwd())
+    base = context.base_dir
     return (base / Path(value).expanduser()).resolve()
 
 
-def _http_url(value: object, info: ValidationInfo) -> str:
-    url = _expanded(value, info)
+def _http_url(value: object, context: ReadContext) -> str:
+    url = _expanded(value, context)
     if not url.startswith(("http://", "https://")):
         raise invalid(f"expected an http:// or https:// URL, got {show(value)}")
     return url
 
 
-Expanded = Annotated[str, BeforeValidator(_expanded)]
-ExpandedTexts = Annotated[tuple[Expanded, ...], BeforeValidator(_texts)]
-ExpandedTable = Annotated[dict[str, Expanded], BeforeValidator(_strings)]
-ApprovalRule = Annotated[Approval, BeforeValidator(choice(*APPROVALS))]
-ScopeRule = Annotated[Scope, BeforeValidator(choice(*SCOPES))]
+Expanded = Annotated[str, Check(_expanded)]
+ExpandedTexts = Annotated[tuple[Expanded, ...], Check(_texts)]
+ExpandedTable = Annotated[dict[str, Expanded], Check(_strings)]
+ApprovalRule = Annotated[Approval, Check(choice(*APPROVALS))]
+ScopeRule = Annotated[Scope, Check(choice(*SCOPES))]
 
 
 class McpToolSection(Section):
@@ -116,7 +105,7 @@ def _tools(value: object) -> object:
 
 class ToolRules(Section):
     allow: tuple[Text, ...] = ()
-    each: dict[str, McpToolSection] = Field(default_factory=dict)
+    each: dict[str, McpToolSection] = field(default_factory=dict)
 
 
 class McpServerSection(Section):
@@ -124,15 +113,15 @@ class McpServerSection(Section):
 
     command: Text | None = None
     args: ExpandedTexts = ()
-    env: ExpandedTable = Field(default_factory=dict)
+    env: ExpandedTable = field(default_factory=dict)
     """The whole environment the server gets (besides the sandbox's PATH, HOME, ...)."""
-    directory: Annotated[Path, BeforeValidator(_directory)] | None = None
+    directory: Annotated[Path, Check(_directory)] | None = None
     """The server's working directory, the only one it may write. Default:
     ``<data_dir>/mcp/<name>``."""
     network: Flag = False
     sandbox: Flag = True
-    url: Annotated[str, BeforeValidator(_http_url)] | None = None
-    headers: ExpandedTable = Field(default_factory=dict)
+    url: Annotated[str, Check(_http_url)] | None = None
+    headers: ExpandedTable = field(default_factory=dict)
     enabled: Flag = True
     timeout_seconds: PositiveNumber = 120.0
     startup_timeout_seconds: PositiveNumber = 30.0
@@ -143,15 +132,13 @@ class McpServerSection(Section):
     """``scope = "session"``: a session's server stops after this long without a call."""
     max_sessions: PositiveInt = 8
     """``scope = "session"``: per-session servers running at once, at most."""
-    tools: Annotated[ToolRules, BeforeValidator(_tools)] = Field(default_factory=ToolRules)
-    from_variables: tuple[str, ...] = Field(default=(), exclude=True, repr=False)
+    tools: Annotated[ToolRules, Check(_tools)] = field(default_factory=ToolRules)
+    from_variables: tuple[str, ...] = hidden_field((), repr=False)
     """Where the file said ``${VAR}`` (``env.TOKEN``, ``args.2``, ``url``): secrets."""
 
-    @model_validator(mode="before")
     @classmethod
-    def _variables(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
+    def prepared(cls, data: dict[str, Any], context: ReadContext) -> dict[str, Any]:
+        """Where the file said ``${VAR}``, before the values are expanded."""
         found = [
             where
             for where, value in _leaves(data, ("args", "env", "url"))
@@ -201,9 +188,9 @@ class McpServerSection(Section):
     def shown(self, mask: Callable[[str], str]) -> dict[str, object]:
         """The keys for ``check-config``: secrets through ``mask``, unset keys left out."""
         secrets = set(self.secrets())
-        hidden = {"from_variables", "tools"}
+        hidden = {"tools"}
         shown: dict[str, object] = {}
-        for key in type(self).model_fields:
+        for key in self.listed_keys():
             value = getattr(self, key)
             if key in hidden or value is None:
                 continue
@@ -235,7 +222,7 @@ class McpServerSection(Section):
 class McpSection(Section):
     """``[mcp]``: the servers, by name."""
 
-    servers: dict[str, McpServerSection] = Field(default_factory=dict)
+    servers: dict[str, McpServerSection] = field(default_factory=dict)
 
     def problems(self) -> Iterator[tuple[str, str]]:
         for name in self.servers:

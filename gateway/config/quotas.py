@@ -10,14 +10,14 @@ in ``timezone``. No cap set anywhere: quotas are off and no check runs before a 
 
 from __future__ import annotations
 
+from dataclasses import field
 from typing import Annotated
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, field_validator
+from adapters.config import NonNegativeNumber, PositiveInt, PositiveNumber, Section
+from adapters.config_reader import Check, got, invalid
 
-from adapters.config import PositiveInt, PositiveNumber, Section
-
-Price = Annotated[float, Field(ge=0)]
+Price = NonNegativeNumber
 """A ``[models.<name>]`` price per million tokens (0: free)."""
 LIMIT_KEYS = ("daily_tokens", "monthly_tokens", "daily_cost", "monthly_cost")
 
@@ -37,11 +37,23 @@ class QuotaLimits(Section):
         return any(getattr(self, key) is not None for key in LIMIT_KEYS)
 
 
+def _known_zone(name: object) -> str:
+    """Checked with or without caps: ``/usage``, the dashboard and ``commonos usage``
+    place their days in it too."""
+    if not isinstance(name, str):
+        raise invalid(f"expected an IANA time zone name, {got(name)}")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise invalid(f"unknown time zone {name!r} (expected e.g. Europe/Berlin)") from None
+    return name
+
+
 class QuotasSection(Section):
-    timezone: str = "UTC"
+    timezone: Annotated[str, Check(_known_zone)] = "UTC"
     """Where a day and a month begin (an IANA zone name)."""
-    person: QuotaLimits = Field(default_factory=QuotaLimits)
-    chat: QuotaLimits = Field(default_factory=QuotaLimits)
+    person: QuotaLimits = field(default_factory=QuotaLimits)
+    chat: QuotaLimits = field(default_factory=QuotaLimits)
     approvers: QuotaLimits | None = None
     """Approvers' own person caps; unset: approvers are exempt from every quota."""
 
@@ -50,17 +62,6 @@ class QuotasSection(Section):
         """Some cap is set: model calls are checked."""
         own = self.approvers is not None and self.approvers.any
         return self.person.any or self.chat.any or own
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, name: str) -> str:
-        """Checked with or without caps: ``/usage``, the dashboard and ``commonos usage``
-        place their days in it too."""
-        try:
-            ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {name!r} (expected e.g. Europe/Berlin)") from None
-        return name
 
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)

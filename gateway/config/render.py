@@ -85,9 +85,8 @@ def _entries(section: object) -> Iterator[str]:
         return
     assert isinstance(section, Section)
     secrets = section.secret_env()
-    for name, info in type(section).model_fields.items():
-        if not info.exclude:
-            yield _entry(name, getattr(section, name), name in secrets)
+    for name in section.listed_keys():
+        yield _entry(name, getattr(section, name), name in secrets)
 
 
 def _entry(name: str, value: object, secret: bool) -> str:

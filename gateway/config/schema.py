@@ -17,8 +17,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationInfo, model_validator
-
 from adapters.config import (
     Flag,
     Headers,
@@ -32,11 +30,9 @@ from adapters.config import (
     Text,
     Texts,
     choice,
-    got,
-    invalid,
     secret_field,
-    show,
 )
+from adapters.config_reader import Check, ReadContext, got, hidden_field, invalid, show
 from core.agent.context import DEFAULT_COMPACT_AT, DEFAULT_CONTEXT_WINDOW
 from core.agent.profile import DEFAULT_MAX_ITERATIONS, AgentProfile, BusyPolicy
 from core.model.timeouts import Timeouts
@@ -84,16 +80,16 @@ def _log_level(value: object) -> str:
     )
 
 
-def _path(value: object, info: ValidationInfo) -> Path:
+def _path(value: object, context: ReadContext) -> Path:
     """A path; relative ones start at the config file's directory."""
     if not isinstance(value, str | Path) or not str(value).strip():
         raise invalid(f"expected a non-empty string, got {show(value)}")
-    base: Path = (info.context or {}).get("base_dir", Path.cwd())
+    base = context.base_dir
     return (base / Path(value).expanduser()).resolve()
 
 
-def _existing_file(value: object, info: ValidationInfo) -> Path:
-    path = _path(value, info)
+def _existing_file(value: object, context: ReadContext) -> Path:
+    path = _path(value, context)
     if not path.is_file():
         raise invalid(f"file not found: {path}")
     return path
@@ -106,9 +102,9 @@ def _share(value: object) -> float:
     raise invalid(f"expected a number above 0 and at most 1, got {show(value)}")
 
 
-Share = Annotated[float, BeforeValidator(_share)]
-ConfigPath = Annotated[Path, BeforeValidator(_path)]
-ExistingFile = Annotated[Path, BeforeValidator(_existing_file)]
+Share = Annotated[float, Check(_share)]
+ConfigPath = Annotated[Path, Check(_path)]
+ExistingFile = Annotated[Path, Check(_existing_file)]
 
 
 UNSET = Path()
@@ -118,7 +114,7 @@ UNSET = Path()
 class GatewaySection(Section):
     data_dir: ConfigPath = UNSET
     """Default: ``$COMMONOS_HOME`` (filled in by the loader)."""
-    log_level: Annotated[LogLevel, BeforeValidator(_log_level)] = "INFO"
+    log_level: Annotated[LogLevel, Check(_log_level)] = "INFO"
     default_profile: Text = "default"
 
     @property
@@ -142,7 +138,7 @@ def _between(low: float, high: float) -> Any:
             raise invalid(f"expected {what}, got {value}")
         return float(value)
 
-    return BeforeValidator(check)
+    return Check(check)
 
 
 def _extra_body(value: object) -> object:
@@ -160,13 +156,13 @@ def _extra_body(value: object) -> object:
 
 
 class ModelSection(Section):
-    provider: Annotated[Provider, BeforeValidator(choice("openai", "demo"))] = "demo"
+    provider: Annotated[Provider, Check(choice("openai", "demo"))] = "demo"
     """Default: ``openai`` when an API key is configured, else ``demo``."""
     base_url: HttpUrl = "https://api.openai.com/v1"
     api_key: str | None = secret_field("COMMONOS_MODEL_API_KEY")
     model: Text = "demo"
     """Default: ``gpt-4o-mini`` for openai, ``demo`` for the demo."""
-    headers: Headers = Field(default_factory=dict)
+    headers: Headers = field(default_factory=dict)
     connect_timeout: PositiveNumber | None = None
     """Seconds to open the connection. Default: 10 (or ``timeout`` when that is set)."""
     first_byte_timeout: PositiveNumber | None = None
@@ -185,9 +181,7 @@ class ModelSection(Section):
     """The longest answer, in tokens; unset: the server's limit (llama-server: none)."""
     temperature: Annotated[float, _between(0, 2)] | None = None
     top_p: Annotated[float, _between(0, 1)] | None = None
-    extra_body: Annotated[dict[str, Any], BeforeValidator(_extra_body)] = Field(
-        default_factory=dict
-    )
+    extra_body: Annotated[dict[str, Any], Check(_extra_body)] = field(default_factory=dict)
     """Any other top-level request fields, merged into every request body."""
 
     def request_fields(self) -> dict[str, object]:
@@ -200,16 +194,12 @@ class ModelSection(Section):
     compact_at: Share = DEFAULT_COMPACT_AT
     """Compact older turns when the next request would pass this share of the window."""
 
-    @model_validator(mode="before")
     @classmethod
-    def _implied(cls, data: Any, info: ValidationInfo) -> Any:
+    def prepared(cls, data: dict[str, Any], context: ReadContext) -> dict[str, Any]:
         """The provider follows the key; the model name follows the provider."""
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
         provider = data.setdefault("provider", "openai" if data.get("api_key") else "demo")
         if provider == "openai" and not data.get("api_key"):
-            fallback = (info.context or {}).get("env", {}).get("OPENAI_API_KEY")
+            fallback = context.env.get("OPENAI_API_KEY")
             if fallback:
                 data["api_key"] = fallback
         if provider == "demo":
@@ -234,7 +224,7 @@ class ModelSection(Section):
 
 
 class ProfileSection(Section):
-    name: str = Field(default="", exclude=True)
+    name: str = hidden_field("")
     model: Text | None = None
     """Default: ``[model] model``."""
     workspace: ConfigPath = UNSET
@@ -245,9 +235,7 @@ class ProfileSection(Section):
     review_input_budget: PositiveInt | None = None
     tools: Texts | None = None
     approval_timeout: PositiveNumber = 300.0
-    busy_policy: Annotated[BusyPolicy, BeforeValidator(choice("queue", "interrupt", "steer"))] = (
-        "queue"
-    )
+    busy_policy: Annotated[BusyPolicy, Check(choice("queue", "interrupt", "steer"))] = "queue"
     queue_limit: PositiveInt = 20
     stop_clears_queue: Flag = True
     """Whether ``/stop`` also drops the messages queued behind the stopped turn."""
@@ -264,11 +252,9 @@ class ProfileSection(Section):
     external_runtime: Texts | None = None
     vision: Flag = False
     """The profile's model accepts images: a photo is sent to it as an image, not a note."""
-    workspace_scope: Annotated[WorkspaceScope, BeforeValidator(choice("session", "profile"))] = (
-        "session"
-    )
+    workspace_scope: Annotated[WorkspaceScope, Check(choice("session", "profile"))] = "session"
     """``session``: a workspace per session under ``workspace``; ``profile``: one, shared."""
-    sandbox: Annotated[SandboxKind, BeforeValidator(choice("bwrap", "none"))] = "bwrap"
+    sandbox: Annotated[SandboxKind, Check(choice("bwrap", "none"))] = "bwrap"
     """Where the terminal runs: ``bwrap`` (bubblewrap) or ``none`` (the host shell)."""
     sandbox_network: Flag = False
     """Whether sandboxed commands may use the network."""
@@ -363,15 +349,15 @@ class ModelPresetSection(Section):
     (:mod:`gateway.turns.presets`). The API key is read from the env var ``api_key_env``
     names, never from the file."""
 
-    name: str = Field(default="", exclude=True)
-    provider: Annotated[Provider, BeforeValidator(choice("openai", "demo"))] = "openai"
+    name: str = hidden_field("")
+    provider: Annotated[Provider, Check(choice("openai", "demo"))] = "openai"
     base_url: HttpUrl | None = None
     """Default: ``[model] base_url`` (filled in by the loader)."""
     model: Text
     """The model name the server is asked for."""
     api_key_env: Text | None = None
     """The env var holding the API key; unset: none sent (a local server)."""
-    api_key: str | None = Field(default=None, exclude=True, repr=False)
+    api_key: str | None = hidden_field(None, repr=False)
     """Read from ``api_key_env`` by the loader (never set in the file)."""
     vision: Flag = False
     """The model accepts images: a photo goes to it as an image, not a note."""

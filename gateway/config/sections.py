@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator
-
 from adapters.config import (
     Flag,
     HttpUrl,
@@ -23,12 +21,9 @@ from adapters.config import (
     Section,
     Text,
     choice,
-    got,
-    invalid,
     secret_field,
-    show,
-    suggest,
 )
+from adapters.config_reader import Check, got, invalid, show, suggest
 from core.attachments import ATTACHMENT_KINDS, AttachmentKind
 
 DEFAULT_DOWNLOAD_SECONDS = 30.0
@@ -62,7 +57,7 @@ class AttachmentsSection(Section):
 
     max_bytes: PositiveInt = DEFAULT_MAX_BYTES
     """The largest file taken in, in bytes; a larger one is refused with a reply."""
-    kinds: Annotated[tuple[AttachmentKind, ...], BeforeValidator(_kinds)] = ATTACHMENT_KINDS
+    kinds: Annotated[tuple[AttachmentKind, ...], Check(_kinds)] = ATTACHMENT_KINDS
     """The kinds taken in; another kind is refused with a reply (no download)."""
     inline_bytes: NonNegativeInt = DEFAULT_INLINE_BYTES
     """A text file up to this size is shown to the model whole; 0: never inlined."""
@@ -92,7 +87,7 @@ class TranscriptionSection(Section):
 
 
 class ProgressSection(Section):
-    mode: Annotated[ProgressMode, BeforeValidator(choice("off", "new", "all"))] = "new"
+    mode: Annotated[ProgressMode, Check(choice("off", "new", "all"))] = "new"
     cleanup: Flag = True
     becomes_reply: Flag = True
     """Edit the progress message into the reply's first chunk (one call instead of two)."""
@@ -130,7 +125,7 @@ class StoreSection(Section):
     ``<data_dir>/commonos.db``, for one process. A ``postgresql://`` URL: PostgreSQL, which
     several ``commonos run`` processes can share."""
 
-    url: Annotated[str | None, BeforeValidator(_store_url)] = secret_field("COMMONOS_STORE_URL")
+    url: Annotated[str | None, Check(_store_url)] = secret_field("COMMONOS_STORE_URL")
     """``postgresql://user:password@host:port/database``; its password is a secret."""
     pool_size: PositiveInt = 10
     """Connections each process keeps open to PostgreSQL (one more listens)."""

@@ -11,27 +11,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BeforeValidator, ValidationInfo
-
-from adapters.config import PositiveInt, Section, invalid, show
+from adapters.config import PositiveInt, Section
+from adapters.config_reader import Check, ReadContext, invalid, show
 
 DEFAULT_DIR = "skills"
 """Under the data directory."""
 
 
-def _paths(value: object, info: ValidationInfo) -> tuple[Path, ...]:
+def _paths(value: object, context: ReadContext) -> tuple[Path, ...]:
     """Directories; relative ones start at the config file's directory."""
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list | tuple) or not all(
         isinstance(item, str) and item.strip() for item in items
     ):
         raise invalid(f"expected an array of directory paths, got {show(value)}")
-    base: Path = (info.context or {}).get("base_dir", Path.cwd())
+    base = context.base_dir
     return tuple((base / Path(item).expanduser()).resolve() for item in items)
 
 
 class SkillsSection(Section):
-    dirs: Annotated[tuple[Path, ...], BeforeValidator(_paths)] | None = None
+    dirs: Annotated[tuple[Path, ...], Check(_paths)] | None = None
     """Directories holding one folder per skill. Default: ``<data dir>/skills``."""
     prompt_chars: PositiveInt = 4000
     """The skills' names and descriptions in the stable prompt tier at most (characters)."""

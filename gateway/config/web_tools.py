@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BeforeValidator
-
 from adapters.config import (
     Flag,
     HttpUrl,
@@ -23,6 +21,7 @@ from adapters.config import (
     choice,
     secret_field,
 )
+from adapters.config_reader import Check
 
 if TYPE_CHECKING:
     from core.tools.base import Tool
@@ -42,7 +41,7 @@ class WebToolsSection(Section):
     """Seconds one fetch or search may take, redirects included."""
     respect_robots: Flag = True
     """Ask each site's robots.txt before fetching from it."""
-    search_provider: Annotated[Provider, BeforeValidator(choice("searxng", "brave"))] | None = None
+    search_provider: Annotated[Provider, Check(choice("searxng", "brave"))] | None = None
     """Unset: no ``web_search`` tool."""
     search_url: HttpUrl | None = None
     """SearXNG: the instance's URL (required). Brave: default https://api.search.brave.com."""

@@ -161,7 +161,7 @@ async def test_approvers_are_exempt_unless_given_their_own(rig: Rig) -> None:
     exempt = metered(rig, meter_of(rig, DAILY, approvers={USER}))
     for _ in range(2):
         assert (await turn(exempt, "go")).reply == "ok"
-    own = DAILY.model_copy(update={"approvers": QuotaLimits(daily_tokens=3000)})
+    own = replace(DAILY, approvers=QuotaLimits(daily_tokens=3000))
     capped = metered(rig, meter_of(rig, own, approvers={USER}))
     assert (await turn(capped, "go")).exit_reason == "quota_exceeded"
 

@@ -13,10 +13,10 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from pydantic import ValidationError
 
 from adapters.base import ChatRef, InboundEvent, RateLimited, SentMessage, StreamRefused
 from adapters.calls import LiveText, Send, Typing
+from adapters.config_reader import TableInvalid
 from adapters.slack.adapter import STREAM_LIMIT, SlackAdapter, SlackSettings
 from adapters.slack.outbound import chunk_metadata
 from adapters.slack.platform import SlackSection
@@ -285,10 +285,10 @@ def test_capabilities_follow_the_streaming_setting(store: SqliteStore) -> None:
 
 
 def test_the_streaming_key_takes_three_values() -> None:
-    assert SlackSection.model_validate({"streaming": "off"}).streaming == "off"
-    assert SlackSection.model_validate({}).streaming == "native"
-    with pytest.raises(ValidationError, match='expected one of "native", "edit", "off"'):
-        SlackSection.model_validate({"streaming": "live"})
+    assert SlackSection.read({"streaming": "off"}).streaming == "off"
+    assert SlackSection.read({}).streaming == "native"
+    with pytest.raises(TableInvalid, match='expected one of "native", "edit", "off"'):
+        SlackSection.read({"streaming": "live"})
 
 
 async def test_a_taken_over_chunk_in_flight_at_a_crash_is_found_not_posted_again(

@@ -60,7 +60,7 @@ async def test_streaming_config_key_reaches_the_capabilities(mode: str, store: S
 
 def test_a_wrong_streaming_value_is_one_readable_error() -> None:
     with pytest.raises(ValueError, match=r"native.*edit.*off"):
-        TelegramSection(token="1:x", streaming="drafts")  # type: ignore[arg-type]
+        TelegramSection.read({"token": "1:x", "streaming": "drafts"})
 
 
 # drafts ------------------------------------------------------------------------------------------
