@@ -1,7 +1,9 @@
 """Loading user hooks: Python entry points and a hooks directory.
 
 **Entry points** (group ``commonos.hooks``): each entry point names a callable
-``register(registry)`` that calls ``registry.register(hook_name, fn, ...)``.
+``register(registry)`` that calls ``registry.register(hook_name, fn, ...)``. The installed
+distributions' ``entry_points.txt`` are first read as text: when none names the group (no
+plugin installed), ``importlib.metadata`` is never imported (2.6 MiB and ~12 ms at start).
 
 **Hooks directory**: one subdirectory per hook package (names starting with ``.`` or ``_``
 are skipped)::
@@ -25,16 +27,19 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import re
 import sys
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.hooks.registry import HookFn, HookRegistry, UnknownHookError
 from core.hooks.spec import HOOK_NAMES
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint  # imported only when a plugin is installed
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +124,10 @@ def load_entry_point_hooks(
     registry: HookRegistry, *, group: str = ENTRY_POINT_GROUP
 ) -> HookLoadReport:
     report = HookLoadReport()
+    if not _declared(group):
+        return report
+    from importlib.metadata import entry_points
+
     for ep in sorted(entry_points(group=group), key=lambda e: e.name):
         source = f"entry point {ep.name} = {ep.value}"
         try:
@@ -128,6 +137,33 @@ def load_entry_point_hooks(
             continue
         report.loaded.append(ep.name)
     return report
+
+
+def _declared(group: str) -> bool:
+    """Whether an installed distribution may declare ``group``: some ``entry_points.txt``
+    on ``sys.path`` has its section, or a path entry is an archive (looked into by
+    ``importlib.metadata`` only)."""
+    section = re.compile(rf"^\s*\[\s*{re.escape(group)}\s*\]", re.MULTILINE)
+    for entry in sys.path:
+        folder = entry or "."
+        if os.path.isfile(folder):
+            return True
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith((".dist-info", ".egg-info")) and _names(section, folder, name):
+                return True
+    return False
+
+
+def _names(section: re.Pattern[str], folder: str, distribution: str) -> bool:
+    try:
+        with open(os.path.join(folder, distribution, "entry_points.txt"), encoding="utf-8") as f:
+            return section.search(f.read()) is not None
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _load_entry_point(ep: EntryPoint) -> _StagingRegistry:

@@ -23,11 +23,11 @@ One call is one HTTP request: ``POST {base_url}/chat/completions``. Retries live
 from __future__ import annotations
 
 from collections.abc import Mapping
-from importlib import metadata
 from urllib.parse import urlsplit
 
 import httpx
 
+import core
 from core.model.base import ActivityCallback, DeltaCallback, ModelRequest
 from core.model.classify import bad_response, classify_status, classify_transport
 from core.model.errors import ModelError
@@ -161,15 +161,8 @@ def _is_event_stream(response: httpx.Response) -> bool:
 
 
 def _headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
-    headers = {"User-Agent": f"commonos/{_version()}"}
+    headers = {"User-Agent": f"commonos/{core.__version__}"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     headers.update(extra or {})
     return headers
-
-
-def _version() -> str:
-    try:
-        return metadata.version("commonos")
-    except metadata.PackageNotFoundError:
-        return "dev"

@@ -16,10 +16,10 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import core
 from gateway.cli import jobs as jobs_cli
 from gateway.cli import memory as memory_cli
 from gateway.cli import usage as usage_cli
@@ -35,10 +35,7 @@ log = logging.getLogger("gateway")
 
 
 def version() -> str:
-    try:
-        return metadata.version("commonos")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
+    return core.__version__
 
 
 def build_parser() -> argparse.ArgumentParser:

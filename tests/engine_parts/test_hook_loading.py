@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import textwrap
 import uuid
@@ -189,6 +190,28 @@ async def test_entry_point_hooks_load_and_broken_ones_are_reported(installed_plu
     decision = await registry.first_result("pre_tool_call", tool_name="t", arguments={})
     assert decision == Block("plugin says no")
     assert len(registry.sources("pre_tool_call")) == 1
+
+
+NO_PLUGIN = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from core.hooks.loader import load_hooks
+from core.hooks.registry import HookRegistry
+report = load_hooks(HookRegistry())
+print(report.loaded, report.errors, "importlib.metadata" in sys.modules)
+"""
+
+
+def test_with_no_plugin_installed_the_package_metadata_is_never_imported(tmp_path: Path) -> None:
+    """Only ``entry_points.txt`` files are read: none names ``commonos.hooks`` (this one
+    declares a script), so ``importlib.metadata`` (2.6 MiB at start) stays unloaded."""
+    other = tmp_path / "other-1.0.dist-info"
+    other.mkdir()
+    (other / "entry_points.txt").write_text("[console_scripts]\nother = other:main\n")
+    root = Path(__file__).resolve().parents[2]
+    run = [sys.executable, "-c", NO_PLUGIN, str(tmp_path)]
+    done = subprocess.run(run, cwd=root, capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["[]", "[]", "False"]
 
 
 async def test_load_hooks_combines_entry_points_and_the_directory(
