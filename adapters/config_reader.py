@@ -203,6 +203,7 @@ def _union(members: tuple[object, ...]) -> Reader:
 
 
 def _literal(options: tuple[object, ...]) -> Reader:
+    assert all(isinstance(option, str) for option in options), f"unsupported {options}"
     expected = ", ".join(json.dumps(option) for option in options)
 
     def literal(value: object, loc: Loc, context: ReadContext) -> object:
