@@ -12,7 +12,7 @@ import contextlib
 import sys
 import time
 
-from telegram.ext import ExtBot
+from telegram import Bot
 from telegram.request import BaseRequest, HTTPXRequest
 
 from adapters.telegram.transport import AiohttpRequest
@@ -34,7 +34,7 @@ asyncio.run(main())
 
 
 async def _cpu_per_call(request: BaseRequest, url: str, token: str, calls: int) -> float:
-    bot = ExtBot(token, base_url=f"{url}/bot", request=request)
+    bot = Bot(token, base_url=f"{url}/bot", request=request)
     await bot.initialize()
     try:
         for _ in range(WARM_UP):

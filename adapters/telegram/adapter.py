@@ -42,10 +42,9 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from telegram import BotCommand, InlineKeyboardButton, InlineKeyboardMarkup
+from telegram import Bot, BotCommand, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import InvalidToken, TelegramError
-from telegram.ext import ExtBot
 
 from adapters.base import (
     AdapterError,
@@ -215,10 +214,10 @@ class TelegramAdapter:
         self._polling = TaskSet(_log)
         self._webhook: WebhookServer | None = None
 
-    def _build_bot(self, token: str) -> ExtBot[None]:
+    def _build_bot(self, token: str) -> Bot:
         poll_read = float(self.settings.poll.timeout) + 5.0
         self._raw_updates = RawUpdates(connection_pool_size=1, read_timeout=poll_read)
-        return ExtBot(
+        return Bot(
             token,
             base_url=self.settings.base_url,
             base_file_url=self.settings.base_file_url,

@@ -33,9 +33,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
-from telegram import Message, PhotoSize
+from telegram import Bot, Message, PhotoSize
 from telegram import error as tg
-from telegram.ext import ExtBot
 
 from adapters.base import AdapterError, ChatRef, DownloadFailed, SentMessage, TooLong
 from adapters.offered import display_name
@@ -115,7 +114,7 @@ def _offered(
 class TelegramFiles:
     """Downloads and uploads for one bot (its httpx client is opened on first use)."""
 
-    def __init__(self, bot: ExtBot[None]) -> None:
+    def __init__(self, bot: Bot) -> None:
         self.bot = bot
         self._http: httpx.AsyncClient | None = None
 

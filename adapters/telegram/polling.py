@@ -53,8 +53,9 @@ ALLOWED_UPDATES: tuple[str, ...] = ("message", "callback_query", "stopped_messag
 asked for (``adapters/telegram/drafts.py``)."""
 Fetched = Update | dict[str, Any]
 """A parsed update, or the raw JSON of one PTB could not parse."""
-PTB_LOGGERS = ("telegram.Bot", "telegram.ext.ExtBot")
-"""Where python-telegram-bot logs the batches ``getUpdates`` could not parse."""
+PTB_LOGGERS = ("telegram.Bot",)
+"""Where python-telegram-bot logs the batches ``getUpdates`` could not parse (the adapter's
+bot is a plain ``telegram.Bot``: ``telegram.ext`` is never imported)."""
 TOKEN_REJECTED = (
     "Telegram rejected the bot token (401/404): set [telegram] token (or "
     "COMMONOS_TELEGRAM_TOKEN) to the token @BotFather gives for this bot (/revoke ends the "

@@ -36,6 +36,9 @@ OFF = (
     "asyncpg",  # SQLite store: no cluster, no PostgreSQL
     "gateway.cluster.leases",
     "yaml",  # no hook folder holds a HOOK.yaml
+    "importlib.metadata",  # no installed package declares commonos.hooks
+    "telegram.ext",  # the adapter's bot is a plain telegram.Bot
+    "pydantic",  # the config is read by adapters/config_reader.py
 )
 
 STARTED = """

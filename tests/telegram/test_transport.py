@@ -8,8 +8,8 @@ import socket
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+from telegram import Bot
 from telegram.error import NetworkError, TimedOut
-from telegram.ext import ExtBot
 from telegram.request import RequestData
 from telegram.request._requestparameter import RequestParameter
 from yarl import URL
@@ -17,15 +17,15 @@ from yarl import URL
 from adapters.telegram.transport import AiohttpRequest
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 
-BotFactory = Callable[..., ExtBot[None]]
+BotFactory = Callable[..., Bot]
 
 
 @pytest.fixture
 async def make_bot() -> AsyncIterator[BotFactory]:
-    bots: list[ExtBot[None]] = []
+    bots: list[Bot] = []
 
-    def make(base_url: str, token: str, request: AiohttpRequest) -> ExtBot[None]:
-        bot = ExtBot(token, base_url=base_url, request=request, get_updates_request=request)
+    def make(base_url: str, token: str, request: AiohttpRequest) -> Bot:
+        bot = Bot(token, base_url=base_url, request=request, get_updates_request=request)
         bots.append(bot)
         return bot
 
