@@ -30,7 +30,8 @@ EVERYONE = "*"
 BOT_EXCHANGES_PER_MINUTE = 10
 BOT_MUTE_SECONDS = 600.0
 """``bot_exchanges_per_minute`` and ``bot_mute_seconds`` (gateway/control/bot_guard.py)."""
-NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+NAME = re.compile(r"^[A-Za-z0-9_-]+\Z")
+"""A name of letters, digits, ``_`` or ``-`` (``\\Z``: not even a newline after it)."""
 PAIRING_TTL = 3600.0
 """Seconds a pairing code stays valid (``pairing_ttl``; gateway/inbound/pairing.py)."""
 

@@ -167,20 +167,24 @@ def _annotated(read: Reader, checks: list[Check]) -> Reader:
     after = [check for check in checks if check.after]
 
     def annotated(value: object, loc: Loc, context: ReadContext) -> object:
-        try:
-            for check in before:
-                value = check(value, context)
-        except InvalidValue as exc:
-            raise _fail(loc, exc.message) from None
-        value = read(value, loc, context)
-        try:
-            for check in after:
-                value = check(value, context)
-        except InvalidValue as exc:
-            raise _fail(loc, exc.message) from None
-        return value
+        value = _checked(before, value, loc, context)
+        return _checked(after, read(value, loc, context), loc, context)
 
     return annotated
+
+
+def _checked(checks: list[Check], value: object, loc: Loc, context: ReadContext) -> object:
+    """``value`` through ``checks``; a ValueError a check lets through (a path with a NUL
+    byte, say) is a problem of the key too, named with the value."""
+    raw = value
+    try:
+        for check in checks:
+            value = check(value, context)
+    except InvalidValue as exc:
+        raise _fail(loc, exc.message) from None
+    except ValueError as exc:
+        raise _fail(loc, f"{exc}, {got(raw)}") from None
+    return value
 
 
 def _union(members: tuple[object, ...]) -> Reader:

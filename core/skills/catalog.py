@@ -35,7 +35,7 @@ SANDBOX_ROOT = PurePosixPath("/skills")
 MAX_DESCRIPTION = 1024
 MAX_SKILL_BYTES = 256 * 1024
 MAX_LISTED_FILES = 100
-NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?\Z")
 FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)(.*)\Z", re.DOTALL)
 
 

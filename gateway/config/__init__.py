@@ -14,6 +14,7 @@ raises them all at once as :class:`ConfigError`.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -222,7 +223,7 @@ class _Reader:
         the order of the section's keys."""
         if not isinstance(raw, dict):
             self.problems.append((path, f"expected a table, {got(raw)}"))
-            return kind()
+            return kind.fallback()
         data = self.with_env(kind, path, raw)
         found: list[Problem] = []
         section: Section | None
@@ -356,5 +357,7 @@ def _first_key(where: str, path: str) -> str:
 
 
 def _join(path: str, key: str) -> str:
-    part = key if all(NAME.match(k) for k in key.split(".")) else f'"{key}"'
+    part = (
+        key if all(NAME.match(k) for k in key.split(".")) else json.dumps(key, ensure_ascii=False)
+    )
     return f"{path}.{part}" if path else part
