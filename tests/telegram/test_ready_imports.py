@@ -39,6 +39,7 @@ OFF = (
     "importlib.metadata",  # no installed package declares commonos.hooks
     "telegram.ext",  # the adapter's bot is a plain telegram.Bot
     "pydantic",  # the config is read by adapters/config_reader.py
+    "click",  # httpx's command line (gateway/__init__.py)
 )
 
 STARTED = """
