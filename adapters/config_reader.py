@@ -1,7 +1,7 @@
 """Reading a TOML table into a frozen section: the machinery under :mod:`adapters.config`.
 
 A :class:`Table` subclass is a frozen, keyword-only dataclass whose annotations say how
-each key is read (docs/configuration.md). A key's annotation is a plain kind (``str``,
+each key is read (docs/architecture.md §6). A key's annotation is a plain kind (``str``,
 ``int``, ``float``, ``bool``, ``Path``, a ``Literal``, ``tuple[X, ...]``,
 ``frozenset[X]``, ``dict[str, X]``, another table, ``X | None``), optionally wrapped in
 ``Annotated[X, Check(fn)]``: ``fn`` gets the raw value (and the :class:`ReadContext` when
