@@ -25,6 +25,7 @@ subprocess against the Telegram simulator and a 0 ms scripted model; RSS (``VmRS
 when it logs ready; then one warm-up message in a chat of its own, then 1 chat × 10
 (each message once the previous answer arrived) or 20 chats × 5 at once; CPU is the
 process's CPU time (its threads' ``schedstat``) over the messages divided by the answers.
+Each figure is the median of :data:`ROUNDS` runs per side, the two sides taking turns.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import contextlib
 import itertools
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -334,12 +336,32 @@ async def measure(checkouts: dict[str, Path]) -> None:
             after = traces["after", (platform, streaming)][what]
             print(_row(f"{platform} streaming {streaming}: {what}", before, after, "", 0))
     for chats, messages in ((1, 10), (20, 5)):
-        cost = {side: await answers_cost(path, chats, messages) for side, path in checkouts.items()}
+        cost = await _alternating(checkouts, chats, messages)
         name = f"CPU per answer, {chats} chat(s) x {messages}"
         print(_row(name, cost["before"]["cpu"] * 1000, cost["after"]["cpu"] * 1000, "ms", 2))
         if chats == 1:
             rss = (cost["before"]["rss"], cost["after"]["rss"])
             print(_row("RSS at ready", *rss, "MiB", 1))
+
+
+ROUNDS = 3
+"""Runs of each side per cost figure; the figure is their median."""
+
+
+async def _alternating(
+    checkouts: dict[str, Path], chats: int, messages: int
+) -> dict[str, dict[str, float]]:
+    """Each side's median cost over :data:`ROUNDS` runs, the sides taking turns (which goes
+    first alternates), so that a load on the shared machine falls on both alike."""
+    runs: dict[str, list[dict[str, float]]] = {side: [] for side in checkouts}
+    for round_ in range(ROUNDS):
+        order = list(checkouts) if round_ % 2 == 0 else list(reversed(checkouts))
+        for side in order:
+            runs[side].append(await answers_cost(checkouts[side], chats, messages))
+    return {
+        side: {key: statistics.median(run[key] for run in found) for key in ("cpu", "rss")}
+        for side, found in runs.items()
+    }
 
 
 BEFORE_COMMIT = "785ada9"
