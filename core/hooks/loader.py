@@ -33,13 +33,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.hooks.registry import HookFn, HookRegistry, UnknownHookError
 from core.hooks.spec import HOOK_NAMES
-
-if TYPE_CHECKING:
-    from importlib.metadata import EntryPoint  # imported only when a plugin is installed
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +128,7 @@ def load_entry_point_hooks(
     for ep in sorted(entry_points(group=group), key=lambda e: e.name):
         source = f"entry point {ep.name} = {ep.value}"
         try:
-            _load_entry_point(ep).apply(registry)
+            _staged(ep.load(), ep.value).apply(registry)
         except Exception as exc:
             report.errors.append(HookLoadError(source, _reason(exc)))
             continue
@@ -153,12 +150,12 @@ def _declared(group: str) -> bool:
         except OSError:
             continue
         for name in names:
-            if name.endswith((".dist-info", ".egg-info")) and _names(section, folder, name):
+            if name.endswith((".dist-info", ".egg-info")) and _declares(section, folder, name):
                 return True
     return False
 
 
-def _names(section: re.Pattern[str], folder: str, distribution: str) -> bool:
+def _declares(section: re.Pattern[str], folder: str, distribution: str) -> bool:
     try:
         with open(os.path.join(folder, distribution, "entry_points.txt"), encoding="utf-8") as f:
             return section.search(f.read()) is not None
@@ -166,10 +163,10 @@ def _names(section: re.Pattern[str], folder: str, distribution: str) -> bool:
         return False
 
 
-def _load_entry_point(ep: EntryPoint) -> _StagingRegistry:
-    register = ep.load()
+def _staged(register: object, value: str) -> _StagingRegistry:
+    """What the entry point ``value`` (loaded as ``register``) registers, staged."""
     if not callable(register):
-        raise TypeError(f"{ep.value} is not callable; expected register(registry)")
+        raise TypeError(f"{value} is not callable; expected register(registry)")
     staging = _StagingRegistry()
     register(staging)
     return staging
