@@ -49,7 +49,7 @@ from core.agent.reply_text import TextRelay
 from core.agent.scope import TurnScope
 from core.agent.slow_notice import SilenceWatch
 from core.agent.step import NoticeCallback, TextCallback, TurnNotice, notify_notice
-from core.agent.usage import ModelSpend, UsageMeter, spent
+from core.agent.usage import ModelSpend, UsageMeter, estimated_usage
 from core.cancellation import CancellationToken, Cancelled
 from core.hooks.registry import HookRegistry
 from core.model.base import ModelClient, ModelRequest
@@ -95,7 +95,8 @@ class ModelCaller:
         else:
             reply = await self._traced(request, iteration, token)
         if meter is not None:
-            await meter.record(ModelSpend(self._turn, self._model.model, spent(request, reply)))
+            usage = reply.usage if reply.usage.reported else estimated_usage(request, reply)
+            await meter.record(ModelSpend(self._turn, self._model.model, usage))
         return reply
 
     async def _traced(

@@ -221,7 +221,7 @@ class TurnOpener:
             content = await user_content(message, turn.workspace, self.profile)
         user = ChatMessage(role="user", content=content)
         user_id = await self.store.append_message(
-            scope.session_id, scope.turn_id, user, origin=message.stored_origin
+            scope.session_id, scope.turn_id, user, origin=message.origin, also=message.also
         )
         if message.attachments and message.origin is not None:  # rows name their message
             await self.store.link_attachments(message.origin, user_id)

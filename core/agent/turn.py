@@ -37,14 +37,6 @@ class UserMessage:
         own = () if self.origin is None else (self.origin,)
         return (*own, *self.also)
 
-    @property
-    def stored_origin(self) -> str | None:
-        """What the store records as the message's origin: every origin it carries, one a
-        line (``Store.find_message_by_origin`` matches any one of them)."""
-        if not self.also:  # one update (no debounce merge): its own origin
-            return self.origin or None
-        return "\n".join(self.origins) or None
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnResult:

@@ -13,9 +13,9 @@ receives no request, and the turn ends ``quota_exceeded`` with the exception's t
 reply. A call already under way always finishes (and is recorded); the quota stops the
 next one.
 
-When the server said nothing of its tokens, :func:`spent` estimates them (the request's
-size as :func:`core.agent.context.raw_estimate` counts it, the answer's bytes) and marks the
-figures ``estimated``.
+When the server said nothing of its tokens, :func:`estimated_usage` estimates them (the
+request's size as :func:`core.agent.context.raw_estimate` counts it, the answer's bytes) and
+marks the figures ``estimated``; a reply whose server counted them is recorded as it came.
 """
 
 from __future__ import annotations
@@ -66,10 +66,9 @@ class UsageMeter(Protocol):
         ...
 
 
-def spent(request: ModelRequest, reply: ModelReply) -> Usage:
-    """The reply's usage; estimated from the request and the answer when none was given."""
-    if reply.usage.reported:
-        return reply.usage
+def estimated_usage(request: ModelRequest, reply: ModelReply) -> Usage:
+    """The usage of a reply whose server reported none: estimated from the request and the
+    answer, and marked ``estimated``."""
     prompt = request.estimated
     if prompt is None:
         prompt = raw_estimate(request.messages, request.tools)

@@ -116,11 +116,14 @@ class Store(Protocol):
         message: ChatMessage,
         *,
         origin: str | None = None,
+        also: tuple[str, ...] = (),
     ) -> int:
         """Store one message; returns its id (monotonic within the store).
 
         ``origin`` names the inbound update a user message came from, so a replay of that
-        update can find it (:meth:`find_message_by_origin`) instead of storing it again."""
+        update can find it (:meth:`find_message_by_origin`) instead of storing it again;
+        ``also`` names the updates merged into the message (``debounce_ms``), by any of
+        which it is found as well."""
         ...
 
     async def find_message_by_origin(self, session_id: str, origin: str) -> StoredMessage | None:

@@ -142,8 +142,9 @@ class PgStore:
         message: ChatMessage,
         *,
         origin: str | None = None,
+        also: tuple[str, ...] = (),
     ) -> int:
-        append = sessions.append_message(session_id, turn_id, message, origin, time.time())
+        append = sessions.append_message(session_id, turn_id, message, origin, also, time.time())
         [row] = await self._returning(pg.returning(append, "id"))
         return int(row["id"])
 

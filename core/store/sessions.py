@@ -90,17 +90,32 @@ MESSAGE_BY_ORIGIN = (
     " ORDER BY id LIMIT 1"
 )
 """A message stored with ``origin`` — alone, or as one line of several (messages merged
-into one turn, :attr:`core.agent.turn.UserMessage.stored_origin`)."""
+into one turn: :func:`stored_origin`)."""
+
+
+def stored_origin(origin: str | None, also: tuple[str, ...]) -> str | None:
+    """The ``origin`` column of a message from ``origin`` with the updates ``also`` merged
+    into it (``debounce_ms``): every one of them, one a line, so :data:`MESSAGE_BY_ORIGIN`
+    finds the message by any one."""
+    if not also:  # one update (no merge): its own origin
+        return origin or None
+    own = () if origin is None else (origin,)
+    return "\n".join((*own, *also)) or None
 
 
 def append_message(
-    session_id: str, turn_id: str | None, message: ChatMessage, origin: str | None, now: float
+    session_id: str,
+    turn_id: str | None,
+    message: ChatMessage,
+    origin: str | None,
+    also: tuple[str, ...],
+    now: float,
 ) -> Statement:
     content, is_list = encode_content(message.content)
     tool_calls = tool_calls_to_json(message.tool_calls)
     params = (
         session_id, turn_id, message.role, content, is_list, tool_calls, message.tool_call_id,
-        message.name, now, origin,
+        message.name, now, stored_origin(origin, also),
     )  # fmt: skip
     return Statement(_INSERT_MESSAGE, params, f"append a message to session {session_id!r}")
 

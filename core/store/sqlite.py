@@ -161,8 +161,9 @@ class SqliteStore:
         message: ChatMessage,
         *,
         origin: str | None = None,
+        also: tuple[str, ...] = (),
     ) -> int:
-        append = sessions.append_message(session_id, turn_id, message, origin, time.time())
+        append = sessions.append_message(session_id, turn_id, message, origin, also, time.time())
         written = await self._write(*append)
         assert written.lastrowid is not None  # an INSERT into a rowid table always sets it
         return written.lastrowid

@@ -5,7 +5,7 @@ messages' wire form made for the estimate is the one sent."""
 from __future__ import annotations
 
 from core.agent.context import fit_request, raw_estimate
-from core.agent.usage import spent
+from core.agent.usage import estimated_usage
 from core.model.base import ModelRequest
 from core.model.wire import request_body
 from core.types import ChatMessage, ModelReply, ToolSpec
@@ -28,7 +28,7 @@ def test_the_fitted_request_carries_the_raw_estimate_of_what_it_kept() -> None:
 
 def test_usage_estimated_from_the_requests_carried_estimate() -> None:
     request = ModelRequest(messages=[ChatMessage(role="user", content="hi")], estimated=777)
-    usage = spent(request, ModelReply(content="hello"))
+    usage = estimated_usage(request, ModelReply(content="hello"))
     assert usage.estimated and usage.prompt_tokens == 777
 
 

@@ -167,7 +167,9 @@ async def test_a_replay_of_any_merged_update_finds_the_one_stored_message(
     session = await store.create_session("telegram:dm:1", "default")
     await store.start_turn(session.id, "t1")
     user = ChatMessage(role="user", content="a\nb")
-    stored_id = await store.append_message(session.id, "t1", user, origin=merged.stored_origin)
+    stored_id = await store.append_message(
+        session.id, "t1", user, origin=merged.origin, also=merged.also
+    )
     for origin in ("telegram:1", "telegram:2", "telegram:12"):
         found = await store.find_message_by_origin(session.id, origin)
         assert found is not None and found.id == stored_id
