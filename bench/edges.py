@@ -25,7 +25,9 @@ subprocess against the Telegram simulator and a 0 ms scripted model; RSS (``VmRS
 when it logs ready; then one warm-up message in a chat of its own, then 1 chat × 10
 (each message once the previous answer arrived) or 20 chats × 5 at once; CPU is the
 process's CPU time (its threads' ``schedstat``) over the messages divided by the answers.
-Each figure is the median of :data:`ROUNDS` runs per side, the two sides taking turns.
+Each side's figure is the median of :data:`ROUNDS` runs, the two sides taking turns; the
+change is the median of each round's own change (after against the before run beside it),
+so a load that comes and goes on the shared machine falls on both runs it compares.
 """
 
 from __future__ import annotations
@@ -316,8 +318,11 @@ async def answers_cost(checkout: Path, chats: int, messages: int) -> dict[str, f
         await sim.stop()
 
 
-def _row(name: str, before: float, after: float, unit: str, digits: int) -> str:
-    change = (after - before) / before * 100 if before else float("nan")
+def _row(
+    name: str, before: float, after: float, unit: str, digits: int, change: float | None = None
+) -> str:
+    if change is None:
+        change = (after - before) / before * 100 if before else float("nan")
     return f"  {name:40s} {before:10.{digits}f} {after:10.{digits}f} {change:+7.1f} %  {unit}"
 
 
@@ -336,32 +341,50 @@ async def measure(checkouts: dict[str, Path]) -> None:
             after = traces["after", (platform, streaming)][what]
             print(_row(f"{platform} streaming {streaming}: {what}", before, after, "", 0))
     for chats, messages in ((1, 10), (20, 5)):
-        cost = await _alternating(checkouts, chats, messages)
+        runs = await _alternating(checkouts, chats, messages)
         name = f"CPU per answer, {chats} chat(s) x {messages}"
-        print(_row(name, cost["before"]["cpu"] * 1000, cost["after"]["cpu"] * 1000, "ms", 2))
+        cpu = _median(runs, "cpu")
+        print(_row(name, cpu["before"] * 1000, cpu["after"] * 1000, "ms", 2, _paired(runs, "cpu")))
+        print(f"  {'':40s} each round: {_changes(runs, 'cpu')}")
         if chats == 1:
-            rss = (cost["before"]["rss"], cost["after"]["rss"])
-            print(_row("RSS at ready", *rss, "MiB", 1))
+            rss = _median(runs, "rss")
+            print(_row("RSS at ready", rss["before"], rss["after"], "MiB", 1))
 
 
-ROUNDS = 3
-"""Runs of each side per cost figure; the figure is their median."""
+ROUNDS = 5
+"""Rounds per cost figure: in each, one run of each side."""
+
+Runs = dict[str, list[dict[str, float]]]
+"""Each side's runs, one a round, in round order."""
 
 
-async def _alternating(
-    checkouts: dict[str, Path], chats: int, messages: int
-) -> dict[str, dict[str, float]]:
-    """Each side's median cost over :data:`ROUNDS` runs, the sides taking turns (which goes
-    first alternates), so that a load on the shared machine falls on both alike."""
-    runs: dict[str, list[dict[str, float]]] = {side: [] for side in checkouts}
+async def _alternating(checkouts: dict[str, Path], chats: int, messages: int) -> Runs:
+    """:data:`ROUNDS` rounds of one run of each side, back to back (which goes first
+    alternates)."""
+    runs: Runs = {side: [] for side in checkouts}
     for round_ in range(ROUNDS):
         order = list(checkouts) if round_ % 2 == 0 else list(reversed(checkouts))
         for side in order:
             runs[side].append(await answers_cost(checkouts[side], chats, messages))
-    return {
-        side: {key: statistics.median(run[key] for run in found) for key in ("cpu", "rss")}
-        for side, found in runs.items()
-    }
+    return runs
+
+
+def _median(runs: Runs, key: str) -> dict[str, float]:
+    return {side: statistics.median(run[key] for run in found) for side, found in runs.items()}
+
+
+def _round_changes(runs: Runs, key: str) -> list[float]:
+    """Each round's change of after against the before run of its round (%)."""
+    pairs = zip(runs["before"], runs["after"], strict=True)
+    return [(after[key] / before[key] - 1) * 100 for before, after in pairs]
+
+
+def _paired(runs: Runs, key: str) -> float:
+    return statistics.median(_round_changes(runs, key))
+
+
+def _changes(runs: Runs, key: str) -> str:
+    return " ".join(f"{change:+.1f} %" for change in _round_changes(runs, key))
 
 
 BEFORE_COMMIT = "785ada9"

@@ -199,7 +199,7 @@ async def test_cancel_during_backoff_sleep_aborts_at_once(
     with pytest.raises(asyncio.CancelledError):
         await task
 
-    assert time.monotonic() - started < 0.1
+    assert time.monotonic() - started < 1.0  # not the 30 s the server asked for
     assert len(model_server.requests) == 1
 
 

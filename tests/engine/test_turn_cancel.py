@@ -14,11 +14,12 @@ from core.tools.base import ToolContext, ToolResult
 from tests.engine.conftest import KEY, Rig, make_tool
 from tests.support.model_server import reply_hang, reply_text, reply_tool_call
 
-STOP_WITHIN = 0.2
+STOP_WITHIN = 1.0
+"""A stop ends the turn well within this; its latency is measured by bench/stop.py."""
 
 
 async def stop_and_time(control: TurnControl, turn: asyncio.Task[TurnResult]) -> TurnResult:
-    """Stop the turn; assert it ended within 200 ms."""
+    """Stop the turn; assert it ended within :data:`STOP_WITHIN`."""
     began = time.monotonic()
     control.stop()
     result = await asyncio.wait_for(turn, 2)

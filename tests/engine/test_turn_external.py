@@ -104,7 +104,7 @@ async def test_stop_kills_the_external_runtime(rig: Rig, tmp_path: Path) -> None
     control.stop()
     result = await asyncio.wait_for(turn, 5)
 
-    assert time.monotonic() - began < 0.2
+    assert time.monotonic() - began < 1.0  # killed, not left to end by itself
     assert (result.status, result.exit_reason) == ("interrupted", "cancelled")
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)

@@ -8,7 +8,7 @@ from typing import Any
 
 from core.agent.control import TurnControl
 from core.agent.loop import CommonAgent
-from core.agent.step import ModelSlow, TurnNotice
+from core.agent.step import OBSERVER_SECONDS, ModelSlow, TurnNotice
 from core.agent.turn import UserMessage
 from core.model.retry import RetryPolicy
 from tests.engine.conftest import KEY, USER, Rig
@@ -91,6 +91,6 @@ async def test_a_hanging_notice_callback_never_holds_the_reply(rig: Rig) -> None
     await asyncio.wait_for(entered.wait(), 5)
 
     release.set()
-    result = await asyncio.wait_for(turn, 0.5)
+    result = await asyncio.wait_for(turn, OBSERVER_SECONDS)  # not held for the notice's time box
 
     assert result.reply == "here"

@@ -260,7 +260,7 @@ async def test_ending_a_stream_takes_no_place_in_a_window_that_counts_drafts() -
     draft, seal, answer = (
         adapter.of(m)[0].at for m in ("live_text:replace", "live_text:seal", "send")
     )
-    assert seal - draft < 0.5 and 1.0 <= answer - draft < 1.5
+    assert seal - draft < 1.0 <= answer - draft < 2.0  # the seal waits no window, the answer one
     await outbound.aclose()
 
 

@@ -144,7 +144,7 @@ async def test_update_is_confirmed_only_by_a_later_offset(
 async def test_get_updates_with_timeout_zero_returns_at_once(bot: Bot) -> None:
     started = time.monotonic()
     assert await bot.get_updates(timeout=0) == ()
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 1.0  # a long poll would hold it for its timeout
 
 
 async def test_long_poll_answers_as_soon_as_a_user_speaks(
