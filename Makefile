@@ -42,7 +42,7 @@ TEST_ENV := env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy -u ALL
 	-u all_proxy -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE)
 unit: $(STAMP)
 	$(TEST_ENV) $(BIN)/python -m compileall -q -j 2 core adapters gateway bench tests >/dev/null
-	$(TEST_ENV) $(BIN)/pytest -n 3 --dist loadfile
+	$(TEST_ENV) $(BIN)/pytest -n 3 --dist worksteal
 
 # The terminal tool runs in bubblewrap; the tests use the real one. Installed when missing.
 sandbox:
