@@ -22,9 +22,10 @@ Rules:
 * a request whose ``present`` fails is denied: nobody saw it, so nobody approved it;
 * "always for this session": an approval with ``always=True`` is remembered
   (:class:`core.approval_memory.ApprovalMemory`: exact tool and normalised arguments, per
-  session key, bounded); a later identical request is approved without asking (it is still
-  persisted, resolved by ``"always"``). :meth:`Approvals.forget` drops a session's memory
-  (``/new``).
+  session — its key and id —, bounded); a later identical request of the same session is
+  approved without asking (it is still persisted, resolved by ``"always"``). A new session
+  under the key remembers nothing, wherever its ``/new`` ran; :meth:`Approvals.forget`
+  drops a session's memory (``/new``).
 """
 
 from __future__ import annotations

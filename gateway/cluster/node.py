@@ -121,7 +121,7 @@ class ClusterNode:
         self.claim = ClusterClaim(
             store=store, leases=self.leases, members=self.members, mailbox=self.mailbox,
             process_id=process_id, leased_platforms=self._leased_platforms, busy=self._busy,
-            delivered=self._delivered, key_of=self._key_of,
+            delivered=self._delivered, key_of=self._key_of, taken=self._taken,
         )  # fmt: skip
         """The inbound stage ``cluster_claim`` (claim-or-forward)."""
         self.sweeper = Sweeper(store, self.leases, self._in_flight, age=self.tick_seconds)
@@ -338,6 +338,11 @@ class ClusterNode:
         if self._service is None:
             return str(event.session_key)
         return str(self._service.links.rekey(event).session_key)
+
+    def _taken(self, session_key: str) -> None:
+        """A session now run here may have changed settings on another process."""
+        if self._service is not None:
+            self._service.settings.forget(session_key)
 
     def _busy(self, session_key: str) -> bool:
         service = self._service

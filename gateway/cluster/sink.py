@@ -141,6 +141,7 @@ class ClusterClaim:
         busy: Callable[[str], bool],
         delivered: Callable[[str], Awaitable[None]] | None = None,
         key_of: Callable[[InboundEvent], str] | None = None,
+        taken: Callable[[str], None] | None = None,
     ) -> None:
         """``leased_platforms``: the platforms whose bots are leased (the rest are per
         process: straight on); ``busy(session_key)``: a turn of it runs or
@@ -148,7 +149,10 @@ class ClusterClaim:
         session's last reply, if it is still being delivered here, is out (a text message
         waits for it rather than queue behind a turn that has ended); ``key_of(event)``:
         the session key its turn runs under (a linked identity's direct message runs in its
-        person's ``link:dm:`` session, gateway/control/links.py), default the event's own."""
+        person's ``link:dm:`` session, gateway/control/links.py), default the event's own;
+        ``taken(session_key)``: this process has just taken the session's lease (it was
+        free, expired or another's), so what it kept in memory of the session may have
+        changed on another process meanwhile (its settings: a ``/model`` made there)."""
         self.stats = SinkStats()
         self.process_id = process_id
         self._store, self._leases, self._members = store, leases, members
@@ -157,6 +161,7 @@ class ClusterClaim:
         self._busy = busy
         self._delivered = delivered
         self._key_of = key_of or _own_key
+        self._taken = taken
         self._sessions: dict[str, _Session] = {}
         self._in_flight: set[ItemKey] = set()
         self._warned: set[Fence] = set()
@@ -194,7 +199,7 @@ class ClusterClaim:
         fence = self._leases.fence_of(name)
         if fence is not None and self._leases.valid(fence):
             return True
-        return await self._leases.acquire(name) is not None
+        return await self._acquire(name) is not None
 
     async def _until_held(self, name: str) -> None:
         """Until the lease is this process's (the store is asked: no event to wait on)."""
@@ -361,10 +366,17 @@ class ClusterClaim:
                     after = await self._leases.claim(name, target)
                     if after.owner != self.process_id:
                         return after.owner
-            fence = await self._leases.acquire(name)
+            fence = await self._acquire(name)
             if fence is not None:
                 return fence
         raise StoreError(f"the lease {name} kept changing hands")
+
+    async def _acquire(self, name: str) -> Fence | None:
+        """The session lease taken here, when free or expired (None: another holds it)."""
+        fence = await self._leases.acquire(name)
+        if fence is not None and self._taken is not None:
+            self._taken(name.removeprefix(SESSION_PREFIX))
+        return fence
 
     async def _forward(self, event: InboundEvent, owner: str) -> None:
         try:

@@ -94,6 +94,11 @@ class SessionSettingsBook:
         while len(self._known) > self._limit:
             self._known.popitem(last=False)
 
+    def forget(self, key: str) -> None:
+        """Read ``key``'s settings from the store again when next needed: another process
+        may have changed them (a cluster's session moved here, docs/cluster.md)."""
+        self._known.pop(key, None)
+
     def cached(self, key: str) -> SessionSettings:
         """What is known of ``key`` without reading the store (all None when not loaded)."""
         return self._known.get(key) or SessionSettings()

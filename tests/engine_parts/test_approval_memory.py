@@ -8,9 +8,11 @@ from core.approval_memory import ApprovalMemory
 from core.approver import ApprovalRequest
 
 
-def request(session_key: str, arguments: dict[str, Any], tool: str = "terminal") -> ApprovalRequest:
+def request(
+    session_key: str, arguments: dict[str, Any], tool: str = "terminal", session_id: str = "s"
+) -> ApprovalRequest:
     return ApprovalRequest(
-        id="r", kind="approval", session_key=session_key, session_id="s", turn_id="t",
+        id="r", kind="approval", session_key=session_key, session_id=session_id, turn_id="t",
         call_id="c", tool=tool, arguments=arguments, prompt="run it?", requested_by="42",
         created_at=0.0, timeout=1.0,
     )  # fmt: skip
@@ -54,3 +56,16 @@ def test_a_session_remembers_at_most_its_cap_and_forget_drops_it() -> None:
     assert [memory.approves(request("k", {"command": c})) for c in "abc"] == [True, True, False]
     memory.forget("k")
     assert not memory.approves(request("k", {"command": "a"}))
+
+
+def test_a_new_session_under_the_key_remembers_nothing_of_the_old_ones() -> None:
+    """A ``/new`` this process never saw (run on another process of a cluster) still ends
+    the old session's "always": the next request names the new session's id."""
+    memory = ApprovalMemory()
+    memory.remember(request("k", {"command": "rm -rf build"}, session_id="old"))
+
+    assert memory.approves(request("k", {"command": "rm -rf build"}, session_id="old"))
+    assert not memory.approves(request("k", {"command": "rm -rf build"}, session_id="new"))
+    memory.remember(request("k", {"command": "ls"}, session_id="new"))
+    assert memory.approves(request("k", {"command": "ls"}, session_id="new"))
+    assert not memory.approves(request("k", {"command": "rm -rf build"}, session_id="new"))
