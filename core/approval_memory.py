@@ -2,14 +2,15 @@
 
 An approval given with ``always=True`` remembers the pair (tool, normalised arguments) for
 the session: its key, and the id of the session the key had then; a later identical request
-of that same session is approved without asking. A new session under the key (``/new``)
-remembers nothing of the old one's, whichever process ran the ``/new`` (several processes
-on PostgreSQL, docs/cluster.md: a session's turns move between processes, each with its
-own memory). Normalised means the
-``command`` argument with whitespace collapsed when there is one, else the arguments as
-canonical JSON — an exact match, never a prefix: approving ``rm -rf build`` does not
-approve ``rm -rf /``. The memory is bounded: least recently used sessions are dropped past
-``max_sessions``, and a session remembers at most ``max_per_session`` pairs.
+of that same session is approved without asking. Normalised means the ``command`` argument
+with whitespace collapsed when there is one, else the arguments as canonical JSON — an
+exact match, never a prefix: approving ``rm -rf build`` does not approve ``rm -rf /``.
+
+A new session under the key (``/new``) remembers nothing of the old one's, whichever
+process ran the ``/new`` (several processes on PostgreSQL, docs/cluster.md: a session's
+turns move between processes, each with its own memory). The memory is bounded: least
+recently used sessions are dropped past ``max_sessions``, and a session remembers at most
+``max_per_session`` pairs.
 """
 
 from __future__ import annotations

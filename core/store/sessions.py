@@ -97,8 +97,6 @@ def stored_origin(origin: str | None, also: tuple[str, ...]) -> str | None:
     """The ``origin`` column of a message from ``origin`` with the updates ``also`` merged
     into it (``debounce_ms``): every one of them, one a line, so :data:`MESSAGE_BY_ORIGIN`
     finds the message by any one."""
-    if not also:  # one update (no merge): its own origin
-        return origin or None
     own = () if origin is None else (origin,)
     return "\n".join((*own, *also)) or None
 
