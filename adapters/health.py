@@ -156,11 +156,15 @@ class Supervisor:
 
     async def run(self) -> None:
         """Connect, reconnect after each transient end, return once the connection is
-        fatally down. Cancellation (the adapter stopping) ends it at once."""
+        fatally down. Cancellation (the adapter stopping) ends it at once: it reaches the
+        connection's task, awaited until it has ended.
+
+        Each connection runs in a task of its own, so an event the connection receives
+        resumes only the connection's frames, not this loop's as well."""
         while True:
             began = self._clock()
             try:
-                await self._connect()
+                await asyncio.ensure_future(self._connect())  # its own task (docstring)
                 reason = "the connection ended"
             except asyncio.CancelledError:
                 raise

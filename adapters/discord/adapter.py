@@ -418,7 +418,11 @@ class DiscordAdapter:
             event = event_of(envelope, self.key_rule, thread)
         else:
             event = arrived
-        async with self._deferred.handling(self._responders.pop(envelope.id, None)):
+        responder = self._responders.pop(envelope.id, None)
+        if responder is None:  # a message or a press: no deferred response to open
+            await self._sink(event)
+            return event
+        async with self._deferred.handling(responder):
             await self._sink(event)
         return event
 

@@ -114,29 +114,28 @@ class DeferredResponses:
     """The deferred responses of the slash commands being handled now, by chat."""
 
     def __init__(self) -> None:
-        self._open: dict[str, list[Responder]] = {}
+        self.open: dict[str, list[Responder]] = {}
+        """The open responders by chat: empty while no slash command is being handled, so
+        a sender need not :meth:`claim`."""
 
     @contextlib.asynccontextmanager
-    async def handling(self, responder: Responder | None) -> AsyncIterator[None]:
+    async def handling(self, responder: Responder) -> AsyncIterator[None]:
         """Open ``responder`` for its chat while the command is handled; close it after
         (its "thinking…" response is deleted if nothing replaced it)."""
-        if responder is None:
-            yield
-            return
         chat = str(responder.interaction.channel_id)
-        self._open.setdefault(chat, []).append(responder)
+        self.open.setdefault(chat, []).append(responder)
         try:
             yield
         finally:
-            waiting = self._open.get(chat, [])
+            waiting = self.open.get(chat, [])
             waiting.remove(responder)
             if not waiting:
-                self._open.pop(chat, None)
+                self.open.pop(chat, None)
             await responder.close()
 
     def claim(self, chat_id: str) -> Responder | None:
         """The responder whose deferred response a message to ``chat_id`` replaces."""
-        open_here = self._open.get(chat_id)
+        open_here = self.open.get(chat_id)
         if not open_here:
             return None
         return next((r for r in open_here if r.claim(chat_id)), None)

@@ -101,8 +101,8 @@ class DiscordOutbound:
         self, chat: ChatRef, text: str, buttons: ButtonRows, markup: bool, key: str | None
     ) -> SentMessage:
         content = text if markup else plain_content(text)
-        view = view_of(buttons)
-        responder = self._deferred.claim(chat.chat_id)
+        view = view_of(buttons) if any(buttons) else None
+        responder = self._deferred.claim(chat.chat_id) if self._deferred.open else None
         if responder is not None:
             replaced = await _replace_deferred(responder, content, view)
             if replaced is not None:

@@ -50,7 +50,7 @@ def message_envelope(message: discord.Message, bot: str, known: frozenset[str]) 
         bot_thread=isinstance(channel, discord.Thread) and str(channel.owner_id) == bot,
         command=command[0] if command else "",
         args=command[1] if command else "",
-        attachments=attachments_of(message),
+        attachments=attachments_of(message) if message.attachments else (),
     )
 
 

@@ -157,17 +157,6 @@ class OutboxChunk:
     message_id: str | None = None
     started_at: float | None = None
 
-    @property
-    def key(self) -> str:
-        """The chunk's id, stable across restarts: the idempotency key its sends carry
-        (:func:`chunk_key`'s form, built here without the call)."""
-        return f"{self.turn_id}.{self.index}"
-
-    @property
-    def in_flight(self) -> bool:
-        """A send began and was never marked arrived (a crash in the call's window)."""
-        return self.started_at is not None and self.message_id is None
-
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:

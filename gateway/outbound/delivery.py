@@ -202,8 +202,8 @@ class Delivery:
             edited = await self._edit_into(outbound, into, chunk, plain)
             if edited is not None:
                 return edited
-        key = chunk.key if chunk.turn_id else None
-        since = chunk.started_at if chunk.in_flight else None  # as the last run left it
+        key = _call_key(chunk)
+        since = chunk.started_at  # set: a send of this unsent chunk began (it is in flight)
         await self._started(chunk)
         call = Send(
             chat, chunk.text, markup=chunk.markup, key=key, in_flight_since=since,
@@ -325,6 +325,13 @@ class Typing:
             except Exception:
                 logger.debug("typing indicator in %s failed; stopped", self._chat, exc_info=True)
                 return
+
+
+def _call_key(chunk: OutboxChunk) -> str | None:
+    """The idempotency key the chunk's sends carry, stable across restarts: its
+    :func:`core.store.records.chunk_key` (built here without the call); none for a reply
+    that is not a turn's."""
+    return f"{chunk.turn_id}.{chunk.index}" if chunk.turn_id else None
 
 
 def _sent_key(chunk: OutboxChunk) -> tuple[str, int, int]:

@@ -23,7 +23,8 @@ line per call; identical consecutive lines collapse to ``×N``). Time is injecte
 **Through the bot's pipeline** (:mod:`gateway.outbound.pipeline`): every write is a ``PROGRESS``
 call (a :class:`~gateway.outbound.pipeline.Latest`) that reads the newest state when the budget
 lets it *start*, so a stale state is never sent. While the turn runs the message carries
-``buttons`` (the turn's Stop button); the final state has none.
+the turn's buttons (its Stop button), asked of ``buttons`` when the first state is written:
+a quick answer that shows no progress makes none. The final state has none.
 
 **Inside a streamed answer.** With ``shown_by`` (a native stream with
 ``Capabilities.stream_progress``: :mod:`gateway.turns.streaming`) the view sends no message: the
@@ -148,14 +149,16 @@ class ProgressView:
         clock: Callable[[], float] = time.monotonic,
         sleep: Sleep = asyncio.sleep,
         finish_timeout: float = FINISH_SECONDS,
-        buttons: ButtonRows = (),
+        buttons: Callable[[], ButtonRows] | None = None,
         shown_by: Callable[[str], None] | None = None,
     ) -> None:
         self._outbound, self._chat, self._config = outbound, chat, config
         self._shown_by = shown_by
         """Set: the current step's line goes there (a streamed answer shows it) and the
         view sends no message."""
-        self._buttons = buttons
+        self._make_buttons = buttons
+        self._buttons: ButtonRows | None = None
+        """The turn's own buttons, once made (at the first write)."""
         self._born = clock()
         self._in_flight = False
         self._writing: str | None = None
@@ -428,6 +431,8 @@ class ProgressView:
 
     def _running_buttons(self) -> ButtonRows:
         """The turn's own buttons; else the ones the platform declares for progress."""
+        if self._buttons is None and self._make_buttons is not None:
+            self._buttons = self._make_buttons()
         if self._buttons:
             return self._buttons
         running = self._outbound.capabilities.progress_buttons

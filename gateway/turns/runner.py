@@ -40,7 +40,7 @@ from gateway.turns.progress import ProgressConfig, ProgressView
 from gateway.turns.reactions import Reactions
 from gateway.turns.replies import Replies, reply_text
 from gateway.turns.settings import SessionSettingsBook, progress_for
-from gateway.turns.stops import StopButtons, StoppedTurns, compact_now
+from gateway.turns.stops import StopButtons, StoppedTurns, TurnStop, compact_now
 from gateway.turns.streaming import StreamedReply, Streams
 
 logger = logging.getLogger(__name__)
@@ -193,13 +193,13 @@ class ChatTurns:
             return await agent.run_turn(session_key, message, control)
         stops, streams = self._stops, self.streams
         capabilities = place.outbound.capabilities
-        stop_id, buttons = stops.register(session_key, control, message.sender_id, capabilities)
+        stop = TurnStop(stops, session_key, control, message.sender_id, capabilities)
         stream = streams.open(session_key, place, control.token) if streams else None
         pacing = self._pacing
         progress = progress_for(settings, pacing.progress)
         view = ProgressView(
             place.outbound, place.chat, progress, clock=pacing.clock, sleep=pacing.sleep,
-            buttons=buttons,
+            buttons=stop.buttons,
             shown_by=stream.show_step if stream is not None and stream.shows_progress else None,
         )  # fmt: skip
         self._views.open(session_key, view)
@@ -228,7 +228,8 @@ class ChatTurns:
                 await streams.discard(session_key)
             raise
         finally:
-            stops.forget(stop_id)
+            if stop.stop_id is not None:  # its progress showed the Stop button
+                stops.forget(stop.stop_id)
 
     async def _take_in(
         self, key: str, message: UserMessage, place: Place | None, agent: CommonAgent,
@@ -262,7 +263,7 @@ class ChatTurns:
             await _quiet_end(view, stream)
             self._directory.turn_ended(session_key)
             return
-        stopped = self._stopped.was_stopped(result.turn_id)
+        stopped = bool(self._stopped) and self._stopped.was_stopped(result.turn_id)
         if self._reactions is not None:
             await self._reactions.ended(message, result)
         try:

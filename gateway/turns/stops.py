@@ -1,8 +1,9 @@
 """Stopping a running turn from the chat, and ``/compact`` run in a turn's lane.
 
 :class:`StopButtons` puts a Stop button on each turn's progress message (its press
-handled by :mod:`gateway.inbound.dispatch`); :class:`StoppedTurns` remembers the turns
-whose stop was acknowledged, so their reply is suppressed (docs/architecture.md §11);
+handled by :mod:`gateway.inbound.dispatch`), registered through the turn's
+:class:`TurnStop` when that message is first written; :class:`StoppedTurns` remembers the
+turns whose stop was acknowledged, so their reply is suppressed (docs/architecture.md §11);
 :func:`compact_now` is ``/compact`` run where the session's turns run, so ``/stop`` ends
 it and a message sent meanwhile queues behind it (docs/turn-loop.md §4).
 """
@@ -130,20 +131,42 @@ class StopButtons:
         return stopped(outcome)
 
 
-class StoppedTurns:
+@dataclass(slots=True)
+class TurnStop:
+    """One turn's Stop button, registered only when the turn's progress message is first
+    written (:class:`gateway.turns.progress.ProgressView` asks :meth:`buttons`): a quick
+    answer that shows no progress registers none. ``stop_id`` is set once registered; the
+    caller forgets it when the turn ends."""
+
+    stops: StopButtons
+    session_key: str
+    control: TurnControl
+    requester: str | None
+    capabilities: Capabilities
+    stop_id: str | None = None
+
+    def buttons(self) -> ButtonRows:
+        self.stop_id, rows = self.stops.register(
+            self.session_key, self.control, self.requester, self.capabilities
+        )
+        return rows
+
+
+class StoppedTurns(BoundedMap[str, None]):
     """Turns whose ``/stop`` was acknowledged (bounded; oldest forgotten first): their reply
-    is suppressed even if it still completed (the stop raced the final answer)."""
+    is suppressed even if it still completed (the stop raced the final answer). Empty (and
+    false) while no stop waits for its turn's result, so a result need not ask."""
 
     def __init__(self, *, capacity: int = REMEMBERED_STOPS) -> None:
-        self._stopped: BoundedMap[str, None] = BoundedMap(capacity)
+        super().__init__(capacity)
 
     def acknowledge(self, turn_id: str) -> None:
         """``/stop`` told the user this turn stopped: its reply must not follow."""
-        self._stopped.put(turn_id, None)
+        self.put(turn_id, None)
 
     def was_stopped(self, turn_id: str) -> bool:
         """True (once) when a ``/stop`` was acknowledged for ``turn_id``."""
-        if turn_id not in self._stopped:
+        if turn_id not in self:
             return False
-        del self._stopped[turn_id]
+        del self[turn_id]
         return True

@@ -7,7 +7,15 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from adapters.base import ChatRef, Forbidden, MessageGone, NotModified, RateLimited
+from adapters.base import (
+    Button,
+    ButtonRows,
+    ChatRef,
+    Forbidden,
+    MessageGone,
+    NotModified,
+    RateLimited,
+)
 from core.redaction import remember_secrets
 from gateway.outbound.pipeline import Outbound
 from gateway.turns.progress import ProgressConfig, ProgressView
@@ -194,6 +202,44 @@ async def test_interrupted_turn_finalizes_as_stopped() -> None:
     view.step(2, [tool("terminal", command="sleep 100")])
     await view.finish("interrupted")
     assert adapter.of("send")[0].text.endswith("⏹ Stopped — 1 step")
+
+
+def with_stop_button(made: list[int]) -> tuple[FakeAdapter, FakeClock, ProgressView]:
+    """A view whose turn's Stop button counts into ``made`` each time it is made."""
+
+    def buttons() -> ButtonRows:
+        made.append(1)
+        return ((Button("⏹ Stop", "st:turn-1", role="stop"),),)
+
+    clock = FakeClock()
+    adapter = FakeAdapter(clock=clock)
+    config = ProgressConfig(mode="all")
+    view = ProgressView(
+        Outbound(adapter), CHAT, config, clock=clock, sleep=clock.sleep, buttons=buttons
+    )
+    return adapter, clock, view
+
+
+async def test_the_turns_buttons_are_made_once_at_the_first_write_and_kept_until_the_end() -> None:
+    made: list[int] = []
+    adapter, clock, view = with_stop_button(made)
+    assert made == []  # nothing written yet: no button made
+    view.step(2, [tool("terminal", command="ls")])
+    await adapter.wait_for(lambda: len(adapter.of("send")) == 1)
+    clock.now += 5
+    view.step(3, [tool("terminal", command="pwd")])
+    await adapter.wait_for(lambda: len(adapter.of("edit")) == 1)
+    await view.finish("completed")
+    payloads = [[b.data for row in c.buttons for b in row] for c in adapter.calls]
+    assert payloads == [["st:turn-1"], ["st:turn-1"], []]  # the final state has none
+    assert made == [1]
+
+
+async def test_a_turn_that_shows_no_progress_makes_no_buttons() -> None:
+    made: list[int] = []
+    adapter, _, view = with_stop_button(made)
+    await view.finish("completed")
+    assert adapter.calls == [] and made == []
 
 
 async def test_aclose_cancels_a_flush_waiting_out_a_rate_limit() -> None:
