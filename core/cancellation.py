@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -39,6 +39,8 @@ class CancellationToken:
         """Whether :meth:`cancel` was called (read it; never set it)."""
         self._reason: str | None = None
         self._children: list[CancellationToken] = []
+        self._guards: set[Callable[[object], None]] = set()
+        """How each :meth:`guard` waiting now is woken by :meth:`cancel`."""
         if parent is not None:
             parent._children.append(self)
             if parent.cancelled:
@@ -54,6 +56,8 @@ class CancellationToken:
         self.cancelled = True
         self._reason = reason
         self._event.set()
+        for wake in list(self._guards):
+            wake(None)
         for child in self._children:
             child.cancel(reason)
 
@@ -82,21 +86,30 @@ class CancellationToken:
         raise TimeoutError(f"gave up after {seconds}s")
 
     async def guard(self, awaitable: Awaitable[T]) -> T:
-        """Await ``awaitable`` unless the token is cancelled first; then abort it."""
+        """Await ``awaitable`` unless the token is cancelled first; then abort it.
+
+        One future is woken by whichever comes first, the work's end or :meth:`cancel`
+        (no helper task, no waiter left behind)."""
         if self.cancelled:
             _discard(awaitable)
             raise Cancelled(self._reason or "cancelled")
         work = asyncio.ensure_future(awaitable)
-        stop = asyncio.ensure_future(self._event.wait())  # until work ends or the token is
-        try:  # cancelled, leaving no waiter behind
-            try:
-                await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stop.cancel()
-                await asyncio.wait({stop})
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def wake(_: object) -> None:
+            if not woken.done():
+                woken.set_result(None)
+
+        work.add_done_callback(wake)
+        self._guards.add(wake)
+        try:
+            await woken
         except asyncio.CancelledError:
             await _abandon(work)
             raise
+        finally:
+            self._guards.discard(wake)
+            work.remove_done_callback(wake)
         if work.done():
             return work.result()
         await _abandon(work)

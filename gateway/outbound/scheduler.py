@@ -323,14 +323,18 @@ class OutboundScheduler:
                 await self._nap(delay)
 
     async def _nap(self, delay: float) -> None:
-        """Until ``delay`` passed on the scheduler's clock or a call came or ended."""
+        """Until ``delay`` passed on the scheduler's clock or a call came or ended: the
+        sleep's end sets the wake like a call does."""
         sleeper = asyncio.ensure_future(self._sleep(delay))
-        waker = asyncio.ensure_future(self._wake.wait())
+        sleeper.add_done_callback(self._slept)
         try:
-            await asyncio.wait((sleeper, waker), return_when=asyncio.FIRST_COMPLETED)
+            await self._wake.wait()
         finally:
+            sleeper.remove_done_callback(self._slept)
             sleeper.cancel()
-            waker.cancel()
+
+    def _slept(self, _: object) -> None:
+        self._wake.set()
 
     def _grant_ready(self) -> float | None:
         """Start every waiting call the budget allows now; seconds until the next may

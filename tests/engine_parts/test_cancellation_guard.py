@@ -1,0 +1,85 @@
+"""CancellationToken.guard: the work's result, or Cancelled the moment the token is cancelled
+(core/cancellation.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from core.cancellation import CancellationToken, Cancelled
+
+
+async def test_the_guarded_works_result_and_its_error_come_back_as_they_are() -> None:
+    token = CancellationToken()
+
+    async def fails() -> None:
+        raise ValueError("the tool broke")
+
+    assert await token.guard(asyncio.sleep(0, "done")) == "done"
+    with pytest.raises(ValueError, match="the tool broke"):
+        await token.guard(fails())
+    assert not token.cancelled
+
+
+async def test_cancelling_the_token_ends_the_guard_and_cancels_the_work() -> None:
+    token, started, ended = CancellationToken(), asyncio.Event(), []
+
+    async def work() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.append("work")
+
+    guarded = asyncio.create_task(token.guard(work()))
+    await started.wait()
+    token.cancel("stopped by the user")
+    with pytest.raises(Cancelled, match="stopped by the user"):
+        await guarded
+    assert ended == ["work"]
+
+
+async def test_two_guards_on_one_token_both_end_when_it_is_cancelled() -> None:
+    token, started = CancellationToken(), [asyncio.Event(), asyncio.Event()]
+
+    async def work(n: int) -> None:
+        started[n].set()
+        await asyncio.Event().wait()
+
+    first = asyncio.create_task(token.guard(work(0)))
+    second = asyncio.create_task(token.child().guard(work(1)))
+    await asyncio.gather(*(e.wait() for e in started))
+    token.cancel()
+    results = await asyncio.gather(first, second, return_exceptions=True)
+    assert [type(r) for r in results] == [Cancelled, Cancelled]
+
+
+async def test_cancelling_the_guarding_task_cancels_the_work_and_propagates() -> None:
+    token, started, ended = CancellationToken(), asyncio.Event(), []
+
+    async def work() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.append("work")
+
+    guarded = asyncio.create_task(token.guard(work()))
+    await started.wait()
+    guarded.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await guarded
+    assert ended == ["work"] and not token.cancelled
+
+
+async def test_a_guard_on_a_cancelled_token_never_starts_the_work() -> None:
+    token, ran = CancellationToken(), []
+
+    async def work() -> None:
+        ran.append("work")
+
+    token.cancel("interrupted")
+    with pytest.raises(Cancelled, match="interrupted"):
+        await token.guard(work())
+    assert ran == []
