@@ -22,55 +22,49 @@ async def test_the_guarded_works_result_and_its_error_come_back_as_they_are() ->
     assert not token.cancelled
 
 
-async def test_cancelling_the_token_ends_the_guard_and_cancels_the_work() -> None:
-    token, started, ended = CancellationToken(), asyncio.Event(), []
+class Hanging:
+    """Work that runs until cancelled, saying when it started and when it ended."""
 
-    async def work() -> None:
-        started.set()
+    def __init__(self) -> None:
+        self.started, self.ended = asyncio.Event(), False
+
+    async def run(self) -> None:
+        self.started.set()
         try:
             await asyncio.Event().wait()
         finally:
-            ended.append("work")
+            self.ended = True
 
-    guarded = asyncio.create_task(token.guard(work()))
-    await started.wait()
+
+async def test_cancelling_the_token_ends_the_guard_and_cancels_the_work() -> None:
+    token, work = CancellationToken(), Hanging()
+    guarded = asyncio.create_task(token.guard(work.run()))
+    await work.started.wait()
     token.cancel("stopped by the user")
     with pytest.raises(Cancelled, match="stopped by the user"):
         await guarded
-    assert ended == ["work"]
+    assert work.ended
 
 
 async def test_two_guards_on_one_token_both_end_when_it_is_cancelled() -> None:
-    token, started = CancellationToken(), [asyncio.Event(), asyncio.Event()]
-
-    async def work(n: int) -> None:
-        started[n].set()
-        await asyncio.Event().wait()
-
-    first = asyncio.create_task(token.guard(work(0)))
-    second = asyncio.create_task(token.child().guard(work(1)))
-    await asyncio.gather(*(e.wait() for e in started))
+    token, works = CancellationToken(), [Hanging(), Hanging()]
+    first = asyncio.create_task(token.guard(works[0].run()))
+    second = asyncio.create_task(token.child().guard(works[1].run()))
+    await asyncio.gather(*(w.started.wait() for w in works))
     token.cancel()
     results = await asyncio.gather(first, second, return_exceptions=True)
     assert [type(r) for r in results] == [Cancelled, Cancelled]
+    assert all(w.ended for w in works)
 
 
 async def test_cancelling_the_guarding_task_cancels_the_work_and_propagates() -> None:
-    token, started, ended = CancellationToken(), asyncio.Event(), []
-
-    async def work() -> None:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        finally:
-            ended.append("work")
-
-    guarded = asyncio.create_task(token.guard(work()))
-    await started.wait()
+    token, work = CancellationToken(), Hanging()
+    guarded = asyncio.create_task(token.guard(work.run()))
+    await work.started.wait()
     guarded.cancel()
     with pytest.raises(asyncio.CancelledError):
         await guarded
-    assert ended == ["work"] and not token.cancelled
+    assert work.ended and not token.cancelled
 
 
 async def test_a_guard_on_a_cancelled_token_never_starts_the_work() -> None:
