@@ -56,6 +56,30 @@ def inbound(update_id: str, received_at: float, platform: str = "telegram") -> I
 
 
 # sessions -------------------------------------------------------------------
+async def test_the_open_session_is_read_with_its_active_messages_oldest_first(
+    store: Store,
+) -> None:
+    assert await store.load_active_session("telegram:42") is None  # none open yet
+    session, _ = await session_with_turn(store)
+    ids = [
+        await store.append_message(session.id, "t1", ChatMessage("user", text))
+        for text in ("first", "compacted away", "last")
+    ]
+    await store.deactivate_messages([ids[1]])
+    await store.end_session((await store.create_session("telegram:7", "default")).id)
+
+    found = await store.load_active_session("telegram:42")
+    assert found is not None
+    assert found.session.id == session.id
+    assert [(m.id, m.message.content) for m in found.messages] == [
+        (ids[0], "first"),
+        (ids[2], "last"),
+    ]
+    assert await store.load_active_session("telegram:7") is None  # ended: not open
+    await store.end_session(session.id)
+    assert await store.load_active_session("telegram:42") is None
+
+
 async def test_ended_session_makes_room_for_a_new_one(store: Store) -> None:
     first = await store.create_session("telegram:42", "default")
     assert await store.get_active_session("telegram:42") == first

@@ -20,10 +20,10 @@ _log = logging.getLogger(__name__)
 async def load_history(store: Store, session_key: str) -> list[Json]:
     """The open session's visible messages; empty when there is none (or on a store error)."""
     try:
-        session = await store.get_active_session(session_key)
-        if session is None:
+        found = await store.load_active_session(session_key)
+        if found is None:
             return []
-        stored = await store.load_active_messages(session.id)
+        stored = found.messages
     except Exception:
         _log.exception("web: history of %s could not be loaded", session_key)
         return []

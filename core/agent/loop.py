@@ -275,11 +275,11 @@ class CommonAgent:
         async with self.locks.hold(session_key, token) as held:
             if not held:
                 raise Cancelled(token.reason or "cancelled")
-            session = await self.store.get_active_session(session_key)
-            if session is None:
+            found = await self.store.load_active_session(session_key)
+            if found is None:
                 return None
-            history = summary_first(await self.store.load_active_messages(session.id))
-            transcript = Transcript("", history)
+            session = found.session
+            transcript = Transcript("", summary_first(found.messages))
             scope = TurnScope(session_key, session.id, "")
             model = self._model_of(session_key, (await self._choice(session_key)).client)
             caller = ModelCaller(model, self.hooks, self.retry, scope, on_notice, meter=self.meter)

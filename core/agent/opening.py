@@ -128,8 +128,7 @@ class TurnOpener:
 
         A replayed update whose answer is stored gets that answer back instead (a
         :class:`TurnResult`, no turn started)."""
-        session, is_new = await self._session(key)
-        history = await self._history(session, is_new)
+        session, history, is_new = await self._session(key)
         replayed = await self._replayed(session.id, message.origins, history) if history else None
         if replayed is not None:
             answer = stored_answer(history, replayed.id)
@@ -167,18 +166,13 @@ class TurnOpener:
             await record_redirects(turn.control, turn.transcript, self.store)
         await self._system_prompt(turn)
 
-    async def _session(self, key: str) -> tuple[SessionRecord, bool]:
-        session = await self.store.get_active_session(key)
-        if session is not None:
-            return session, False
-        return await self.store.create_session(key, self.profile.name), True
-
-    async def _history(self, session: SessionRecord, is_new: bool) -> list[StoredMessage]:
-        """The session's active messages, summary first; none, unread, for the session
-        :meth:`_session` has just created."""
-        if is_new:
-            return []
-        return summary_first(await self.store.load_active_messages(session.id))
+    async def _session(self, key: str) -> tuple[SessionRecord, list[StoredMessage], bool]:
+        """The open session with its active messages, summary first, read together;
+        else a new session (no history to read) — and whether it is new."""
+        found = await self.store.load_active_session(key)
+        if found is not None:
+            return found.session, summary_first(found.messages), False
+        return await self.store.create_session(key, self.profile.name), [], True
 
     async def _never_started(self, session_id: str, history: list[StoredMessage]) -> bool:
         """No turn of the session ever reached the store, so ``on_session_start`` never

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from core.store.records import (
+    ActiveSession,
     ApprovalCard,
     ApprovalRecord,
     AttachmentRecord,
@@ -45,6 +46,7 @@ from core.store.records import (
 from core.types import ApprovalState, ChatMessage, Content, ExitReason, TurnStatus
 
 __all__ = [
+    "ActiveSession",
     "ApprovalCard",
     "ApprovalRecord",
     "AttachmentRecord",
@@ -103,6 +105,11 @@ class Store(Protocol):
     async def save_session_prompt(
         self, session_id: str, *, frozen_context: str, system_prompt: str, fingerprint: str
     ) -> None: ...
+
+    async def load_active_session(self, key: str) -> ActiveSession | None:
+        """The open session for ``key`` with its active messages, oldest first, read
+        together (one call on SQLite's connection thread); None when no session is open."""
+        ...
 
     # messages ---------------------------------------------------------------
     async def load_active_messages(self, session_id: str) -> list[StoredMessage]:

@@ -49,6 +49,7 @@ from core.store import access, attachments, live_streams, outbox, platforms, ses
 from core.store import pg_statements as pg
 from core.store import settings as chat_settings
 from core.store.base import (
+    ActiveSession,
     ApprovalCard,
     ApprovalRecord,
     AttachmentRecord,
@@ -130,6 +131,12 @@ class PgStore:
             session_id, frozen_context, system_prompt, fingerprint
         )
         await self._update_one(prompt)
+
+    async def load_active_session(self, key: str) -> ActiveSession | None:
+        session = await self.get_active_session(key)
+        if session is None:
+            return None
+        return ActiveSession(session, await self.load_active_messages(session.id))
 
     async def load_active_messages(self, session_id: str) -> list[StoredMessage]:
         found = await self._read(sessions.ACTIVE_MESSAGES, (session_id,))

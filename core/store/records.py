@@ -8,7 +8,7 @@ letters, attachments, files sent, pairing, session settings and identity links.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from core.attachments import Attachment, OutgoingFile
 from core.types import ApprovalState, ChatMessage, ExitReason, TurnStatus
@@ -58,6 +58,14 @@ class StoredMessage:
     active: bool = True
     origin: str | None = None
     """The inbound update the message came from (``"<platform>:<update id>"``), if any."""
+
+
+class ActiveSession(NamedTuple):
+    """A key's open session and its active messages, oldest first, read together
+    (``Store.load_active_session``)."""
+
+    session: SessionRecord
+    messages: list[StoredMessage]
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,6 +64,7 @@ import aiosqlite
 from core.store import access, attachments, live_streams, outbox, platforms, sessions, tool_calls
 from core.store import settings as chat_settings
 from core.store.base import (
+    ActiveSession,
     ApprovalCard,
     ApprovalRecord,
     AttachmentRecord,
@@ -149,6 +150,15 @@ class SqliteStore:
             session_id, frozen_context, system_prompt, fingerprint
         )
         await self._write(*prompt, one=True)
+
+    async def load_active_session(self, key: str) -> ActiveSession | None:
+        if self._closed:
+            raise self._closed_error()
+        try:
+            found: ActiveSession | None = await self._queue(partial(_active_session, key), self._db)
+        except sqlite3.Error as exc:
+            raise store_error(self._path, "read", exc) from exc
+        return found
 
     async def load_active_messages(self, session_id: str) -> list[StoredMessage]:
         found = await self._read(sessions.ACTIVE_MESSAGES, (session_id,))
@@ -486,6 +496,25 @@ def _run_one(sql: str, params: Params, db: sqlite3.Connection) -> _Written:
     cursor = db.execute(sql, params)
     try:
         return _Written(cursor.rowcount, cursor.lastrowid)
+    finally:
+        cursor.close()
+
+
+def _active_session(key: str, db: sqlite3.Connection) -> ActiveSession | None:
+    """On the connection's thread: the open session of ``key`` and its active messages,
+    read in one call (no write comes between the two reads)."""
+    found = _rows(db, sessions.ACTIVE_SESSION, (key,))
+    if not found:
+        return None
+    session = sessions.session_from_row(found[0])
+    messages = _rows(db, sessions.ACTIVE_MESSAGES, (session.id,))
+    return ActiveSession(session, [sessions.message_from_row(row) for row in messages])
+
+
+def _rows(db: sqlite3.Connection, sql: str, params: Params) -> list[sqlite3.Row]:
+    cursor = db.execute(sql, params)
+    try:
+        return cursor.fetchall()
     finally:
         cursor.close()
 

@@ -17,7 +17,7 @@ import pytest
 
 from core.agent.control import TurnControl
 from core.agent.turn import TurnResult, UserMessage
-from core.store.base import StoredMessage
+from core.store.base import ActiveSession, StoredMessage
 from core.store.connection import open_connection
 from core.store.sqlite import SqliteStore
 from tests.engine.conftest import KEY, USER, Rig
@@ -32,8 +32,14 @@ class ReadCountingStore(SqliteStore):
         self.reads: Counter[str] = Counter()
 
     async def load_active_messages(self, session_id: str) -> list[StoredMessage]:
-        self.reads["load_active_messages"] += 1
+        self.reads["history"] += 1
         return await super().load_active_messages(session_id)
+
+    async def load_active_session(self, key: str) -> ActiveSession | None:
+        found = await super().load_active_session(key)
+        if found is not None:  # an open session's messages were read with it
+            self.reads["history"] += 1
+        return found
 
     async def find_message_by_origin(self, session_id: str, origin: str) -> StoredMessage | None:
         self.reads["find_message_by_origin"] += 1
@@ -76,7 +82,7 @@ async def test_a_fresh_message_reads_the_history_and_looks_no_origin_up(
     result = await turn(rig, "second", "telegram:2")
 
     assert (result.status, result.reply) == ("completed", "two")
-    assert counting.reads == Counter(load_active_messages=1)
+    assert counting.reads == Counter(history=1)
     assert [m.content for m in await rig.stored()] == ["first", "one", "second", "two"]
 
 
