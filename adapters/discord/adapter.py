@@ -421,9 +421,9 @@ class DiscordAdapter:
         responder = self._responders.pop(envelope.id, None)
         if responder is None:  # a message or a press: no deferred response to open
             await self._sink(event)
-            return event
-        async with self._deferred.handling(responder):
-            await self._sink(event)
+        else:
+            async with self._deferred.handling(responder):
+                await self._sink(event)
         return event
 
     async def _thread_for(self, envelope: Envelope) -> str | None:
