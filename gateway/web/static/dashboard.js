@@ -13,7 +13,10 @@ function button(label, testid, action) {
   el.type = "button";
   el.textContent = label;
   el.dataset.testid = testid;
-  el.addEventListener("click", () => { el.disabled = true; action(); });
+  el.addEventListener("click", async () => {
+    el.disabled = true;
+    try { await action(); } finally { el.disabled = false; }
+  });
   return el;
 }
 
@@ -84,24 +87,47 @@ function usageLines(usage) {
   }));
 }
 
+// A running turn keeps its row while it runs: each state (every TICK while a turn runs,
+// its elapsed time changing) updates the row's figures in place, so a click on its Stop
+// button or a steer half typed is never lost to a row built anew.
+const runningRows = new Map();
+
+function runningRow(turn) {
+  let row = runningRows.get(turn.session_key);
+  if (!row) {
+    const tr = document.createElement("tr");
+    tr.dataset.testid = "running-turn";
+    tr.dataset.session = turn.session_key;
+    const cells = [cell(), cell(), cell("", "who"), cell(), cell(), cell(), cell()];
+    const actions = document.createElement("td");
+    actions.append(button("⏹ Stop", "dash-stop", () => post("/api/dashboard/stop", { session_key: turn.session_key })),
+      steerForm(turn.session_key));
+    tr.append(...cells, actions);
+    row = { tr, cells };
+    runningRows.set(turn.session_key, row);
+  }
+  const figures = [turn.platform, turn.session_key, turn.who,
+    turn.elapsed == null ? "" : `${turn.elapsed}s`, turn.iterations, turn.tool, turn.queued];
+  row.cells.forEach((td, i) => { td.textContent = figures[i] ?? ""; });
+  return row.tr;
+}
+
+function runningRowsOf(running) {
+  const live = new Set(running.map((turn) => turn.session_key));
+  for (const key of runningRows.keys()) if (!live.has(key)) runningRows.delete(key);
+  const rows = running.map(runningRow);
+  const box = $("running");
+  const same = rows.length === box.children.length && rows.every((tr, i) => box.children[i] === tr);
+  if (!same) box.replaceChildren(...rows);
+}
+
 function render(state) {
   memoryLine(state.memory);
   usageLines(state.usage);
   jobRows(state.jobs);
   $("platforms").replaceChildren(...Object.entries(state.platforms).map(([name, health]) =>
     healthLine(name, health)));
-  $("running").replaceChildren(...state.running.map((turn) => {
-    const tr = document.createElement("tr");
-    tr.dataset.testid = "running-turn";
-    tr.dataset.session = turn.session_key;
-    const actions = document.createElement("td");
-    actions.append(button("⏹ Stop", "dash-stop", () => post("/api/dashboard/stop", { session_key: turn.session_key })),
-      steerForm(turn.session_key));
-    tr.append(cell(turn.platform), cell(turn.session_key), cell(turn.who, "who"),
-      cell(turn.elapsed == null ? "" : `${turn.elapsed}s`), cell(turn.iterations),
-      cell(turn.tool), cell(turn.queued), actions);
-    return tr;
-  }));
+  runningRowsOf(state.running);
   $("approvals").replaceChildren(...state.approvals.map((request) => {
     const tr = document.createElement("tr");
     tr.dataset.testid = "pending-approval";
