@@ -226,6 +226,7 @@ class SlackAdapter:
 
     def _bolt_app(self) -> AsyncApp:
         app = AsyncApp(
+            name="commonos",  # named: bolt otherwise reads every caller's source (inspect.stack)
             client=self.client,
             signing_secret=self.settings.signing_secret,
             process_before_response=True,

@@ -3,7 +3,7 @@
 Fixture: ``slack_sim``. Socket Mode::
 
     client = AsyncWebClient(token=sim.bot_token, base_url=sim.api_url)   # ends with "/"
-    app = AsyncApp(client=client, signing_secret=sim.signing_secret)
+    app = AsyncApp(name="sim", client=client, signing_secret=sim.signing_secret)
     handler = AsyncSocketModeHandler(app, app_token=sim.app_token)
     await handler.connect_async()  ...  await handler.close_async()
 

@@ -33,7 +33,7 @@ def web_client(sim: SlackSim, token: str | None = None) -> AsyncWebClient:
 
 def approval_app(sim: SlackSim) -> AsyncApp:
     """A bolt app that answers "hi" with a button and edits the message when it is pressed."""
-    app = AsyncApp(client=web_client(sim), signing_secret="sim-signing-secret")
+    app = AsyncApp(name="sim-selftest", client=web_client(sim), signing_secret="sim-signing-secret")
 
     @app.message("hi")
     async def hi(say: Any) -> None:
@@ -144,7 +144,7 @@ async def test_unacked_event_is_redelivered_with_retry_attempt(slack_sim: SlackS
 
 
 async def test_mention_also_sends_app_mention(slack_sim: SlackSim) -> None:
-    app = AsyncApp(client=web_client(slack_sim), signing_secret="x")
+    app = AsyncApp(name="sim-selftest", client=web_client(slack_sim), signing_secret="x")
     mentioned: asyncio.Queue[str] = asyncio.Queue()
 
     @app.event("app_mention")
@@ -186,7 +186,9 @@ async def test_respond_replaces_the_original_message(slack_sim: SlackSim) -> Non
 async def test_slash_command_ack_is_ephemeral_and_respond_in_channel_is_public(
     slack_sim: SlackSim, mode: str
 ) -> None:
-    app = AsyncApp(client=web_client(slack_sim), signing_secret=slack_sim.signing_secret)
+    app = AsyncApp(
+        name="sim-selftest", client=web_client(slack_sim), signing_secret=slack_sim.signing_secret
+    )
 
     @app.command("/stop")
     async def stop(ack: Any, command: Any, respond: Any) -> None:

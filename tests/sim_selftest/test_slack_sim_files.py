@@ -33,7 +33,7 @@ async def fetch(url: str, token: str | None) -> httpx.Response:
 async def test_a_shared_file_reaches_a_bolt_app_as_a_file_share_message(
     slack_sim: SlackSim,
 ) -> None:
-    app = AsyncApp(client=web_client(slack_sim), signing_secret="x")
+    app = AsyncApp(name="sim-selftest", client=web_client(slack_sim), signing_secret="x")
     seen: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
     @app.event("message")

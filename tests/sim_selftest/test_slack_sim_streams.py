@@ -158,7 +158,9 @@ async def test_stream_writes_count_in_the_channel_window(slack_sim: SlackSim) ->
 async def test_native_stop_ends_the_threads_streams_and_tells_the_app(
     slack_sim: SlackSim,
 ) -> None:
-    app = AsyncApp(client=client(slack_sim), signing_secret=slack_sim.signing_secret)
+    app = AsyncApp(
+        name="sim-selftest", client=client(slack_sim), signing_secret=slack_sim.signing_secret
+    )
     seen: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
     @app.event("agent_session_stopped")

@@ -23,13 +23,14 @@ from telegram.ext import (
 
 from tests.platform_sim.base import SimError
 from tests.platform_sim.telegram_sim import ALICE, BOB, FloodLimits, TelegramSim
+from tests.support.ptb import plain_http, sim_bot
 
 Ctx = ContextTypes.DEFAULT_TYPE
 APPROVE = InlineKeyboardMarkup([[InlineKeyboardButton("Approve", callback_data="approve:1")]])
 
 
 def make_bot(sim: TelegramSim, token: str | None = None) -> Bot:
-    return Bot(token or sim.token, base_url=f"{sim.url}/bot", base_file_url=f"{sim.url}/file/bot")
+    return sim_bot(sim, token)
 
 
 @pytest.fixture
@@ -43,7 +44,8 @@ async def running_app(
     sim: TelegramSim, *handlers: Any
 ) -> AsyncIterator[Application[Any, Any, Any, Any, Any, Any]]:
     app = (Application.builder().token(sim.token).base_url(f"{sim.url}/bot")
-           .base_file_url(f"{sim.url}/file/bot").build())  # fmt: skip
+           .base_file_url(f"{sim.url}/file/bot").request(plain_http())
+           .get_updates_request(plain_http()).build())  # fmt: skip
     for handler in handlers:
         app.add_handler(handler)
     await app.initialize()

@@ -13,14 +13,14 @@ from telegram.error import BadRequest, RetryAfter
 from adapters.telegram.errors import retry_after_seconds
 from tests.platform_sim.telegram_drafts import DRAFT_LIFETIME, STOP_UPDATE
 from tests.platform_sim.telegram_sim import ALICE, FloodLimits, TelegramSim, TgChat
+from tests.support.ptb import sim_bot
 
 STOPPABLE = {"can_stop": True, "keep_on_stop": False}
 
 
 @pytest.fixture
 async def bot(telegram_sim: TelegramSim) -> AsyncIterator[Bot]:
-    sim = telegram_sim
-    async with Bot(sim.token, base_url=f"{sim.url}/bot") as b:
+    async with sim_bot(telegram_sim) as b:
         yield b
 
 

@@ -13,14 +13,14 @@ from telegram.error import BadRequest, NetworkError
 
 from tests.platform_sim.telegram_files import MB, Media, png
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
+from tests.support.ptb import sim_bot
 
 FORUM = -100900
 
 
 @pytest.fixture
 async def bot(telegram_sim: TelegramSim) -> AsyncIterator[Bot]:
-    url = telegram_sim.url
-    async with Bot(telegram_sim.token, base_url=f"{url}/bot", base_file_url=f"{url}/file/bot") as b:
+    async with sim_bot(telegram_sim) as b:
         yield b
 
 

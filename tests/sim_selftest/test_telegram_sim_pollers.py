@@ -13,10 +13,11 @@ from telegram.error import Conflict
 
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
 from tests.support.polling import until
+from tests.support.ptb import sim_bot
 
 
 def make_bot(sim: TelegramSim) -> Bot:
-    return Bot(sim.token, base_url=f"{sim.url}/bot", base_file_url=f"{sim.url}/file/bot")
+    return sim_bot(sim)
 
 
 async def test_one_poller_polling_again_and_again_overlaps_nothing(

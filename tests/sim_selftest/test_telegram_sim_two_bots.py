@@ -8,13 +8,14 @@ import pytest
 from telegram import Bot
 
 from tests.platform_sim.telegram_sim import ALICE, TelegramSim
+from tests.support.ptb import sim_bot
 
 GROUP = -100777
 OTHER_TOKEN = "654321:OTHER-TOKEN"
 
 
 def make_bot(sim: TelegramSim) -> Bot:
-    return Bot(sim.token, base_url=f"{sim.url}/bot", base_file_url=f"{sim.url}/file/bot")
+    return sim_bot(sim)
 
 
 @pytest.fixture
